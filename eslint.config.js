@@ -1,0 +1,25 @@
+// typescript-eslint with type-checked rules (shared/docs/style.md, point 11).
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+export default tseslint.config(
+  { ignores: ['dist/**', 'node_modules/**', 'eslint.config.js', '.tap/**'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: true, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': 'error',
+      '@typescript-eslint/no-explicit-any': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
+      // One module owns each side effect: only the config loader reads the environment.
+      'no-restricted-properties': ['error', { object: 'process', property: 'env', message: 'Read settings through loadConfig (src/config.ts).' }],
+    },
+  },
+  {
+    files: ['src/main.ts', 'src/config.ts', 'test/**', 'bench/**'],
+    rules: { 'no-restricted-properties': 'off' },
+  },
+);

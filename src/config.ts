@@ -1,0 +1,153 @@
+/**
+ * Every OVSNET_* setting: one defaults table, validated once, frozen. The README's settings
+ * table and plugin/config.json list the same names (test/unit/config.test.ts checks both).
+ */
+import path from 'node:path';
+import { OvsnetError } from './errors.js';
+
+export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
+
+export type StoreConfig =
+  | { readonly kind: 'sqlite'; readonly file: string }
+  | {
+      readonly kind: 'etcd';
+      readonly endpoints: readonly string[];
+      readonly tls?: { readonly caFile: string; readonly certFile?: string; readonly keyFile?: string };
+      readonly auth?: { readonly username: string; readonly password: string };
+    };
+
+export interface Config {
+  readonly store: StoreConfig;
+  readonly storeTimeoutMs: number;
+  readonly logLevel: LogLevel;
+  readonly socket: string;
+}
+
+/** Name, default and valid form of each setting: the source of the README table. */
+export const SETTINGS = {
+  OVSNET_STORE: {
+    default: 'sqlite:/var/lib/ovsnet/state.db',
+    form: 'sqlite:/absolute/path.db or etcd://host:port[,host:port...]',
+    doc: 'State store: the embedded SQLite file (single host) or etcd endpoints (hosts sharing networks).',
+  },
+  OVSNET_STORE_TIMEOUT_MS: {
+    default: '3000',
+    form: 'an integer from 100 to 10000',
+    doc: 'Bound on every store call; a slower store fails the call as unavailable (Docker gives up after ~15 s).',
+  },
+  OVSNET_ETCD_CA: { default: '', form: 'path to a PEM file', doc: 'CA bundle: connect to etcd over TLS.' },
+  OVSNET_ETCD_CERT: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_KEY)', doc: 'Client certificate for etcd TLS.' },
+  OVSNET_ETCD_KEY: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_CERT)', doc: 'Client key for etcd TLS.' },
+  OVSNET_ETCD_USERNAME: { default: '', form: 'an etcd user name (with OVSNET_ETCD_PASSWORD)', doc: 'etcd authentication user.' },
+  OVSNET_ETCD_PASSWORD: { default: '', form: 'the password of OVSNET_ETCD_USERNAME', doc: 'etcd authentication password.' },
+  OVSNET_LOG_LEVEL: { default: 'info', form: LOG_LEVELS.join('|'), doc: 'Log level of the JSON logs on stdout.' },
+  OVSNET_SOCKET: {
+    default: '/run/docker/plugins/ovsnet.sock',
+    form: 'an absolute path ending in .sock',
+    doc: 'Plugin socket Docker finds the plugin by (the driver name is the file name without .sock).',
+  },
+} as const;
+
+export type SettingName = keyof typeof SETTINGS;
+
+type Env = Readonly<Record<string, string | undefined>>;
+
+/** Validates every OVSNET_* variable; one error lists every problem, one per line. */
+export function loadConfig(env: Env): Config {
+  const problems: string[] = [];
+  const value = (name: SettingName): string => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? SETTINGS[name].default : v.trim();
+  };
+  const bad = (name: SettingName, got: string, why?: string) =>
+    problems.push(`${name}=${JSON.stringify(got)} is not valid${why === undefined ? '' : ` (${why})`}: expected ${SETTINGS[name].form}`);
+
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('OVSNET_') && !(name in SETTINGS)) {
+      problems.push(`${name} is not a setting of ovsnet: valid ones are ${Object.keys(SETTINGS).join(', ')}`);
+    }
+  }
+
+  const store = parseStore(value('OVSNET_STORE'), env, (why) => bad('OVSNET_STORE', value('OVSNET_STORE'), why), problems);
+  const storeTimeoutMs = parseIntIn(value('OVSNET_STORE_TIMEOUT_MS'), 100, 10_000);
+  if (storeTimeoutMs === undefined) bad('OVSNET_STORE_TIMEOUT_MS', value('OVSNET_STORE_TIMEOUT_MS'));
+
+  const logLevel = value('OVSNET_LOG_LEVEL') as LogLevel;
+  if (!LOG_LEVELS.includes(logLevel)) bad('OVSNET_LOG_LEVEL', logLevel);
+
+  const socket = value('OVSNET_SOCKET');
+  if (!path.isAbsolute(socket) || !socket.endsWith('.sock') || path.basename(socket) === '.sock') {
+    bad('OVSNET_SOCKET', socket);
+  }
+
+  if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined) {
+    throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
+  }
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket });
+}
+
+function parseStore(
+  raw: string,
+  env: Env,
+  bad: (why?: string) => void,
+  problems: string[],
+): StoreConfig | undefined {
+  const etcdOnly = ['OVSNET_ETCD_CA', 'OVSNET_ETCD_CERT', 'OVSNET_ETCD_KEY', 'OVSNET_ETCD_USERNAME', 'OVSNET_ETCD_PASSWORD'] as const;
+  const given = (n: SettingName): string | undefined => {
+    const v = env[n]?.trim();
+    return v === undefined || v === '' ? undefined : v;
+  };
+  if (raw.startsWith('sqlite:')) {
+    const file = raw.slice('sqlite:'.length);
+    if (!path.isAbsolute(file) || file.endsWith('/')) {
+      bad('the file must be an absolute path');
+      return undefined;
+    }
+    for (const n of etcdOnly) {
+      if (given(n) !== undefined) problems.push(`${n} applies only with OVSNET_STORE=etcd://...; the store is ${raw}`);
+    }
+    return { kind: 'sqlite', file };
+  }
+  if (raw.startsWith('etcd://')) {
+    const hosts = raw.slice('etcd://'.length).split(',').map((h) => h.trim());
+    const valid = hosts.length > 0 && hosts.every((h) => /^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h) && Number(h.split(':').pop()) <= 65535);
+    if (!valid) {
+      bad('each endpoint is host:port');
+      return undefined;
+    }
+    const ca = given('OVSNET_ETCD_CA');
+    const cert = given('OVSNET_ETCD_CERT');
+    const key = given('OVSNET_ETCD_KEY');
+    const username = given('OVSNET_ETCD_USERNAME');
+    const password = given('OVSNET_ETCD_PASSWORD');
+    if ((cert === undefined) !== (key === undefined)) problems.push('OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together: set both or neither');
+    if (cert !== undefined && ca === undefined) problems.push('OVSNET_ETCD_CERT needs OVSNET_ETCD_CA (the CA that signed the etcd server certificate)');
+    if ((username === undefined) !== (password === undefined)) problems.push('OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together: set both or neither');
+    const scheme = ca === undefined ? 'http' : 'https';
+    return {
+      kind: 'etcd',
+      endpoints: hosts.map((h) => `${scheme}://${h}`),
+      ...(ca === undefined
+        ? {}
+        : { tls: { caFile: ca, ...(cert === undefined ? {} : { certFile: cert }), ...(key === undefined ? {} : { keyFile: key }) } }),
+      ...(username === undefined || password === undefined ? {} : { auth: { username, password } }),
+    };
+  }
+  bad();
+  return undefined;
+}
+
+function parseIntIn(raw: string, min: number, max: number): number | undefined {
+  if (!/^\d+$/.test(raw)) return undefined;
+  const n = Number(raw);
+  return n >= min && n <= max ? n : undefined;
+}
+
+function deepFreeze<T>(o: T): T {
+  if (o !== null && typeof o === 'object') {
+    for (const v of Object.values(o)) deepFreeze(v);
+    Object.freeze(o);
+  }
+  return o;
+}

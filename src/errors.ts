@@ -1,0 +1,53 @@
+/**
+ * The one error catalogue. Every error a user can meet has a stable code, a kind and a
+ * message naming the bad value and what would be valid. Kinds map to HTTP status in exactly
+ * one place (src/plugin-api); foreign errors are converted where they enter, kept as `cause`.
+ */
+
+export type ErrorKind =
+  | 'InvalidParameter'
+  | 'NotFound'
+  | 'Conflict'
+  | 'Unavailable'
+  | 'Forbidden'
+  | 'System';
+
+export const ERROR_CODES = {
+  CONFIG_INVALID: 'InvalidParameter',
+  STORE_URL_INVALID: 'InvalidParameter',
+  STORE_UNAVAILABLE: 'Unavailable',
+  STORE_TIMEOUT: 'Unavailable',
+  STORE_COMPACTED: 'Conflict',
+  STORE_LEASE_NOT_FOUND: 'NotFound',
+  STORE_CLOSED: 'Unavailable',
+  STORE_CORRUPT: 'System',
+  STORE_INVALID_REQUEST: 'InvalidParameter',
+} as const satisfies Record<string, ErrorKind>;
+
+export type ErrorCode = keyof typeof ERROR_CODES;
+
+export class OvsnetError extends Error {
+  readonly code: ErrorCode;
+  readonly kind: ErrorKind;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OvsnetError';
+    this.code = code;
+    this.kind = ERROR_CODES[code];
+  }
+
+  /** Transient failures a caller may retry (Antrea's TRY_AGAIN_LATER). */
+  get retryable(): boolean {
+    return this.kind === 'Unavailable';
+  }
+}
+
+export function isOvsnetError(err: unknown, code?: ErrorCode): err is OvsnetError {
+  return err instanceof OvsnetError && (code === undefined || err.code === code);
+}
+
+/** A readable message from anything thrown. */
+export function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,308 @@
+/**
+ * The clustered store: etcd v3 through the etcd3 client, raw KV/Lease/Watch RPCs.
+ *
+ * Every unary call carries a gRPC deadline and is raced against the same bound, so a lost
+ * connection surfaces as STORE_UNAVAILABLE / STORE_TIMEOUT well inside Docker's 15 s retry
+ * window, never as a hang. gRPC and etcd errors are converted here, kept as `cause`.
+ */
+import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import type * as RPC from 'etcd3/lib/rpc.js';
+import { ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
+import { OvsnetError, messageOf } from '../errors.js';
+import { prefixEnd } from './keys.js';
+import { MAX_PAGE } from './common.js';
+import type {
+  Compare,
+  KeyValue,
+  LeaseId,
+  Op,
+  RangeOptions,
+  RangePage,
+  Store,
+  TxnRequest,
+  TxnResult,
+  WatchEvent,
+  WatchHandlers,
+  Watcher,
+} from './types.js';
+
+export interface EtcdStoreOptions {
+  /** http(s)://host:port endpoints. */
+  readonly endpoints: readonly string[];
+  /** Bound on every call, in ms. */
+  readonly timeoutMs: number;
+  readonly tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
+  readonly auth?: { readonly username: string; readonly password: string };
+}
+
+const b = (s: string): Buffer => Buffer.from(s, 'utf8');
+
+const OPS = { '==': 'Equal', '>': 'Greater', '<': 'Less', '!=': 'NotEqual' } as const;
+
+function toKv(kv: RPC.IKeyValue): KeyValue {
+  return {
+    key: kv.key.toString('utf8'),
+    value: kv.value.toString('utf8'),
+    createRevision: Number(kv.create_revision),
+    modRevision: Number(kv.mod_revision),
+    version: Number(kv.version),
+    lease: String(kv.lease),
+  };
+}
+
+function toCompare(c: Compare): RPC.ICompare {
+  const key = b(c.key);
+  switch (c.target) {
+    case 'absent':
+      return { key, target: 'Version', result: 'Equal', version: 0 };
+    case 'present':
+      return { key, target: 'Version', result: 'Greater', version: 0 };
+    case 'value':
+      return { key, target: 'Value', result: OPS[c.op], value: b(c.value) };
+    case 'version':
+      return { key, target: 'Version', result: OPS[c.op], version: c.version };
+    case 'modRevision':
+      return { key, target: 'Mod', result: OPS[c.op], mod_revision: c.modRevision };
+  }
+}
+
+function toRequestOp(op: Op): RPC.IRequestOp {
+  switch (op.type) {
+    case 'put':
+      return { request_put: { key: b(op.key), value: b(op.value), lease: op.lease ?? 0 } };
+    case 'delete':
+      return { request_delete_range: { key: b(op.key) } };
+    case 'deletePrefix':
+      return { request_delete_range: { key: b(op.prefix), range_end: b(prefixEnd(op.prefix)) } };
+    case 'get':
+      return { request_range: { key: b(op.key) } };
+  }
+}
+
+export class EtcdStore implements Store {
+  readonly kind = 'etcd' as const;
+  private readonly client: Etcd3;
+  private readonly timeoutMs: number;
+  private readonly where: string;
+
+  constructor(options: EtcdStoreOptions) {
+    this.timeoutMs = options.timeoutMs;
+    this.where = options.endpoints.join(',');
+    const timeoutMs = options.timeoutMs;
+    const config: IOptions = {
+      hosts: [...options.endpoints],
+      dialTimeout: Math.min(timeoutMs, 3000),
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+      faultHandling: {
+        // A failing endpoint is skipped for a second; a recoverable failure is retried once on
+        // another endpoint. The outer race in call() keeps the total within timeoutMs.
+        host: () =>
+          circuitBreaker(handleWhen(isRecoverableError), {
+            halfOpenAfter: 1000,
+            breaker: new ConsecutiveBreaker(3),
+          }),
+        global: options.endpoints.length > 1
+          ? retry(handleWhen(isRecoverableError), { maxAttempts: 1, backoff: new ConstantBackoff(50) })
+          : noop,
+      },
+    };
+    if (options.tls !== undefined) {
+      config.credentials = {
+        rootCertificate: options.tls.ca,
+        ...(options.tls.key === undefined ? {} : { privateKey: options.tls.key }),
+        ...(options.tls.cert === undefined ? {} : { certChain: options.tls.cert }),
+      };
+    }
+    if (options.auth !== undefined) config.auth = { ...options.auth };
+    this.client = new Etcd3(config);
+  }
+
+  async get(key: string): Promise<KeyValue | undefined> {
+    const res = await this.call('get', () => this.client.kv.range({ key: b(key) }));
+    const kv = res.kvs[0];
+    return kv === undefined ? undefined : toKv(kv);
+  }
+
+  async range(prefix: string, options: RangeOptions = {}): Promise<RangePage> {
+    return this.page(prefix, options, undefined);
+  }
+
+  async list(prefix: string): Promise<RangePage> {
+    // Pages after the first are read at the first page's revision: one snapshot.
+    const first = await this.page(prefix, {}, undefined);
+    const kvs = [...first.kvs];
+    let more = first.more;
+    while (more) {
+      const last = kvs[kvs.length - 1];
+      const next = await this.page(prefix, last === undefined ? {} : { after: last.key }, first.revision);
+      kvs.push(...next.kvs);
+      more = next.more;
+    }
+    return { kvs, more: false, revision: first.revision };
+  }
+
+  async revision(): Promise<number> {
+    const res = await this.call('revision', () =>
+      this.client.kv.range({ key: b(keysProbe), count_only: true }),
+    );
+    return Number(res.header.revision);
+  }
+
+  async txn(request: TxnRequest): Promise<TxnResult> {
+    const res = await this.call('txn', () =>
+      this.client.kv.txn({
+        compare: request.compares.map(toCompare),
+        success: request.success.map(toRequestOp),
+        failure: (request.failure ?? []).map(toRequestOp),
+      }),
+    );
+    const gets: (KeyValue | undefined)[] = [];
+    for (const r of res.responses) {
+      // The union arrives with only the populated member set.
+      const range = (r as Partial<RPC.IResponseOp>).response_range;
+      if (range !== undefined && range !== null) {
+        const kv = range.kvs[0];
+        gets.push(kv === undefined ? undefined : toKv(kv));
+      }
+    }
+    return { succeeded: res.succeeded, revision: Number(res.header.revision), gets };
+  }
+
+  async watch(prefix: string, fromRevision: number, handlers: WatchHandlers): Promise<Watcher> {
+    const watcher = await this.call('watch', () =>
+      this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create(),
+    );
+    let failed = false;
+    watcher.on('data', (res) => {
+      if (failed) return;
+      if (res.canceled && Number(res.compact_revision) > 0) {
+        failed = true;
+        handlers.onError?.(
+          new OvsnetError(
+            'STORE_COMPACTED',
+            `cannot watch ${prefix} from revision ${fromRevision}: etcd compacted history up to ${res.compact_revision}; read again and watch from the read's revision + 1`,
+          ),
+        );
+        void watcher.cancel().catch(() => undefined);
+        return;
+      }
+      // One response can hold several revisions: deliver one batch per revision, in order.
+      let batch: WatchEvent[] = [];
+      let rev = -1;
+      for (const e of res.events) {
+        const kv = toKv(e.kv);
+        const type = e.type === 'Delete' ? 'delete' : 'put';
+        if (kv.modRevision !== rev && batch.length > 0) {
+          handlers.onEvents(batch);
+          batch = [];
+        }
+        rev = kv.modRevision;
+        batch.push({ type, kv: type === 'delete' ? { ...kv, value: '', version: 0, lease: '0' } : kv });
+      }
+      if (batch.length > 0) handlers.onEvents(batch);
+    });
+    watcher.on('error', (err) => {
+      if (failed) return;
+      failed = true;
+      handlers.onError?.(this.convert('watch', err));
+    });
+    return { close: () => watcher.cancel().catch(() => undefined) };
+  }
+
+  async grantLease(ttlSeconds: number): Promise<LeaseId> {
+    const res = await this.call('grantLease', () => this.client.leaseClient.leaseGrant({ TTL: ttlSeconds }));
+    return String(res.ID);
+  }
+
+  async keepAlive(lease: LeaseId): Promise<void> {
+    const res = await this.call('keepAlive', async () => {
+      const stream = await this.client.leaseClient.leaseKeepAlive();
+      return new Promise<RPC.ILeaseKeepAliveResponse>((resolve, reject) => {
+        stream.on('data', (r) => {
+          resolve(r);
+          stream.end();
+        });
+        stream.on('error', reject);
+        stream.write({ ID: lease });
+      }).finally(() => stream.cancel());
+    });
+    if (Number(res.TTL) <= 0) {
+      throw new OvsnetError('STORE_LEASE_NOT_FOUND', `lease ${lease} has expired or was revoked; grant a new one`);
+    }
+  }
+
+  async revokeLease(lease: LeaseId): Promise<void> {
+    try {
+      await this.call('revokeLease', () => this.client.leaseClient.leaseRevoke({ ID: lease }));
+    } catch (err) {
+      if (err instanceof OvsnetError && err.code === 'STORE_LEASE_NOT_FOUND') return;
+      throw err;
+    }
+  }
+
+  close(): Promise<void> {
+    this.client.close();
+    return Promise.resolve();
+  }
+
+  // --- internals -------------------------------------------------------------------------
+
+  private async page(prefix: string, options: RangeOptions, revision: number | undefined): Promise<RangePage> {
+    const limit = Math.min(options.limit ?? MAX_PAGE, MAX_PAGE);
+    const start = options.after === undefined ? prefix : options.after + '\0';
+    const res = await this.call('range', () =>
+      this.client.kv.range({
+        key: b(start),
+        range_end: b(prefixEnd(prefix)),
+        limit,
+        ...(revision === undefined ? {} : { revision }),
+      }),
+    );
+    return { kvs: res.kvs.map(toKv), more: res.more, revision: Number(res.header.revision) };
+  }
+
+  /** Runs one etcd call within the timeout, converting every failure into a store error. */
+  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new OvsnetError(
+              'STORE_TIMEOUT',
+              `etcd at ${this.where} did not answer ${what} within ${this.timeoutMs} ms (OVSNET_STORE_TIMEOUT_MS)`,
+            ),
+          ),
+        this.timeoutMs,
+      );
+    });
+    try {
+      return await Promise.race([fn(), timeout]);
+    } catch (err) {
+      throw this.convert(what, err);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private convert(what: string, err: unknown): OvsnetError {
+    if (err instanceof OvsnetError) return err;
+    const msg = messageOf(err);
+    if (/requested lease not found/i.test(msg)) {
+      return new OvsnetError('STORE_LEASE_NOT_FOUND', `etcd: ${msg}`, { cause: err });
+    }
+    if (/compacted/i.test(msg)) {
+      return new OvsnetError('STORE_COMPACTED', `etcd ${what}: ${msg}`, { cause: err });
+    }
+    if (/closed/i.test(msg) && /client/i.test(msg)) {
+      return new OvsnetError('STORE_CLOSED', 'the store was closed', { cause: err });
+    }
+    if (err instanceof Error && (isRecoverableError(err) || /deadline|unavailable|circuit|connect/i.test(msg))) {
+      return new OvsnetError('STORE_UNAVAILABLE', `etcd at ${this.where} is unavailable for ${what}: ${msg}`, { cause: err });
+    }
+    return new OvsnetError('STORE_CORRUPT', `etcd ${what} failed: ${msg}`, { cause: err });
+  }
+}
+
+/** Any key works for a count-only read of the current revision. */
+const keysProbe = '/ovsnet/v1/health';

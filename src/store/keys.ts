@@ -1,0 +1,57 @@
+/**
+ * The key layout, in one place, under a versioned prefix. A change of layout gets a new
+ * version (/ovsnet/v2/...) and a migration, never an in-place reinterpretation.
+ *
+ * Key parts are escaped so that a value containing '/' (a CIDR) stays one part.
+ */
+
+export const ROOT = '/ovsnet/v1/';
+
+/** Escapes '/' and '%' so a part never splits; readable for CIDRs ("10.0.0.0%2F24"). */
+export function part(value: string): string {
+  return value.replace(/%/g, '%25').replace(/\//g, '%2F');
+}
+
+export function unpart(value: string): string {
+  return value.replace(/%2F/g, '/').replace(/%25/g, '%');
+}
+
+/** The first key after every key that starts with `prefix` (etcd's range_end for a prefix). */
+export function prefixEnd(prefix: string): string {
+  if (prefix === '') return '\0';
+  const last = prefix.charCodeAt(prefix.length - 1);
+  return prefix.slice(0, -1) + String.fromCharCode(last + 1);
+}
+
+export const keys = {
+  root: ROOT,
+  /** Store self-test / health probe key. */
+  health: `${ROOT}health`,
+
+  /** IPAM pools: one record per pool, keyed by PoolID. */
+  pools: `${ROOT}ipam/pools/`,
+  pool: (poolId: string) => `${ROOT}ipam/pools/${part(poolId)}`,
+
+  /** IPAM reservations: one record per address, keyed by pool and address. */
+  addresses: (poolId: string) => `${ROOT}ipam/addresses/${part(poolId)}/`,
+  address: (poolId: string, address: string) => `${ROOT}ipam/addresses/${part(poolId)}/${part(address)}`,
+  allAddresses: `${ROOT}ipam/addresses/`,
+
+  /** Per-pool allocated-address count (moves only on a new reservation or a real release). */
+  poolCounts: `${ROOT}ipam/counts/`,
+  poolCount: (poolId: string) => `${ROOT}ipam/counts/${part(poolId)}`,
+
+  /** Networks and endpoints of the network driver, keyed by Docker's IDs. */
+  networks: `${ROOT}networks/`,
+  network: (networkId: string) => `${ROOT}networks/${part(networkId)}`,
+  endpoints: (networkId: string) => `${ROOT}endpoints/${part(networkId)}/`,
+  endpoint: (networkId: string, endpointId: string) => `${ROOT}endpoints/${part(networkId)}/${part(endpointId)}`,
+
+  /** Segment tags (VLAN 1-4094, VNI) held by networks. */
+  tags: `${ROOT}tags/`,
+  tag: (kind: 'vlan' | 'vni', tag: number) => `${ROOT}tags/${kind}/${tag}`,
+
+  /** Hosts registered under a lease. */
+  hosts: `${ROOT}hosts/`,
+  host: (name: string) => `${ROOT}hosts/${part(name)}`,
+} as const;
