@@ -1,0 +1,13 @@
+/** `npm run bench -- <suite>`: runs one benchmark suite and prints its table. */
+import { benchStore } from './store.js';
+
+const suites: Record<string, () => Promise<void>> = { store: benchStore };
+
+const name = process.argv[2];
+const run = name === undefined ? undefined : suites[name];
+if (run === undefined) {
+  console.error(`usage: npm run bench -- <suite>; suites: ${Object.keys(suites).join(', ')}`);
+  process.exit(2);
+}
+await run();
+process.exit(0);

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# `npm run bench -- <suite>`: starts the services a benchmark needs (its own etcd), runs it,
+# stops them. Suites: store.
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+trap services_cleanup EXIT
+start_etcd
+node dist/bench/main.js "$@"

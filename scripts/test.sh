@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The test command (`npm test`): prepares a fresh Debian machine as root, starts private
+# services, runs lint, typecheck and every test, stops what it started and leaves nothing.
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+trap services_cleanup EXIT
+
+ensure_packages
+[ -d node_modules ] || npm ci
+log "build and typecheck"; npx tsc -p tsconfig.json
+log "lint"; npx eslint .
+start_etcd
+
+files=$(find dist/test -name '*.test.js' | sort)
+[ "$#" -gt 0 ] && files="$*"
+log "tests"
+set +e
+# shellcheck disable=SC2086
+npx tap --disable-coverage --timeout 300 --reporter=tap $files | tee "$OVSNET_TMP/tap.out"
+status=${PIPESTATUS[0]}
+set -e
+# A plain closing line any CI reads: count the top-level test files' assertions.
+pass=$(grep -cE '^\s*ok [0-9]+' "$OVSNET_TMP/tap.out" || true)
+fail=$(grep -cE '^\s*not ok [0-9]+' "$OVSNET_TMP/tap.out" || true)
+echo "tests: $pass passed, $fail failed"
+[ "$pass" -gt 0 ] || { echo "no test ran" >&2; exit 1; }
+exit "$status"

@@ -1,0 +1,79 @@
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import { loadConfig, SETTINGS } from '../../src/config.js';
+
+const root = fileURLToPath(new URL('../../../', import.meta.url));
+
+t.test('defaults: embedded store, info logs, the standard socket', async (t) => {
+  const c = loadConfig({});
+  t.same(c.store, { kind: 'sqlite', file: '/var/lib/ovsnet/state.db' });
+  t.equal(c.logLevel, 'info');
+  t.equal(c.socket, '/run/docker/plugins/ovsnet.sock');
+  t.equal(c.storeTimeoutMs, 3000);
+  t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
+});
+
+t.test('etcd endpoints, TLS and auth', async (t) => {
+  const c = loadConfig({
+    OVSNET_STORE: 'etcd://h1:2379,10.0.0.2:2379',
+    OVSNET_ETCD_CA: '/ca.pem',
+    OVSNET_ETCD_CERT: '/c.pem',
+    OVSNET_ETCD_KEY: '/k.pem',
+    OVSNET_ETCD_USERNAME: 'u',
+    OVSNET_ETCD_PASSWORD: 'p',
+  });
+  t.same(c.store, {
+    kind: 'etcd',
+    endpoints: ['https://h1:2379', 'https://10.0.0.2:2379'],
+    tls: { caFile: '/ca.pem', certFile: '/c.pem', keyFile: '/k.pem' },
+    auth: { username: 'u', password: 'p' },
+  });
+  t.same(loadConfig({ OVSNET_STORE: 'etcd://localhost:2379' }).store, { kind: 'etcd', endpoints: ['http://localhost:2379'] });
+});
+
+const bad: [Record<string, string>, RegExp][] = [
+  [{ OVSNET_STORE: 'mysql://x' }, /OVSNET_STORE="mysql:\/\/x" is not valid: expected sqlite:\/absolute\/path\.db or etcd:\/\/host:port/],
+  [{ OVSNET_STORE: 'sqlite:relative.db' }, /OVSNET_STORE.*absolute path/],
+  [{ OVSNET_STORE: 'etcd://h1' }, /OVSNET_STORE.*host:port/],
+  [{ OVSNET_STORE: 'etcd://h1:99999' }, /OVSNET_STORE/],
+  [{ OVSNET_STORE_TIMEOUT_MS: '20000' }, /OVSNET_STORE_TIMEOUT_MS="20000" is not valid: expected an integer from 100 to 10000/],
+  [{ OVSNET_STORE_TIMEOUT_MS: 'fast' }, /OVSNET_STORE_TIMEOUT_MS/],
+  [{ OVSNET_LOG_LEVEL: 'loud' }, /OVSNET_LOG_LEVEL="loud" is not valid: expected fatal\|error\|warn\|info\|debug\|trace\|silent/],
+  [{ OVSNET_SOCKET: 'ovsnet.sock' }, /OVSNET_SOCKET.*absolute path ending in \.sock/],
+  [{ OVSNET_SOKET: '/x.sock' }, /OVSNET_SOKET is not a setting of ovsnet: valid ones are OVSNET_STORE/],
+  [{ OVSNET_ETCD_CA: '/ca.pem' }, /OVSNET_ETCD_CA applies only with OVSNET_STORE=etcd/],
+  [{ OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_CERT: '/c' }, /OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together/],
+  [{ OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_USERNAME: 'u' }, /OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together/],
+];
+for (const [env, message] of bad) {
+  t.test(`refuses ${JSON.stringify(env)}`, async (t) => {
+    t.throws(() => loadConfig(env), { code: 'CONFIG_INVALID', message });
+  });
+}
+
+t.test('every problem is reported at once, one per line', async (t) => {
+  t.throws(() => loadConfig({ OVSNET_LOG_LEVEL: 'x', OVSNET_SOCKET: 'y' }), { message: /OVSNET_LOG_LEVEL[^\n]*\n[^\n]*OVSNET_SOCKET/ });
+});
+
+t.test('the process exits non-zero with one clear line per bad setting', async (t) => {
+  const res = spawnSync(process.execPath, [`${root}dist/src/main.js`, 'serve'], {
+    env: { PATH: process.env.PATH ?? '', OVSNET_LOG_LEVEL: 'chatty', OVSNET_STORE_TIMEOUT_MS: '0' },
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
+  t.equal(res.status, 2, 'exit status 2: bad settings');
+  t.match(res.stderr, /OVSNET_LOG_LEVEL="chatty" is not valid/);
+  t.match(res.stderr, /OVSNET_STORE_TIMEOUT_MS="0" is not valid/);
+  t.notMatch(res.stderr, /at .*\.js:\d+/, 'no stack trace');
+});
+
+t.test('the README and plugin/config.json document every setting', async (t) => {
+  const readme = fs.readFileSync(`${root}README.md`, 'utf8');
+  const plugin = JSON.parse(fs.readFileSync(`${root}plugin/config.json`, 'utf8')) as { env: { name: string }[] };
+  for (const name of Object.keys(SETTINGS)) {
+    t.match(readme, new RegExp(`\\| \`${name}\` \\|`), `README documents ${name}`);
+    t.ok(plugin.env.some((e) => e.name === name), `plugin/config.json has ${name}`);
+  }
+});
