@@ -4,6 +4,7 @@
  */
 import path from 'node:path';
 import { OvsnetError } from './errors.js';
+import { CidrError, formatPrefix, parseCidr, type Prefix } from './ipam-driver/cidr.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -22,6 +23,13 @@ export interface Config {
   readonly storeTimeoutMs: number;
   readonly logLevel: LogLevel;
   readonly socket: string;
+  /** Where pools without --subnet come from: each range carved into subnets of `bits`. */
+  readonly defaultPools: readonly DefaultPool[];
+}
+
+export interface DefaultPool {
+  readonly range: Prefix;
+  readonly bits: number;
 }
 
 /** Name, default and valid form of each setting: the source of the README table. */
@@ -46,6 +54,11 @@ export const SETTINGS = {
     default: '/run/docker/plugins/ovsnet.sock',
     form: 'an absolute path ending in .sock',
     doc: 'Plugin socket Docker finds the plugin by (the driver name is the file name without .sock).',
+  },
+  OVSNET_DEFAULT_POOLS: {
+    default: '10.192.0.0/10:24,fd5e:0e00::/40:64',
+    form: 'comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range\'s own)',
+    doc: 'Ranges that networks created without --subnet get their pool from, and the pool size carved from each.',
   },
 } as const;
 
@@ -81,10 +94,13 @@ export function loadConfig(env: Env): Config {
     bad('OVSNET_SOCKET', socket);
   }
 
-  if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined) {
+  const defaultPools = parseDefaultPools(value('OVSNET_DEFAULT_POOLS'));
+  if (typeof defaultPools === 'string') bad('OVSNET_DEFAULT_POOLS', value('OVSNET_DEFAULT_POOLS'), defaultPools);
+
+  if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket });
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools });
 }
 
 function parseStore(
@@ -136,6 +152,30 @@ function parseStore(
   }
   bad();
   return undefined;
+}
+
+/** The pools, or why the value is wrong. */
+function parseDefaultPools(raw: string): DefaultPool[] | string {
+  const pools: DefaultPool[] = [];
+  for (const item of raw.split(',').map((x) => x.trim())) {
+    const colon = item.lastIndexOf(':');
+    const len = item.slice(colon + 1);
+    if (colon < 0 || !item.slice(0, colon).includes('/') || !/^\d{1,3}$/.test(len)) return `${JSON.stringify(item)} is not RANGE:LENGTH`;
+    let range: Prefix;
+    try {
+      range = parseCidr(item.slice(0, colon));
+    } catch (err) {
+      return err instanceof CidrError ? err.message : String(err);
+    }
+    const bits = Number(len);
+    const max = range.family === 4 ? 30 : 126;
+    if (bits < range.bits || bits > max) {
+      return `pool length /${bits} of ${formatPrefix(range)} must be from /${range.bits} to /${max}`;
+    }
+    pools.push({ range: { family: range.family, base: range.base, bits: range.bits }, bits });
+  }
+  if (!pools.some((p) => p.range.family === 4)) return 'at least one IPv4 range is needed';
+  return pools;
 }
 
 function parseIntIn(raw: string, min: number, max: number): number | undefined {

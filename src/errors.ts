@@ -22,6 +22,17 @@ export const ERROR_CODES = {
   STORE_CLOSED: 'Unavailable',
   STORE_CORRUPT: 'System',
   STORE_INVALID_REQUEST: 'InvalidParameter',
+  REQUEST_INVALID: 'InvalidParameter',
+  NOT_READY: 'Unavailable',
+  IPAM_ADDRESS_SPACE_INVALID: 'InvalidParameter',
+  IPAM_POOL_INVALID: 'InvalidParameter',
+  IPAM_POOL_OVERLAP: 'Conflict',
+  IPAM_POOL_NOT_FOUND: 'NotFound',
+  IPAM_NO_FREE_POOL: 'Conflict',
+  IPAM_OPTION_INVALID: 'InvalidParameter',
+  IPAM_ADDRESS_INVALID: 'InvalidParameter',
+  IPAM_ADDRESS_TAKEN: 'Conflict',
+  IPAM_POOL_EXHAUSTED: 'Conflict',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -41,6 +41,13 @@ export const keys = {
   poolCounts: `${ROOT}ipam/counts/`,
   poolCount: (poolId: string) => `${ROOT}ipam/counts/${part(poolId)}`,
 
+  /** Everything of IPAM, watched as one prefix. */
+  ipam: `${ROOT}ipam/`,
+  /** Bumped by every pool creation or release in an address space: serialises overlap checks. */
+  space: (addressSpace: string) => `${ROOT}ipam/spaces/${part(addressSpace)}`,
+  /** Where the search for the next dynamic pool of a family resumes. */
+  poolCursor: (family: 4 | 6) => `${ROOT}ipam/cursor/v${family}`,
+
   /** Networks and endpoints of the network driver, keyed by Docker's IDs. */
   networks: `${ROOT}networks/`,
   network: (networkId: string) => `${ROOT}networks/${part(networkId)}`,

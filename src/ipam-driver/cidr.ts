@@ -1,0 +1,132 @@
+/**
+ * Pure address math: prefixes and addresses as bigints, parsed and printed through
+ * ip-address (RFC 5952 canonical IPv6). No I/O; tested exhaustively in test/unit/cidr.test.ts.
+ */
+import { Address4, Address6 } from 'ip-address';
+
+export type Family = 4 | 6;
+
+export interface Prefix {
+  readonly family: Family;
+  /** The network address. */
+  readonly base: bigint;
+  readonly bits: number;
+}
+
+const WIDTH: Record<Family, number> = { 4: 32, 6: 128 };
+
+export class CidrError extends Error {}
+
+export function familyOf(text: string): Family | undefined {
+  if (Address4.isValid(text) && !text.includes(':')) return 4;
+  if (Address6.isValid(text)) return 6;
+  return undefined;
+}
+
+/** Parses "a.b.c.d" or an IPv6 address (no prefix length). */
+export function parseAddress(text: string): { family: Family; value: bigint } {
+  const t = text.trim();
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(t) && Address4.isValid(t)) return { family: 4, value: new Address4(t).bigInt() };
+  if (t.includes(':') && !t.includes('/') && Address6.isValid(t)) return { family: 6, value: new Address6(t).bigInt() };
+  throw new CidrError(`${JSON.stringify(text)} is not an IP address (expected e.g. 10.0.0.5 or fd00::5)`);
+}
+
+/**
+ * Parses "addr/len". Host bits set are cleared ("10.0.0.5/24" is 10.0.0.0/24) unless
+ * `keepHost` is asked for, in which case the address is returned too.
+ */
+export function parseCidr(text: string): Prefix & { address: bigint } {
+  const t = text.trim();
+  const slash = t.lastIndexOf('/');
+  const len = t.slice(slash + 1);
+  if (slash < 0 || !/^\d{1,3}$/.test(len)) {
+    throw new CidrError(`${JSON.stringify(text)} is not a CIDR (expected e.g. 10.0.0.0/24 or fd00::/64)`);
+  }
+  const { family, value } = parseAddressOr(t.slice(0, slash), text);
+  const bits = Number(len);
+  if (bits > WIDTH[family]) {
+    throw new CidrError(`${JSON.stringify(text)}: the prefix length must be 0-${WIDTH[family]} for IPv${family}`);
+  }
+  return { family, bits, base: value & maskOf(family, bits), address: value };
+}
+
+function parseAddressOr(addr: string, whole: string): { family: Family; value: bigint } {
+  try {
+    return parseAddress(addr);
+  } catch {
+    throw new CidrError(`${JSON.stringify(whole)} is not a CIDR (expected e.g. 10.0.0.0/24 or fd00::/64)`);
+  }
+}
+
+export function prefix(text: string): Prefix {
+  const { family, base, bits } = parseCidr(text);
+  return { family, base, bits };
+}
+
+function maskOf(family: Family, bits: number): bigint {
+  const w = BigInt(WIDTH[family]);
+  return ((1n << w) - 1n) ^ ((1n << (w - BigInt(bits))) - 1n);
+}
+
+export function size(p: Prefix): bigint {
+  return 1n << BigInt(WIDTH[p.family] - p.bits);
+}
+
+export function last(p: Prefix): bigint {
+  return p.base + size(p) - 1n;
+}
+
+export function contains(outer: Prefix, inner: Prefix): boolean {
+  return outer.family === inner.family && inner.bits >= outer.bits && inner.base >= outer.base && last(inner) <= last(outer);
+}
+
+export function containsAddress(p: Prefix, family: Family, value: bigint): boolean {
+  return p.family === family && value >= p.base && value <= last(p);
+}
+
+export function overlaps(a: Prefix, b: Prefix): boolean {
+  return a.family === b.family && a.base <= last(b) && b.base <= last(a);
+}
+
+export function formatAddress(family: Family, value: bigint): string {
+  return family === 4 ? Address4.fromBigInt(value).correctForm() : Address6.fromBigInt(value).correctForm();
+}
+
+export function formatPrefix(p: Prefix): string {
+  return `${formatAddress(p.family, p.base)}/${p.bits}`;
+}
+
+/** "10.0.0.5/24": an address with its pool's prefix length, as Docker wants addresses. */
+export function formatWithLength(family: Family, value: bigint, bits: number): string {
+  return `${formatAddress(family, value)}/${bits}`;
+}
+
+/**
+ * The addresses of `range` that may be handed out in `pool`: never the pool's network address
+ * (nor, for IPv6, the subnet-router anycast address, which is the same one) and never an IPv4
+ * broadcast address; /31 and /32 (RFC 3021) and /127, /128 keep every address.
+ */
+export function usableBounds(pool: Prefix, range: Prefix): { first: bigint; last: bigint } | undefined {
+  let lo = range.base;
+  let hi = last(range);
+  const hostBits = WIDTH[pool.family] - pool.bits;
+  if (hostBits >= 2) {
+    if (lo === pool.base) lo += 1n;
+    if (pool.family === 4 && hi === last(pool)) hi -= 1n;
+  }
+  return lo <= hi ? { first: lo, last: hi } : undefined;
+}
+
+/** The default gateway of a pool: its first address plus one. The one place this rule lives. */
+export function defaultGateway(pool: Prefix): bigint {
+  return size(pool) > 1n ? pool.base + 1n : pool.base;
+}
+
+/** The `index`th subnet of length `bits` inside `outer`. */
+export function subnetAt(outer: Prefix, bits: number, index: bigint): Prefix {
+  return { family: outer.family, bits, base: outer.base + index * (1n << BigInt(WIDTH[outer.family] - bits)) };
+}
+
+export function subnetCount(outer: Prefix, bits: number): bigint {
+  return bits < outer.bits ? 0n : 1n << BigInt(bits - outer.bits);
+}

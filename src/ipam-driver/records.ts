@@ -1,0 +1,47 @@
+/** What IPAM keeps in the store, and how it is read back. */
+
+export interface PoolRecord {
+  readonly poolId: string;
+  readonly addressSpace: string;
+  /** Canonical CIDR of the pool. */
+  readonly pool: string;
+  /** Canonical CIDR of the range addresses are handed out from, when narrower than the pool. */
+  readonly subPool?: string;
+  readonly v6: boolean;
+  /** True when ovsnet chose the pool (no --subnet). */
+  readonly dynamic: boolean;
+  readonly options: Readonly<Record<string, string>>;
+  readonly host: string;
+  readonly createdAt: string;
+}
+
+/** Why an address was asked for. */
+export type ReservationKind = 'gateway' | 'static' | 'dynamic';
+
+export interface Reservation {
+  readonly address: string;
+  readonly poolId: string;
+  readonly kind: ReservationKind;
+  /** Host whose ovsnet reserved it. */
+  readonly host: string;
+  /** Docker's endpoint name, when Docker sends it (v29+). */
+  readonly name?: string;
+  readonly reservedAt: string;
+  /** Endpoint bound to it by the network driver's CreateEndpoint. */
+  readonly endpoint?: string;
+}
+
+export function parseRecord<T>(value: string, what: string): T {
+  try {
+    return JSON.parse(value) as T;
+  } catch (err) {
+    throw new Error(`corrupt ${what} record in the store: ${String(err)}`);
+  }
+}
+
+export function describeHolder(r: Reservation): string {
+  const who = r.kind === 'gateway' ? 'the network gateway' : r.kind === 'static' ? 'a request for this exact address' : 'a container';
+  const name = r.name === undefined ? '' : ` "${r.name}"`;
+  const ep = r.endpoint === undefined ? '' : `, endpoint ${r.endpoint.slice(0, 12)}`;
+  return `${who}${name} (host ${r.host}, since ${r.reservedAt}${ep})`;
+}
