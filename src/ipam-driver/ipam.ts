@@ -206,14 +206,15 @@ export class Ipam {
     const value = this.parseIn(pool, address);
     const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const next = pool.count - 1;
       const res = await this.deps.store.txn({
         compares: [{ key, target: 'present' }, modRevisionIs(keys.poolCount(poolId), pool.countRevision)],
-        success: [del(key), put(keys.poolCount(poolId), String(pool.count - 1))],
+        success: [del(key), put(keys.poolCount(poolId), String(next))],
         failure: [get(key), get(keys.poolCount(poolId))],
       });
       if (res.succeeded) {
         pool.mark(value, false);
-        this.setCount(pool, pool.count - 1, res.revision);
+        this.setCount(pool, next, res.revision);
         return;
       }
       if (res.gets[0] === undefined) {
@@ -252,14 +253,16 @@ export class Ipam {
       reservedAt: this.now().toISOString(),
     };
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      // The count written is the one compared: the watch may move pool.count during the await.
+      const next = pool.count + 1;
       const res = await this.deps.store.txn({
         compares: [absent(key), modRevisionIs(countKey, pool.countRevision)],
-        success: [put(key, JSON.stringify(record)), put(countKey, String(pool.count + 1))],
+        success: [put(key, JSON.stringify(record)), put(countKey, String(next))],
         failure: [get(key), get(countKey)],
       });
       if (res.succeeded) {
         pool.mark(value, true);
-        this.setCount(pool, pool.count + 1, res.revision);
+        this.setCount(pool, next, res.revision);
         return undefined;
       }
       const holder = res.gets[0];

@@ -1,0 +1,73 @@
+import t from 'tap';
+import { Bitmap, Sparse, type OffsetSet } from '../../src/ipam-driver/offsets.js';
+
+function reference(set: OffsetSet, lo: number, hi: number, from: number, taken: Set<number>): void {
+  const got = set.nextFree(BigInt(lo), BigInt(hi), BigInt(from));
+  let expect: number | undefined;
+  const start = Math.min(Math.max(from, lo), hi);
+  for (let i = 0; i <= hi - lo; i++) {
+    const o = lo + ((start - lo + i) % (hi - lo + 1));
+    if (!taken.has(o)) {
+      expect = o;
+      break;
+    }
+  }
+  if (got !== (expect === undefined ? undefined : BigInt(expect))) {
+    throw new Error(`nextFree(${lo}, ${hi}, ${from}) = ${got}, expected ${expect}`);
+  }
+}
+
+for (const [name, make] of [['bitmap', () => new Bitmap(300)], ['sparse', () => new Sparse()]] as const) {
+  t.test(`${name}: add, delete, count`, async (t) => {
+    const s = make();
+    t.ok(s.add(5n));
+    t.notOk(s.add(5n), 'adding twice reports it was taken');
+    t.equal(s.count, 1);
+    t.ok(s.has(5n));
+    t.ok(s.delete(5n));
+    t.notOk(s.delete(5n), 'deleting twice reports it was free');
+    t.equal(s.count, 0);
+  });
+
+  t.test(`${name}: nextFree matches a reference scan under random fills`, async (t) => {
+    let seed = 42;
+    const rand = (n: number) => {
+      seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+      return seed % n;
+    };
+    for (let round = 0; round < 300; round++) {
+      const s = make();
+      const taken = new Set<number>();
+      const fill = rand(100);
+      for (let i = 0; i < 300; i++) {
+        if (rand(100) < fill) {
+          s.add(BigInt(i));
+          taken.add(i);
+        }
+      }
+      const lo = rand(150);
+      const hi = lo + rand(299 - lo);
+      reference(s, lo, hi, lo + rand(hi - lo + 1), taken);
+      reference(s, lo, hi, 0, taken);
+    }
+    t.pass('300 random fills agree');
+  });
+
+  t.test(`${name}: full range answers undefined`, async (t) => {
+    const s = make();
+    for (let i = 10; i <= 20; i++) s.add(BigInt(i));
+    t.equal(s.nextFree(10n, 20n, 15n), undefined);
+    t.equal(s.nextFree(10n, 21n, 15n), 21n);
+    t.equal(s.nextFree(9n, 20n, 15n), 9n, 'wraps to the bottom');
+  });
+}
+
+t.test('bitmap word boundaries', async (t) => {
+  const s = new Bitmap(128);
+  for (let i = 0; i < 64; i++) s.add(BigInt(i));
+  t.equal(s.nextFree(0n, 127n, 0n), 64n);
+  s.add(64n);
+  t.equal(s.nextFree(0n, 127n, 31n), 65n);
+  t.equal(s.nextFree(0n, 63n, 31n), undefined);
+  t.equal(s.nextFree(100n, 127n, 127n), 127n);
+});
