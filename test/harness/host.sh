@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# A simulated Docker host on this machine (shared/docs/test-hosts.md): its own network, mount
+# and UTS namespaces, its own dockerd (and containerd), a private /run so /run/docker/plugins,
+# /var/run/docker.sock and /var/run/openvswitch are per host.
+#
+#   host.sh up NAME DIR      create the host, start dockerd, load the test image
+#   host.sh exec NAME DIR -- CMD...   run CMD inside the host
+#   host.sh restart-dockerd NAME DIR   stop dockerd (SIGTERM) and start it again
+#   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
+#
+# Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
+# host's network namespace; never by name.
+set -euo pipefail
+# HOST_TRACE=FILE: a timestamped trace of every step, for finding where teardown spends time.
+if [ -n "${HOST_TRACE:-}" ]; then PS4='+ $(date +%T.%N) '; exec 2>>"$HOST_TRACE"; set -x; fi
+cmd=$1 name=$2 D=$3
+shift 3
+
+enter() { nsenter --net="/run/netns/$name" --mount="$D/mntns" --uts="$D/utsns" -- "$@"; }
+
+netns_inode() { stat -L -c %i "/run/netns/$name" 2>/dev/null || echo none; }
+
+alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/dev/null; }
+
+# PIDs whose network namespace is inode $1, in one pass over /proc.
+host_pids() {
+  find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "net:\[$1\]" 2>/dev/null | cut -d/ -f3
+}
+
+in_host() { [ "$(stat -L -c %i "/proc/$1/ns/net" 2>/dev/null || echo x)" = "$(netns_inode)" ]; }
+
+stop_pid() { # PID: TERM, wait up to 30 s, then KILL
+  local pid=$1
+  alive "$pid" && in_host "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 300); do alive "$pid" || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+start_dockerd() {
+  rm -f "$D/run/docker.pid" # left only by a daemon that was killed
+  # --init: containers run under docker-init, so they stop on SIGTERM at once and a dockerd
+  # restart takes a second, not the 10 s stop timeout of a PID 1 that ignores SIGTERM.
+  # A plain command (not the enter function) so that $! is dockerd itself: nsenter execs it.
+  nsenter --net="/run/netns/$name" --mount="$D/mntns" --uts="$D/utsns" -- dockerd --data-root=/var/lib/docker --exec-root=/var/run/docker --pidfile=/var/run/docker.pid \
+    -H unix:///var/run/docker.sock --cgroup-parent="/$name" --shutdown-timeout=2 --init ${DOCKERD_ARGS:-} >>"$D/log/dockerd.log" 2>&1 &
+  echo $! >"$D/dockerd.pid"
+  for _ in $(seq 300); do
+    docker -H "unix://$D/run/docker.sock" version >/dev/null 2>&1 && return 0
+    alive "$(cat "$D/dockerd.pid")" || break
+    sleep 0.1
+  done
+  tail -20 "$D/log/dockerd.log" >&2
+  return 1
+}
+
+up() {
+  ip netns add "$name"
+  ip -n "$name" link set lo up
+  mkdir -p "$D"/{run,lib-docker,etc-docker,ovs,cg,log,image/bin}
+  touch "$D/mntns" "$D/utsns"
+  # Persistent namespace files must sit on a mount that does not propagate.
+  mount --bind "$D" "$D"
+  mount --make-private "$D"
+  nsenter --net="/run/netns/$name" -- unshare --mount="$D/mntns" --uts="$D/utsns" --propagation private -- sh -ec "
+    hostname $name
+    findmnt -rn -t nsfs -o TARGET | sort -r | while read -r m; do umount \"\$m\" 2>/dev/null || true; done
+    mount --rbind /sys/fs/cgroup $D/cg
+    mount -t sysfs sysfs /sys
+    mount --rbind $D/cg /sys/fs/cgroup
+    umount -R $D/cg
+    mount --bind $D/run /run
+    mkdir -p /run/docker/plugins /run/openvswitch /run/lock /run/netns
+    mkdir -p /var/lib/docker /etc/docker
+    mount --bind $D/lib-docker /var/lib/docker
+    mount --bind $D/etc-docker /etc/docker
+  "
+  start_dockerd
+  # The test image: busybox-static and the applets tests use.
+  cp /bin/busybox "$D/image/bin/busybox"
+  for a in sh ip ping nc wget sleep cat true ifconfig route hostname; do ln -sf busybox "$D/image/bin/$a"; done
+  mkdir -p "$D/image/tmp" "$D/image/etc"
+  tar -C "$D/image" -c . | docker -H "unix://$D/run/docker.sock" import - ovsnet-test/busybox:latest >/dev/null
+}
+
+down() {
+  local sock="unix://$D/run/docker.sock" pid
+  if [ -S "$D/run/docker.sock" ] && [ -f "$D/dockerd.pid" ] && alive "$(cat "$D/dockerd.pid")"; then
+    ids=$(timeout 20 docker -H "$sock" ps -aq 2>/dev/null || true)
+    [ -n "$ids" ] && timeout 30 docker -H "$sock" rm -f $ids >/dev/null 2>&1 || true
+  fi
+  for f in "$D"/*.pid; do [ -f "$f" ] && stop_pid "$(cat "$f")"; done
+  # Whatever is left in the host's namespace (containerd shims, containers).
+  if [ -e "/run/netns/$name" ]; then
+    local ino
+    ino=$(netns_inode)
+    for _ in $(seq 50); do
+      left=$(host_pids "$ino")
+      [ -z "$left" ] && break
+      for pid in $left; do alive "$pid" && kill -KILL "$pid" 2>/dev/null || true; done
+      live=0
+      for pid in $left; do alive "$pid" && live=1; done
+      [ $live = 0 ] && break
+      sleep 0.1
+    done
+  fi
+  umount "$D/mntns" 2>/dev/null || true
+  umount "$D/utsns" 2>/dev/null || true
+  umount "$D" 2>/dev/null || true
+  ip netns del "$name" 2>/dev/null || true
+  for cg in /sys/fs/cgroup/*/"$name"; do
+    [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  rm -rf "$D"
+}
+
+case $cmd in
+  up) up ;;
+  exec) [ "${1:-}" = -- ] && shift; enter "$@" ;;
+  restart-dockerd) stop_pid "$(cat "$D/dockerd.pid")"; start_dockerd ;;
+  down) down ;;
+  *) echo "usage: host.sh up|exec|down NAME DIR" >&2; exit 2 ;;
+esac

@@ -1,0 +1,152 @@
+/**
+ * Simulated Docker hosts for end-to-end tests (host.sh does the namespace work) and the
+ * ovsnet process under test. Every test file makes its own host, so files run in parallel.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const SCRIPT = fileURLToPath(new URL('../../../test/harness/host.sh', import.meta.url));
+export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+export const IMAGE = 'ovsnet-test/busybox:latest';
+
+export interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export function run(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(cmd, args, { env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    });
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+async function must(cmd: string, args: readonly string[], env?: NodeJS.ProcessEnv): Promise<Run> {
+  const r = await run(cmd, args, env === undefined ? {} : { env });
+  if (r.code !== 0) throw new Error(`${cmd} ${args.join(' ')} failed (${r.code}):\n${r.stderr}${r.stdout}`);
+  return r;
+}
+
+export class DockerHost {
+  private constructor(
+    readonly name: string,
+    readonly dir: string,
+  ) {}
+
+  /** Path of the host's plugin socket directory as seen from outside the host. */
+  get pluginDir(): string {
+    return path.join(this.dir, 'run', 'docker', 'plugins');
+  }
+
+  static async up(prefix: string, opts: { dockerdArgs?: string } = {}): Promise<DockerHost> {
+    const name = `${prefix}-${randomBytes(3).toString('hex')}`.slice(0, 15);
+    const host = new DockerHost(name, path.join('/tmp', `ovsnet-host-${name}`));
+    try {
+      await must('bash', [SCRIPT, 'up', name, host.dir], { ...process.env, DOCKERD_ARGS: opts.dockerdArgs ?? '' });
+    } catch (err) {
+      await host.down();
+      throw err;
+    }
+    return host;
+  }
+
+  docker(args: readonly string[], timeoutMs = 60_000): Promise<Run> {
+    return run('docker', ['-H', `unix://${this.dir}/run/docker.sock`, ...args], { timeoutMs });
+  }
+
+  /** docker ..., failing the test with Docker's output when it fails. */
+  async dockerOk(args: readonly string[]): Promise<string> {
+    const r = await this.docker(args);
+    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+    return r.stdout.trim();
+  }
+
+  exec(args: readonly string[]): Promise<Run> {
+    return run('bash', [SCRIPT, 'exec', this.name, this.dir, '--', ...args]);
+  }
+
+  async restartDockerd(dockerdArgs = ''): Promise<void> {
+    await must('bash', [SCRIPT, 'restart-dockerd', this.name, this.dir], { ...process.env, DOCKERD_ARGS: dockerdArgs });
+  }
+
+  async down(): Promise<void> {
+    await run('bash', [SCRIPT, 'down', this.name, this.dir], { timeoutMs: 120_000 });
+  }
+}
+
+/** POSTs a plugin call on a unix socket; resolves with status and parsed body. */
+export function pluginCall(socketPath: string, method: string, body?: unknown): Promise<{ status: number; body: unknown }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath, path: `/${method}`, method: 'POST', timeout: 5000 }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => {
+        try {
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as unknown });
+        } catch (err) {
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      });
+    });
+    req.on('error', reject);
+    req.on('timeout', () => req.destroy(new Error(`${method} timed out`)));
+    req.end(body === undefined ? '' : JSON.stringify(body));
+  });
+}
+
+/** The plugin under test: `ovsnet serve` as a child process, its JSON log kept in memory. */
+export class Ovsnet {
+  log = '';
+  private exited: Promise<number | null>;
+
+  private constructor(
+    readonly child: ChildProcess,
+    readonly socket: string,
+  ) {
+    child.stdout?.on('data', (d: Buffer) => (this.log += d.toString()));
+    child.stderr?.on('data', (d: Buffer) => (this.log += d.toString()));
+    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+  }
+
+  /** Starts ovsnet serving `socket` and waits until it answers Plugin.Activate. */
+  static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = []): Promise<Ovsnet> {
+    const [cmd, ...args] = [...wrap, process.execPath, MAIN, 'serve'];
+    const child = spawn(cmd ?? process.execPath, args, {
+      env: { PATH: process.env.PATH ?? '', OVSNET_SOCKET: socket, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const o = new Ovsnet(child, socket);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      try {
+        if (fs.existsSync(socket) && (await pluginCall(socket, 'Plugin.Activate')).status === 200) return o;
+      } catch {
+        // not up yet
+      }
+      if (child.exitCode !== null || Date.now() > deadline) {
+        throw new Error(`ovsnet did not come up on ${socket}:\n${o.log}`);
+      }
+      await new Promise((r) => setTimeout(r, 25));
+    }
+  }
+
+  async kill(signal: NodeJS.Signals): Promise<number | null> {
+    this.child.kill(signal);
+    return this.exited;
+  }
+}
