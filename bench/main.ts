@@ -1,7 +1,8 @@
 /** `npm run bench -- <suite>`: runs one benchmark suite and prints its table. */
+import { benchIpam } from './ipam.js';
 import { benchStore } from './store.js';
 
-const suites: Record<string, () => Promise<void>> = { store: benchStore };
+const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam };
 
 const name = process.argv[2];
 const run = name === undefined ? undefined : suites[name];

@@ -81,6 +81,8 @@ export class Ipam {
   private readonly index = new PoolIndex();
   private watcher: Watcher | undefined;
   private readyPromise: Promise<void> | undefined;
+  /** True once the index is loaded and watched; false again while a lost watch is rebuilt. */
+  private isReady = false;
   private stopped = false;
   private readonly now: () => Date;
 
@@ -381,6 +383,7 @@ export class Ipam {
   }
 
   private async ready(): Promise<void> {
+    if (this.isReady) return;
     if (this.readyPromise === undefined) this.start();
     let timer: NodeJS.Timeout | undefined;
     try {
@@ -407,10 +410,12 @@ export class Ipam {
       onError: (err) => {
         if (this.stopped) return;
         this.deps.log.warn({ err }, 'IPAM watch ended; reloading');
+        this.isReady = false;
         this.readyPromise = undefined;
         this.start();
       },
     });
+    this.isReady = true;
     this.deps.log.info({ pools: this.index.pools.size, revision: snapshot.revision }, 'IPAM index loaded');
   }
 }

@@ -8,7 +8,7 @@
  * lives here and nowhere else.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Logger } from '../log.js';
@@ -44,8 +44,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     loggerInstance: deps.log as FastifyBaseLogger,
     bodyLimit: deps.bodyLimit ?? 1024 * 1024,
     genReqId: () => randomUUID().slice(0, 8),
-    requestIdLogLabel: 'requestId',
-    disableRequestLogging: true,
+    // One line per Docker call comes from the onResponse hook below, with the method in it.
+    logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
     return503OnClosing: true,
   });
 
