@@ -112,16 +112,7 @@ export class SqliteStore implements Store {
     this.historyRevisions = options.historyRevisions ?? 10_000;
     try {
       fs.mkdirSync(path.dirname(options.file), { recursive: true });
-      this.db = new Database(options.file, { timeout: options.busyTimeoutMs ?? 5000 });
-      this.db.pragma('journal_mode = WAL');
-      // NORMAL in WAL mode: a committed transaction survives the process being killed (the
-      // WAL is in the kernel's page cache), and the file stays consistent after a power cut,
-      // which may roll back the last few commits. That cannot duplicate an address on this one
-      // host: a power cut ends every container, and Docker re-requests addresses for all of
-      // them after boot. FULL would fsync each commit: 0.09 -> 0.35 ms per allocation here
-      // (bench/ipam.ts). Hosts sharing networks use etcd, which fsyncs its log.
-      this.db.pragma('synchronous = NORMAL');
-      this.db.exec(SCHEMA);
+      this.db = openDatabase(options.file, options.busyTimeoutMs ?? 5000);
     } catch (err) {
       throw new OvsnetError(
         'STORE_UNAVAILABLE',
@@ -442,6 +433,36 @@ export class SqliteStore implements Store {
           { cause: err },
         ),
       );
+    }
+  }
+}
+
+/**
+ * Opens the file in WAL mode with the schema. Switching to WAL takes an exclusive lock that
+ * SQLite does not wait for (no busy handler), so two processes opening a new file at once
+ * retry here, within the busy timeout.
+ */
+function openDatabase(file: string, busyTimeoutMs: number): Database.Database {
+  const deadline = Date.now() + busyTimeoutMs;
+  for (;;) {
+    const db = new Database(file, { timeout: busyTimeoutMs });
+    try {
+      db.pragma('journal_mode = WAL');
+      // NORMAL in WAL mode: a committed transaction survives the process being killed (the
+      // WAL is in the kernel's page cache), and the file stays consistent after a power cut,
+      // which may roll back the last few commits. That cannot duplicate an address on this one
+      // host: a power cut ends every container, and Docker re-requests addresses for all of
+      // them after boot. FULL would fsync each commit: 0.09 -> 0.35 ms per allocation here
+      // (bench/ipam.ts). Hosts sharing networks use etcd, which fsyncs its log.
+      db.pragma('synchronous = NORMAL');
+      db.transaction(() => db.exec(SCHEMA)).immediate();
+      return db;
+    } catch (err) {
+      db.close();
+      const busy = (err as { code?: string }).code?.startsWith('SQLITE_BUSY') === true;
+      if (!busy || Date.now() > deadline) throw err;
+      // A short synchronous back-off (the constructor cannot await).
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 5 + Math.random() * 20);
     }
   }
 }
