@@ -33,6 +33,17 @@ export const ERROR_CODES = {
   IPAM_ADDRESS_INVALID: 'InvalidParameter',
   IPAM_ADDRESS_TAKEN: 'Conflict',
   IPAM_POOL_EXHAUSTED: 'Conflict',
+  OVS_UNAVAILABLE: 'Unavailable',
+  OVS_FAILED: 'System',
+  LINK_FAILED: 'System',
+  NAT_FAILED: 'System',
+  NETWORK_OPTION_INVALID: 'InvalidParameter',
+  NETWORK_NOT_FOUND: 'NotFound',
+  NETWORK_EXISTS: 'Conflict',
+  ENDPOINT_NOT_FOUND: 'NotFound',
+  ENDPOINT_INVALID: 'InvalidParameter',
+  TAG_TAKEN: 'Conflict',
+  TAGS_EXHAUSTED: 'Conflict',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

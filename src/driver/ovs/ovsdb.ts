@@ -1,0 +1,140 @@
+/**
+ * OVSDB (RFC 7047) over JSON-RPC: transactions on the Open_vSwitch database, and the
+ * datapath operations the driver needs. No ovs-vsctl process on any request path.
+ *
+ * Idempotency: ensureBridge and ensureInternalPort do nothing when the row exists; addPort
+ * fails if a port of that name exists (the caller deletes first); deletePort treats a missing
+ * port as done. Ports ovsnet creates carry external_ids (ovsnet-owner=ovsnet, network,
+ * endpoint or role) so that a restarted ovsnet finds its own ports again.
+ */
+import { OvsnetError } from '../../errors.js';
+import { JsonRpcClient } from './jsonrpc.js';
+
+const DB = 'Open_vSwitch';
+export const OWNER = { 'ovsnet-owner': 'ovsnet' } as const;
+
+type Row = Record<string, unknown>;
+type Op = Record<string, unknown>;
+
+const map = (o: Record<string, string>) => ['map', Object.entries(o)];
+const named = (n: string) => ['named-uuid', n];
+
+export interface OwnPort {
+  readonly name: string;
+  readonly uuid: string;
+  readonly tag: number | undefined;
+  readonly externalIds: Record<string, string>;
+}
+
+export type DatapathType = 'system' | 'netdev';
+
+export class Ovsdb {
+  private readonly rpc: JsonRpcClient;
+
+  constructor(target: string, private readonly timeoutMs: number) {
+    this.rpc = new JsonRpcClient({ target, timeoutMs });
+  }
+
+  close(): void {
+    this.rpc.close();
+  }
+
+  /** One OVSDB transaction; any failed operation fails the whole call with its details. */
+  async transact(ops: Op[]): Promise<Row[]> {
+    const result = (await this.rpc.request('transact', [DB, ...ops])) as (Row | null)[];
+    const bad = result.find((r) => r !== null && typeof r === 'object' && 'error' in r);
+    if (bad !== undefined && bad !== null) {
+      throw new OvsnetError('OVS_FAILED', `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${String(bad.details)}`}`);
+    }
+    return result.map((r) => r ?? {});
+  }
+
+  async bridgeExists(bridge: string): Promise<boolean> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'] }]);
+    return ((sel?.rows as Row[] | undefined) ?? []).length > 0;
+  }
+
+  /** Creates the bridge (a normal L2 switch honouring VLAN tags) if missing. */
+  async ensureBridge(bridge: string, datapath: DatapathType): Promise<void> {
+    if (await this.bridgeExists(bridge)) return;
+    await this.transact([
+      { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '==', rows: [], timeout: 0 },
+      { op: 'insert', table: 'Interface', row: { name: bridge, type: 'internal' }, 'uuid-name': 'iface' },
+      { op: 'insert', table: 'Port', row: { name: bridge, interfaces: named('iface') }, 'uuid-name': 'port' },
+      {
+        op: 'insert',
+        table: 'Bridge',
+        row: { name: bridge, ports: named('port'), datapath_type: datapath, fail_mode: 'standalone', external_ids: map(OWNER) },
+        'uuid-name': 'br',
+      },
+      { op: 'mutate', table: 'Open_vSwitch', where: [], mutations: [['bridges', 'insert', ['set', [named('br')]]]] },
+    ]).catch((err: unknown) => {
+      // Another ovsnet created it between the check and the insert: that is success.
+      if (err instanceof OvsnetError && /timed out|not met/i.test(err.message)) return [];
+      throw err;
+    });
+    await this.waitApplied();
+  }
+
+  /**
+   * Adds a port (and its interface) to the bridge with a VLAN tag, in one transaction.
+   * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates.
+   */
+  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string> }): Promise<void> {
+    const ids = { ...OWNER, ...opts.externalIds };
+    await this.transact([
+      {
+        op: 'insert',
+        table: 'Interface',
+        row: { name, type: opts.type ?? '', external_ids: map(ids), options: map(opts.options ?? {}) },
+        'uuid-name': 'iface',
+      },
+      { op: 'insert', table: 'Port', row: { name, interfaces: named('iface'), tag: opts.tag, external_ids: map(ids) }, 'uuid-name': 'port' },
+      { op: 'mutate', table: 'Bridge', where: [['name', '==', bridge]], mutations: [['ports', 'insert', ['set', [named('port')]]]] },
+      // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
+      { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
+    ]);
+  }
+
+  /** Removes a port by name from whichever bridge holds it; a missing port is success. */
+  async deletePort(name: string): Promise<void> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Port', where: [['name', '==', name]], columns: ['_uuid'] }]);
+    const rows = (sel?.rows as Row[] | undefined) ?? [];
+    const uuid = (rows[0]?._uuid as [string, string] | undefined)?.[1];
+    if (uuid === undefined) return;
+    await this.transact([
+      { op: 'mutate', table: 'Bridge', where: [['ports', 'includes', ['uuid', uuid]]], mutations: [['ports', 'delete', ['set', [['uuid', uuid]]]]] },
+    ]);
+  }
+
+  /** Every port ovsnet created, with its tag and external_ids. */
+  async ownPorts(): Promise<OwnPort[]> {
+    const [sel] = await this.transact([
+      { op: 'select', table: 'Port', where: [['external_ids', 'includes', map(OWNER)]], columns: ['_uuid', 'name', 'tag', 'external_ids'] },
+    ]);
+    return ((sel?.rows as Row[] | undefined) ?? []).map((r) => ({
+      name: String(r.name),
+      uuid: (r._uuid as [string, string])[1],
+      tag: typeof r.tag === 'number' ? r.tag : undefined,
+      externalIds: Object.fromEntries((r.external_ids as [string, [string, string][]])[1]),
+    }));
+  }
+
+  /** Bumps next_cfg and waits until ovs-vswitchd has applied everything up to it. */
+  async waitApplied(): Promise<void> {
+    const [, sel] = await this.transact([
+      { op: 'mutate', table: 'Open_vSwitch', where: [], mutations: [['next_cfg', '+=', 1]] },
+      { op: 'select', table: 'Open_vSwitch', where: [], columns: ['next_cfg'] },
+    ]);
+    const target = Number(((sel?.rows as Row[] | undefined) ?? [])[0]?.next_cfg ?? 0);
+    const deadline = Date.now() + this.timeoutMs;
+    for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
+      const [cur] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['cur_cfg'] }]);
+      if (Number(((cur?.rows as Row[] | undefined) ?? [])[0]?.cur_cfg ?? 0) >= target) return;
+      if (Date.now() > deadline) {
+        throw new OvsnetError('OVS_UNAVAILABLE', `ovs-vswitchd did not apply configuration ${target} within ${this.timeoutMs} ms: is ovs-vswitchd running?`);
+      }
+      await new Promise((r) => setTimeout(r, delay));
+    }
+  }
+}
