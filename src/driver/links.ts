@@ -15,7 +15,6 @@ const { createRtNetlink, createGenericNetlink, rt, genl } = nl;
 const IFLA_ADDRESS = 1;
 const IFLA_IFNAME = 3;
 const IFLA_MTU = 4;
-const IFLA_LINKINFO = 18;
 const IFLA_INFO_KIND = 1;
 const IFLA_INFO_DATA = 2;
 const VETH_INFO_PEER = 1;

@@ -54,6 +54,18 @@ start_dockerd() {
   return 1
 }
 
+# Open vSwitch inside the host: its own database and ovs-vswitchd (userspace datapath here).
+start_ovs() {
+  enter ovsdb-tool create /run/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
+  enter ovsdb-server /run/openvswitch/conf.db --remote=punix:/var/run/openvswitch/db.sock \
+    --pidfile=/var/run/openvswitch/ovsdb-server.pid --detach --log-file="$D/log/ovsdb-server.log"
+  enter ovs-vsctl --no-wait init
+  enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
+    --detach --log-file="$D/log/ovs-vswitchd.log"
+  cp "$D/run/openvswitch/ovsdb-server.pid" "$D/ovsdb-server.pid"
+  cp "$D/run/openvswitch/ovs-vswitchd.pid" "$D/ovs-vswitchd.pid"
+}
+
 up() {
   ip netns add "$name"
   ip -n "$name" link set lo up
@@ -75,6 +87,7 @@ up() {
     mount --bind $D/lib-docker /var/lib/docker
     mount --bind $D/etc-docker /etc/docker
   "
+  start_ovs
   start_dockerd
   # The test image: busybox-static and the applets tests use.
   cp /bin/busybox "$D/image/bin/busybox"
@@ -84,6 +97,7 @@ up() {
 }
 
 down() {
+  set +e # best effort: every step runs whatever the previous one did
   local sock="unix://$D/run/docker.sock" pid
   if [ -S "$D/run/docker.sock" ] && [ -f "$D/dockerd.pid" ] && alive "$(cat "$D/dockerd.pid")"; then
     ids=$(timeout 20 docker -H "$sock" ps -aq 2>/dev/null || true)

@@ -32,6 +32,8 @@ export function run(cmd: string, args: readonly string[], opts: { env?: NodeJS.P
       clearTimeout(timer);
       resolve({ code, stdout, stderr });
     });
+    // A command that exits without reading its input closes the pipe: that is no error.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(opts.input ?? '');
   });
 }

@@ -44,7 +44,7 @@ export class Ovsdb {
     const result = (await this.rpc.request('transact', [DB, ...ops])) as (Row | null)[];
     const bad = result.find((r) => r !== null && typeof r === 'object' && 'error' in r);
     if (bad !== undefined && bad !== null) {
-      throw new OvsnetError('OVS_FAILED', `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${String(bad.details)}`}`);
+      throw new OvsnetError('OVS_FAILED', `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${JSON.stringify(bad.details)}`}`);
     }
     return result.map((r) => r ?? {});
   }
