@@ -4,7 +4,7 @@
  */
 import path from 'node:path';
 import { OvsnetError } from './errors.js';
-import { CidrError, formatPrefix, parseCidr, type Prefix } from './ipam-driver/cidr.js';
+import { CidrError, formatPrefix, parseCidr, type Prefix } from './cidr.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -25,6 +25,9 @@ export interface Config {
   readonly socket: string;
   /** Where pools without --subnet come from: each range carved into subnets of `bits`. */
   readonly defaultPools: readonly DefaultPool[];
+  readonly bridge: string;
+  readonly datapath: 'auto' | 'system' | 'netdev';
+  readonly ovsdb: string;
 }
 
 export interface DefaultPool {
@@ -59,6 +62,21 @@ export const SETTINGS = {
     default: '10.192.0.0/10:24,fd5e:0e00::/40:64',
     form: 'comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range\'s own)',
     doc: 'Ranges that networks created without --subnet get their pool from, and the pool size carved from each.',
+  },
+  OVSNET_BRIDGE: {
+    default: 'ovsnet0',
+    form: 'an interface name of 1-15 letters, digits, "-", "_" or "."',
+    doc: 'The Open vSwitch integration bridge every network is a VLAN segment of (created if missing).',
+  },
+  OVSNET_DATAPATH: {
+    default: 'auto',
+    form: 'auto|system|netdev',
+    doc: 'OVS datapath of the bridge: system (kernel module), netdev (userspace), auto = system when the openvswitch module is loaded.',
+  },
+  OVSNET_OVSDB: {
+    default: 'unix:/var/run/openvswitch/db.sock',
+    form: 'unix:/absolute/path or tcp:host:port',
+    doc: 'Where ovsdb-server listens; ovsnet speaks OVSDB JSON-RPC to it (no ovs-vsctl).',
   },
 } as const;
 
@@ -97,10 +115,17 @@ export function loadConfig(env: Env): Config {
   const defaultPools = parseDefaultPools(value('OVSNET_DEFAULT_POOLS'));
   if (typeof defaultPools === 'string') bad('OVSNET_DEFAULT_POOLS', value('OVSNET_DEFAULT_POOLS'), defaultPools);
 
+  const bridge = value('OVSNET_BRIDGE');
+  if (!/^[A-Za-z0-9_.-]{1,15}$/.test(bridge)) bad('OVSNET_BRIDGE', bridge);
+  const datapath = value('OVSNET_DATAPATH') as Config['datapath'];
+  if (!['auto', 'system', 'netdev'].includes(datapath)) bad('OVSNET_DATAPATH', datapath);
+  const ovsdb = value('OVSNET_OVSDB');
+  if (!/^unix:\/.+|^tcp:[A-Za-z0-9.-]+:\d{1,5}$/.test(ovsdb)) bad('OVSNET_OVSDB', ovsdb);
+
   if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools });
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb });
 }
 
 function parseStore(

@@ -3,9 +3,14 @@
  * The composition root: the only reader of process.env, signals and the socket path.
  *   ovsnet serve    run the plugin (Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET)
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import { loadConfig, type Config } from './config.js';
 import { isOvsnetError, messageOf } from './errors.js';
+import { Links } from './driver/links.js';
+import { Nat } from './driver/nat.js';
+import { NetworkDriver } from './driver/network-driver.js';
+import { Ovsdb, type DatapathType } from './driver/ovs/ovsdb.js';
 import { hostRoutes } from './ipam-driver/host-routes.js';
 import { Ipam } from './ipam-driver/ipam.js';
 import { createLogger } from './log.js';
@@ -31,11 +36,32 @@ async function serve(config: Config): Promise<void> {
     hostRoutes: () => hostRoutes(),
     readyTimeoutMs: config.storeTimeoutMs,
   });
-  const app = buildServer({ log, ipam });
+  const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs);
+  const links = new Links();
+  // auto: the kernel datapath when its module is loaded, else the userspace one.
+  const datapath: DatapathType =
+    config.datapath === 'auto' ? (fs.existsSync('/sys/module/openvswitch') ? 'system' : 'netdev') : config.datapath;
+  const driver = new NetworkDriver({
+    store,
+    log: log.child({ component: 'driver' }),
+    ovs,
+    links,
+    nat: new Nat(),
+    bridge: config.bridge,
+    datapath: () => datapath,
+  });
+  const app = buildServer({ log, ipam, driver });
   // Listen first, reach the store in the background: Docker must never wait on a dead socket.
   await listenOnSocket(app, config.socket);
   ipam.start();
-  log.info({ store: describeStore(config.store), socket: config.socket, pid: process.pid }, 'ovsnet serving');
+  const reconcile = (delayMs: number) => {
+    driver.reconcile().catch((err: unknown) => {
+      log.warn({ err }, `cannot reconcile with Open vSwitch yet (${messageOf(err)}); retrying`);
+      setTimeout(() => reconcile(Math.min(delayMs * 2, 30_000)), delayMs).unref();
+    });
+  };
+  reconcile(1000);
+  log.info({ store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid }, 'ovsnet serving');
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -45,6 +71,8 @@ async function serve(config: Config): Promise<void> {
     try {
       await app.close();
       await ipam.stop();
+      ovs.close();
+      links.close();
       await store.close();
     } finally {
       removeSocket(config.socket);

@@ -5,7 +5,7 @@
  * is not handed out again until every other candidate has been.
  */
 import type { DefaultPool } from '../config.js';
-import { overlaps, subnetAt, subnetCount, type Family, type Prefix } from './cidr.js';
+import { overlaps, subnetAt, subnetCount, type Family, type Prefix } from '../cidr.js';
 
 export interface Candidate {
   readonly prefix: Prefix;

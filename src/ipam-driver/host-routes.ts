@@ -4,7 +4,7 @@
  * out (every pool would overlap them).
  */
 import fs from 'node:fs';
-import type { Prefix } from './cidr.js';
+import type { Prefix } from '../cidr.js';
 
 export function hostRoutes(procNet = '/proc/net'): Prefix[] {
   const routes: Prefix[] = [];

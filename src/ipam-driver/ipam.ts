@@ -31,7 +31,7 @@ import {
   size,
   type Family,
   type Prefix,
-} from './cidr.js';
+} from '../cidr.js';
 import { PoolIndex, PoolState } from './pool-index.js';
 import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 

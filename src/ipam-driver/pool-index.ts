@@ -6,7 +6,7 @@
  */
 import { keys, unpart } from '../store/keys.js';
 import type { KeyValue, WatchEvent } from '../store/types.js';
-import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from './cidr.js';
+import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from '../cidr.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
 import { parseRecord, type PoolRecord } from './records.js';
 

@@ -12,12 +12,16 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { isOvsnetError, type ErrorKind } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Logger } from '../log.js';
+import type { NetworkDriver } from '../driver/network-driver.js';
 import { ipamRoutes } from './ipam-routes.js';
+import { networkRoutes } from './network-routes.js';
 import type { ActivateResponse } from './wire.js';
 
 export interface ServerDeps {
   readonly log: Logger;
   readonly ipam: Ipam;
+  /** Absent: ovsnet serves only IPAM (for Docker's own drivers). */
+  readonly driver?: NetworkDriver;
   /** Largest request body accepted; Docker's are a few KiB. */
   readonly bodyLimit?: number;
 }
@@ -71,8 +75,9 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     done();
   });
 
-  app.post('/Plugin.Activate', (): ActivateResponse => ({ Implements: ['IpamDriver'] }));
+  app.post('/Plugin.Activate', (): ActivateResponse => ({ Implements: deps.driver === undefined ? ['IpamDriver'] : ['NetworkDriver', 'IpamDriver'] }));
   ipamRoutes(app, deps.ipam);
+  if (deps.driver !== undefined) networkRoutes(app, deps.driver);
 
   app.setNotFoundHandler((req, reply) => {
     void reply.code(404).send({ Err: `${req.method} ${req.url} is not a method of ovsnet (NetworkDriver.*, IpamDriver.*, Plugin.Activate)` });

@@ -122,3 +122,72 @@ export function objectOf(method: string, b: Body, field: string): Record<string,
   if (typeof v !== 'object' || Array.isArray(v)) throw invalid(method, `${field} must be an object`);
   return v as Record<string, unknown>;
 }
+
+// --- NetworkDriver --------------------------------------------------------------------------
+
+/** NetworkDriver.GetCapabilities */
+export interface NetworkCapabilitiesResponse {
+  Scope: 'local' | 'global';
+  ConnectivityScope: 'local' | 'global';
+}
+
+/** One IPv4Data / IPv6Data entry of CreateNetwork: CIDR strings; Gateway may be absent. */
+export interface IPAMData {
+  AddressSpace: string;
+  Pool: string;
+  Gateway?: string;
+  AuxAddresses?: Record<string, string>;
+}
+
+/** CreateEndpoint's Interface: fields Docker already set must never be echoed back. */
+export interface EndpointInterface {
+  Address: string;
+  AddressIPv6: string;
+  MacAddress: string;
+}
+
+/** Join's answer. */
+export interface JoinResponse {
+  InterfaceName: { SrcName: string; DstPrefix: string };
+  Gateway: string;
+  GatewayIPv6: string;
+  StaticRoutes: { Destination: string; RouteType: number; NextHop: string }[];
+  DisableGatewayService: boolean;
+}
+
+/** Options key of port mappings in CreateEndpoint, Join and ProgramExternalConnectivity. */
+export const PORTMAP = 'com.docker.network.portmap';
+
+export function ipamData(method: string, b: Body, field: string): IPAMData[] {
+  const v = b[field];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw invalid(method, `${field} must be an array`);
+  return v.map((item: unknown, i) => {
+    if (item === null || typeof item !== 'object') throw invalid(method, `${field}[${i}] must be an object`);
+    const o = item as Body;
+    const gateway = str(method, o, 'Gateway');
+    return { AddressSpace: str(method, o, 'AddressSpace'), Pool: str(method, o, 'Pool', { required: true }), ...(gateway === '' ? {} : { Gateway: gateway }) };
+  });
+}
+
+const PROTOS: Record<number, 'tcp' | 'udp' | 'sctp'> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
+
+/** Docker's PortBinding list ({Proto: 6, Port, HostIP, HostPort, HostPortEnd}). */
+export function portmapOf(method: string, options: Record<string, unknown>): { proto: 'tcp' | 'udp' | 'sctp'; containerPort: number; hostIp: string; hostPort: number; hostPortEnd: number }[] {
+  const v = options[PORTMAP];
+  if (v === undefined || v === null) return [];
+  if (!Array.isArray(v)) throw invalid(method, `Options.${PORTMAP} must be an array`);
+  return v.flatMap((item: unknown, i) => {
+    const o = (item ?? {}) as Body;
+    const proto = PROTOS[Number(o.Proto)];
+    const port = Number(o.Port);
+    const hostPort = Number(o.HostPort ?? 0);
+    if (proto === undefined || !Number.isInteger(port) || port < 1 || port > 65535) {
+      throw invalid(method, `Options.${PORTMAP}[${i}] must have Proto 6, 17 or 132 and a Port from 1 to 65535`);
+    }
+    // HostPort 0 means Docker did not pick one: nothing to publish.
+    if (hostPort === 0) return [];
+    const end = Number(o.HostPortEnd ?? 0);
+    return [{ proto, containerPort: port, hostIp: typeof o.HostIP === 'string' ? o.HostIP : '', hostPort, hostPortEnd: end > hostPort ? end : hostPort }];
+  });
+}

@@ -1,6 +1,6 @@
 /** Builds an Ipam on a given store, with a silent log and fixed host routes. */
 import { loadConfig } from '../../src/config.js';
-import { prefix, type Prefix } from '../../src/ipam-driver/cidr.js';
+import { prefix, type Prefix } from '../../src/cidr.js';
 import { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger } from '../../src/log.js';
 import type { Store } from '../../src/store/types.js';

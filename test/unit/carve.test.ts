@@ -1,6 +1,6 @@
 import t from 'tap';
 import { nextPool } from '../../src/ipam-driver/carve.js';
-import { formatPrefix, prefix } from '../../src/ipam-driver/cidr.js';
+import { formatPrefix, prefix } from '../../src/cidr.js';
 
 const ranges = [
   { range: prefix('10.1.0.0/22'), bits: 24 },

@@ -4,6 +4,8 @@
  */
 import { Address4, Address6 } from 'ip-address';
 
+// Shared by IPAM, the network driver and config: pure, no I/O.
+
 export type Family = 4 | 6;
 
 export interface Prefix {

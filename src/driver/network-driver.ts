@@ -1,0 +1,334 @@
+/**
+ * The Open vSwitch network driver: each Docker network is a VLAN segment on one integration
+ * bridge; each endpoint a veth pair whose host end is an OVS access port with the network's
+ * tag. Non-internal networks get a gateway (an OVS internal port holding the gateway address
+ * on the host) and masquerading.
+ *
+ * Every create is a list of steps undone in reverse when a later one fails; every delete is
+ * idempotent and best effort (a missing port, link or rule counts as done). State lives in the
+ * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
+ */
+import { OvsnetError, messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import { keys } from '../store/keys.js';
+import { absent, del, get, put, type Store } from '../store/types.js';
+import type { Links } from './links.js';
+import type { Nat } from './nat.js';
+import { parseNetworkOptions } from './options.js';
+import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
+import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records.js';
+import { macFor, parseCidrAddress } from './addresses.js';
+
+export interface DriverDeps {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly ovs: Ovsdb;
+  readonly links: Links;
+  readonly nat: Nat;
+  readonly bridge: string;
+  readonly datapath: () => DatapathType;
+  readonly now?: () => Date;
+}
+
+export interface CreateNetworkRequest {
+  readonly networkId: string;
+  readonly options: Record<string, unknown>;
+  readonly ipv4: readonly IpData[];
+  readonly ipv6: readonly IpData[];
+}
+
+export interface CreateEndpointRequest {
+  readonly networkId: string;
+  readonly endpointId: string;
+  readonly address: string;
+  readonly addressV6: string;
+  readonly mac: string;
+  readonly portmap: readonly PortBinding[];
+}
+
+export interface JoinResult {
+  readonly srcName: string;
+  readonly gateway: string;
+  readonly gatewayV6: string;
+}
+
+const DEFAULT_MTU = 1500;
+type Undo = () => Promise<void>;
+
+export class NetworkDriver {
+  private readonly now: () => Date;
+
+  constructor(private readonly deps: DriverDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  async createNetwork(req: CreateNetworkRequest): Promise<void> {
+    const opts = parseNetworkOptions(req.options);
+    const existing = await this.network(req.networkId, false);
+    if (existing !== undefined) return; // the same request again: created already
+    const undo: Undo[] = [];
+    try {
+      const tag = await this.claimTag(req.networkId, opts.tag);
+      undo.push(() => this.releaseTag(tag, req.networkId));
+      const gw4 = req.ipv4.find((d) => d.gateway !== undefined);
+      const hasGateway = !opts.internal && (gw4 !== undefined || req.ipv6.some((d) => d.gateway !== undefined));
+      const record: NetworkRecord = {
+        networkId: req.networkId,
+        bridge: this.deps.bridge,
+        tag,
+        mtu: opts.mtu ?? DEFAULT_MTU,
+        internal: opts.internal,
+        ipv4: req.ipv4,
+        ipv6: req.ipv6,
+        ...(hasGateway ? { gatewayPort: names.gateway(req.networkId) } : {}),
+        createdAt: this.now().toISOString(),
+      };
+      await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+      if (record.gatewayPort !== undefined) {
+        undo.push(() => this.removeGateway(record));
+        await this.ensureGateway(record);
+      }
+      const res = await this.deps.store.txn({
+        compares: [absent(keys.network(req.networkId))],
+        success: [put(keys.network(req.networkId), JSON.stringify(record))],
+      });
+      if (!res.succeeded) return; // a concurrent identical request won; its state stands
+      this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort }, 'network created');
+    } catch (err) {
+      await this.rollback(undo, 'create network', req.networkId);
+      throw err;
+    }
+  }
+
+  async deleteNetwork(networkId: string): Promise<void> {
+    const record = await this.network(networkId, false);
+    if (record === undefined) return;
+    await this.bestEffort('remove gateway', () => this.removeGateway(record));
+    await this.deps.store.txn({
+      compares: [],
+      success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
+    });
+    await this.releaseTag(record.tag, networkId);
+    this.deps.log.info({ networkId }, 'network deleted');
+  }
+
+  /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */
+  async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
+    const network = await this.network(req.networkId, true);
+    if (req.address === '' && req.addressV6 === '') {
+      throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`);
+    }
+    for (const a of [req.address, req.addressV6]) if (a !== '') parseCidrAddress(a, 'Interface.Address');
+    const mac = req.mac === '' ? macFor(req.address, req.endpointId) : req.mac;
+    const record: EndpointRecord = {
+      networkId: network.networkId,
+      endpointId: req.endpointId,
+      ...(req.address === '' ? {} : { address: req.address }),
+      ...(req.addressV6 === '' ? {} : { addressV6: req.addressV6 }),
+      mac,
+      hostVeth: names.hostVeth(req.endpointId),
+      containerVeth: names.containerVeth(req.endpointId),
+      portmap: req.portmap,
+      createdAt: this.now().toISOString(),
+    };
+    const key = keys.endpoint(req.networkId, req.endpointId);
+    const res = await this.deps.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
+    if (!res.succeeded) {
+      const old = JSON.parse(res.gets[0]?.value ?? '{}') as EndpointRecord;
+      if (old.address !== record.address || old.addressV6 !== record.addressV6) {
+        throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${old.address ?? old.addressV6 ?? ''}`);
+      }
+    }
+    return req.mac === '' ? { mac } : {};
+  }
+
+  /** Creates the veth pair and the OVS port; the container end is what Docker moves. */
+  async join(networkId: string, endpointId: string): Promise<JoinResult> {
+    const network = await this.network(networkId, true);
+    const ep = await this.endpoint(networkId, endpointId);
+    const undo: Undo[] = [];
+    try {
+      // A leftover of an earlier attempt (a crash between steps) would make the create fail.
+      await this.deps.links.deleteLink(ep.hostVeth);
+      await this.deps.links.createVeth({ host: ep.hostVeth, container: ep.containerVeth, mtu: network.mtu, mac: ep.mac });
+      undo.push(() => this.deps.links.deleteLink(ep.hostVeth));
+      if (this.deps.datapath() === 'netdev') await this.deps.links.disableTxChecksum(ep.containerVeth);
+      await this.deps.ovs.deletePort(ep.hostVeth);
+      await this.deps.ovs.addPort(network.bridge, ep.hostVeth, {
+        tag: network.tag,
+        externalIds: { 'ovsnet-network': networkId, 'ovsnet-endpoint': endpointId },
+      });
+    } catch (err) {
+      await this.rollback(undo, 'join', endpointId);
+      throw err;
+    }
+    const gw = (list: readonly IpData[]) => (network.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? ''));
+    return { srcName: ep.containerVeth, gateway: gw(network.ipv4), gatewayV6: gw(network.ipv6) };
+  }
+
+  /** Leave runs before Docker moves the interface back; the port stays until DeleteEndpoint. */
+  async leave(networkId: string, endpointId: string): Promise<void> {
+    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
+    if (ep !== undefined) await this.bestEffort('remove port mappings', () => this.unpublish(ep));
+  }
+
+  async deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
+    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
+    const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
+    await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
+    await this.deps.ovs.deletePort(hostVeth);
+    await this.deps.links.deleteLink(hostVeth);
+    await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(networkId, endpointId))] });
+  }
+
+  async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, string>> {
+    const network = await this.network(networkId, true);
+    const ep = await this.endpoint(networkId, endpointId);
+    return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address: ep.address ?? ep.addressV6 ?? '' };
+  }
+
+  async programExternalConnectivity(networkId: string, endpointId: string, portmap: readonly PortBinding[]): Promise<void> {
+    const ep = await this.endpoint(networkId, endpointId);
+    const ports = portmap.length > 0 ? portmap : ep.portmap;
+    if (ports.length === 0 || ep.address === undefined) return;
+    await this.deps.nat.addPorts(endpointId, ep.address.split('/')[0] ?? '', ports);
+    if (portmap.length > 0 && JSON.stringify(portmap) !== JSON.stringify(ep.portmap)) {
+      await this.deps.store.txn({ compares: [], success: [put(keys.endpoint(networkId, endpointId), JSON.stringify({ ...ep, portmap }))] });
+    }
+  }
+
+  async revokeExternalConnectivity(networkId: string, endpointId: string): Promise<void> {
+    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
+    if (ep !== undefined) await this.unpublish(ep);
+  }
+
+  /**
+   * Brings OVS and the kernel in line with the store after a restart: the bridge, every
+   * network's gateway port, address and NAT rules; and removes ports and veths of endpoints
+   * the store no longer has. Returns what it repaired.
+   */
+  async reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
+    const repaired: string[] = [];
+    const removed: string[] = [];
+    const networks = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
+    if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
+    await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+    for (const n of networks) {
+      if (n.gatewayPort === undefined) continue;
+      if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
+      await this.ensureGateway(n);
+    }
+    for (const port of await this.deps.ovs.ownPorts()) {
+      const ep = port.externalIds['ovsnet-endpoint'];
+      if (ep !== undefined && !endpoints.has(ep)) {
+        await this.deps.ovs.deletePort(port.name);
+        await this.deps.links.deleteLink(port.name);
+        removed.push(port.name);
+      }
+      const role = port.externalIds['ovsnet-role'];
+      const net = port.externalIds['ovsnet-network'];
+      if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
+        await this.deps.ovs.deletePort(port.name);
+        removed.push(port.name);
+      }
+    }
+    const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
+    for (const link of await this.deps.links.list('ovh')) {
+      const id = link.slice(3);
+      if (![...endpoints].some((e) => e.startsWith(id)) && !ours.has(link)) {
+        await this.deps.links.deleteLink(link);
+        removed.push(link);
+      }
+    }
+    this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
+    return { repaired, removed };
+  }
+
+  // --- internals -------------------------------------------------------------------------
+
+  private async ensureGateway(n: NetworkRecord): Promise<void> {
+    const port = n.gatewayPort;
+    if (port === undefined) return;
+    if (!(await this.deps.links.exists(port))) {
+      await this.deps.ovs.deletePort(port);
+      await this.deps.ovs.addPort(n.bridge, port, { tag: n.tag, type: 'internal', externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' } });
+      // The kernel device of an internal port exists only once ovs-vswitchd has applied it.
+      await this.deps.ovs.waitApplied();
+    }
+    for (const d of [...n.ipv4, ...n.ipv6]) {
+      if (d.gateway === undefined) continue;
+      const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
+      await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
+    }
+    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port);
+  }
+
+  private async removeGateway(n: NetworkRecord): Promise<void> {
+    if (n.gatewayPort === undefined) return;
+    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
+    await this.deps.ovs.deletePort(n.gatewayPort);
+  }
+
+  private async unpublish(ep: EndpointRecord): Promise<void> {
+    if (ep.portmap.length > 0 && ep.address !== undefined) await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
+  }
+
+  /** A VLAN tag for the network: the one asked for if free, else the lowest free one. */
+  private async claimTag(networkId: string, wanted: number | undefined): Promise<number> {
+    if (wanted !== undefined) {
+      const res = await this.deps.store.txn({
+        compares: [absent(keys.tag('vlan', wanted))],
+        success: [put(keys.tag('vlan', wanted), networkId)],
+        failure: [get(keys.tag('vlan', wanted))],
+      });
+      const holder = res.gets[0]?.value;
+      if (!res.succeeded && holder !== networkId) {
+        throw new OvsnetError('TAG_TAKEN', `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'}: pick another from 1 to 4094, or omit -o ovsnet.tag`);
+      }
+      return wanted;
+    }
+    for (let attempt = 0; attempt < 16; attempt++) {
+      const used = new Set((await this.deps.store.list(`${keys.tags}vlan/`)).kvs.map((kv) => Number(kv.key.split('/').pop())));
+      let tag = 1;
+      while (used.has(tag)) tag++;
+      if (tag > 4094) throw new OvsnetError('TAGS_EXHAUSTED', 'all 4094 VLAN tags are in use: remove a network first');
+      const res = await this.deps.store.txn({ compares: [absent(keys.tag('vlan', tag))], success: [put(keys.tag('vlan', tag), networkId)] });
+      if (res.succeeded) return tag;
+    }
+    throw new OvsnetError('TAGS_EXHAUSTED', 'VLAN tags are being claimed too fast by other hosts; retry');
+  }
+
+  private async releaseTag(tag: number, networkId: string): Promise<void> {
+    await this.deps.store.txn({
+      compares: [{ key: keys.tag('vlan', tag), target: 'value', op: '==', value: networkId }],
+      success: [del(keys.tag('vlan', tag))],
+    });
+  }
+
+  private async network(networkId: string, required: true): Promise<NetworkRecord>;
+  private async network(networkId: string, required: false): Promise<NetworkRecord | undefined>;
+  private async network(networkId: string, required: boolean): Promise<NetworkRecord | undefined> {
+    const kv = await this.deps.store.get(keys.network(networkId));
+    if (kv === undefined && required) {
+      throw new OvsnetError('NETWORK_NOT_FOUND', `network ${networkId.slice(0, 12)} is not an ovsnet network (or was removed)`);
+    }
+    return kv === undefined ? undefined : (JSON.parse(kv.value) as NetworkRecord);
+  }
+
+  private async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
+    const kv = await this.deps.store.get(keys.endpoint(networkId, endpointId));
+    if (kv === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
+    return JSON.parse(kv.value) as EndpointRecord;
+  }
+
+  private async rollback(undo: Undo[], what: string, id: string): Promise<void> {
+    for (const step of undo.reverse()) {
+      await step().catch((err: unknown) => this.deps.log.error({ err, id }, `undoing a failed ${what}: ${messageOf(err)}`));
+    }
+  }
+
+  private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
+    await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));
+  }
+}

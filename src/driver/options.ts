@@ -1,0 +1,60 @@
+/**
+ * CreateNetwork options, validated once. Docker passes `-o k=v` as strings under
+ * com.docker.network.generic (shared/docs/docker-plugin-protocol.md §2); reading them from the
+ * top level or as numbers would silently ignore them.
+ */
+import { OvsnetError } from '../errors.js';
+
+export const GENERIC = 'com.docker.network.generic';
+export const MTU_OPTION = 'com.docker.network.driver.mtu';
+export const INTERNAL = 'com.docker.network.internal';
+export const ENABLE_IPV6 = 'com.docker.network.enable_ipv6';
+
+/** ovsnet's own `-o` keys and their valid values. */
+export const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
+  'ovsnet.tag': 'a VLAN tag from 1 to 4094 (default: the next free one)',
+  'ovsnet.encap': 'vlan (vxlan arrives with multi-host networks)',
+};
+
+export interface NetworkOptions {
+  readonly tag: number | undefined;
+  readonly encap: 'vlan';
+  readonly mtu: number | undefined;
+  readonly internal: boolean;
+}
+
+const invalid = (message: string) => new OvsnetError('NETWORK_OPTION_INVALID', message);
+
+export function parseNetworkOptions(options: Record<string, unknown>): NetworkOptions {
+  const raw = options[GENERIC];
+  const generic: Record<string, unknown> = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+  for (const key of Object.keys(generic)) {
+    if (key.startsWith('ovsnet.') && !(key in NETWORK_OPTIONS)) {
+      const valid = Object.entries(NETWORK_OPTIONS).map(([k, v]) => `${k} (${v})`).join(', ');
+      throw invalid(`-o ${key} is not an ovsnet option; valid ones: ${valid}`);
+    }
+  }
+  const text = (key: string): string | undefined => {
+    const v = generic[key];
+    if (v === undefined || v === null) return undefined;
+    if (typeof v !== 'string' && typeof v !== 'number') throw invalid(`-o ${key} must be a string, got ${JSON.stringify(v)}`);
+    return String(v).trim();
+  };
+  const int = (key: string, min: number, max: number, what: string): number | undefined => {
+    const v = text(key);
+    if (v === undefined) return undefined;
+    if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max) throw invalid(`-o ${key}=${v} is not valid: expected ${what}`);
+    return Number(v);
+  };
+  const encap = text('ovsnet.encap') ?? 'vlan';
+  if (encap === 'vxlan') {
+    throw invalid('-o ovsnet.encap=vxlan is not available yet: VXLAN comes with multi-host networks; use ovsnet.encap=vlan (the default)');
+  }
+  if (encap !== 'vlan') throw invalid(`-o ovsnet.encap=${encap} is not valid: expected vlan`);
+  return {
+    tag: int('ovsnet.tag', 1, 4094, 'a VLAN tag from 1 to 4094'),
+    encap: 'vlan',
+    mtu: int(MTU_OPTION, 68, 65535, 'an MTU from 68 to 65535'),
+    internal: options[INTERNAL] === true || options[INTERNAL] === 'true',
+  };
+}

@@ -1,0 +1,49 @@
+/** What the network driver keeps in the store, and the names it derives from Docker's IDs. */
+
+export interface IpData {
+  /** The subnet, e.g. 10.1.0.0/24. */
+  readonly pool: string;
+  /** Gateway in CIDR form (10.1.0.1/24), as Docker sends it; absent if none. */
+  readonly gateway?: string;
+}
+
+export interface NetworkRecord {
+  readonly networkId: string;
+  readonly bridge: string;
+  readonly tag: number;
+  readonly mtu: number;
+  readonly internal: boolean;
+  readonly ipv4: readonly IpData[];
+  readonly ipv6: readonly IpData[];
+  /** OVS internal port holding the gateway addresses on the host; absent for --internal. */
+  readonly gatewayPort?: string;
+  readonly createdAt: string;
+}
+
+export interface PortBinding {
+  readonly proto: 'tcp' | 'udp' | 'sctp';
+  readonly containerPort: number;
+  readonly hostIp: string;
+  readonly hostPort: number;
+  readonly hostPortEnd: number;
+}
+
+export interface EndpointRecord {
+  readonly networkId: string;
+  readonly endpointId: string;
+  /** CIDR forms, as Docker gave them. */
+  readonly address?: string;
+  readonly addressV6?: string;
+  readonly mac: string;
+  readonly hostVeth: string;
+  readonly containerVeth: string;
+  readonly portmap: readonly PortBinding[];
+  readonly createdAt: string;
+}
+
+/** Linux interface names are at most 15 characters: a 3-letter role and 12 characters of ID. */
+export const names = {
+  hostVeth: (endpointId: string) => `ovh${endpointId.slice(0, 12)}`,
+  containerVeth: (endpointId: string) => `ovc${endpointId.slice(0, 12)}`,
+  gateway: (networkId: string) => `ovg${networkId.slice(0, 12)}`,
+} as const;

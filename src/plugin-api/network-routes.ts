@@ -1,0 +1,104 @@
+/** NetworkDriver.* routes: translate the wire to the NetworkDriver, nothing more. */
+import type { FastifyInstance } from 'fastify';
+import type { NetworkDriver } from '../driver/network-driver.js';
+import {
+  bodyOf,
+  ipamData,
+  objectOf,
+  portmapOf,
+  str,
+  type JoinResponse,
+  type NetworkCapabilitiesResponse,
+} from './wire.js';
+
+export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void {
+  const ids = (m: string, body: unknown) => {
+    const b = bodyOf(m, body, true);
+    return { b, networkId: str(m, b, 'NetworkID', { required: true }), endpointId: str(m, b, 'EndpointID', { required: true }) };
+  };
+
+  app.post('/NetworkDriver.GetCapabilities', (): NetworkCapabilitiesResponse => ({ Scope: 'local', ConnectivityScope: 'local' }));
+
+  app.post('/NetworkDriver.CreateNetwork', async (req) => {
+    const m = 'CreateNetwork';
+    const b = bodyOf(m, req.body, true);
+    const data = (field: string) => ipamData(m, b, field).map((d) => ({ pool: d.Pool, ...(d.Gateway === undefined ? {} : { gateway: d.Gateway }) }));
+    await driver.createNetwork({
+      networkId: str(m, b, 'NetworkID', { required: true }),
+      options: objectOf(m, b, 'Options'),
+      ipv4: data('IPv4Data'),
+      ipv6: data('IPv6Data'),
+    });
+    return {};
+  });
+
+  app.post('/NetworkDriver.DeleteNetwork', async (req) => {
+    const m = 'DeleteNetwork';
+    await driver.deleteNetwork(str(m, bodyOf(m, req.body, true), 'NetworkID', { required: true }));
+    return {};
+  });
+
+  app.post('/NetworkDriver.CreateEndpoint', async (req) => {
+    const m = 'CreateEndpoint';
+    const { b, networkId, endpointId } = ids(m, req.body);
+    const iface = objectOf(m, b, 'Interface');
+    const res = await driver.createEndpoint({
+      networkId,
+      endpointId,
+      address: str(m, iface, 'Address'),
+      addressV6: str(m, iface, 'AddressIPv6'),
+      mac: str(m, iface, 'MacAddress'),
+      portmap: portmapOf(m, objectOf(m, b, 'Options')),
+    });
+    // Only what Docker left empty may be returned ("driver modified interface" otherwise).
+    return res.mac === undefined ? {} : { Interface: { MacAddress: res.mac } };
+  });
+
+  app.post('/NetworkDriver.EndpointOperInfo', async (req) => {
+    const { networkId, endpointId } = ids('EndpointOperInfo', req.body);
+    return { Value: await driver.endpointInfo(networkId, endpointId) };
+  });
+
+  app.post('/NetworkDriver.Join', async (req): Promise<JoinResponse> => {
+    const { networkId, endpointId } = ids('Join', req.body);
+    const res = await driver.join(networkId, endpointId);
+    return {
+      InterfaceName: { SrcName: res.srcName, DstPrefix: 'eth' },
+      Gateway: res.gateway,
+      GatewayIPv6: res.gatewayV6,
+      StaticRoutes: [],
+      DisableGatewayService: false,
+    };
+  });
+
+  app.post('/NetworkDriver.Leave', async (req) => {
+    const { networkId, endpointId } = ids('Leave', req.body);
+    await driver.leave(networkId, endpointId);
+    return {};
+  });
+
+  app.post('/NetworkDriver.DeleteEndpoint', async (req) => {
+    const { networkId, endpointId } = ids('DeleteEndpoint', req.body);
+    await driver.deleteEndpoint(networkId, endpointId);
+    return {};
+  });
+
+  app.post('/NetworkDriver.ProgramExternalConnectivity', async (req) => {
+    const m = 'ProgramExternalConnectivity';
+    const { b, networkId, endpointId } = ids(m, req.body);
+    await driver.programExternalConnectivity(networkId, endpointId, portmapOf(m, objectOf(m, b, 'Options')));
+    return {};
+  });
+
+  app.post('/NetworkDriver.RevokeExternalConnectivity', async (req) => {
+    const { networkId, endpointId } = ids('RevokeExternalConnectivity', req.body);
+    await driver.revokeExternalConnectivity(networkId, endpointId);
+    return {};
+  });
+
+  // Swarm-only calls: nothing to do outside swarm, but they must answer.
+  app.post('/NetworkDriver.AllocateNetwork', () => ({ Options: {} }));
+  app.post('/NetworkDriver.FreeNetwork', () => ({}));
+  app.post('/NetworkDriver.DiscoverNew', () => ({}));
+  app.post('/NetworkDriver.DiscoverDelete', () => ({}));
+}
