@@ -6,13 +6,15 @@
  */
 import { OvsnetError } from '../errors.js';
 import { exec } from './exec.js';
-import type { PortBinding } from './records.js';
+import { GATEWAY_PREFIX, type PortBinding } from './records.js';
 
 type Table = 'nat' | 'filter';
 interface Rule {
   readonly table: Table;
   readonly chain: string;
   readonly spec: readonly string[];
+  /** Inserted at the top of its chain rather than appended. */
+  readonly insert?: boolean;
 }
 
 export const CHAINS = {
@@ -22,7 +24,7 @@ export const CHAINS = {
 } as const;
 
 /** Jumps into ovsnet's chains from the built-in ones. */
-const JUMPS: readonly (Rule & { insert: boolean })[] = [
+const JUMPS: readonly Rule[] = [
   { table: 'nat', chain: 'POSTROUTING', spec: ['-j', CHAINS.masquerade], insert: false },
   { table: 'nat', chain: 'PREROUTING', spec: ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat], insert: false },
   { table: 'nat', chain: 'OUTPUT', spec: ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat], insert: false },
@@ -40,6 +42,7 @@ export class Nat {
     await this.ensureChains();
     for (const r of networkRules(networkId, subnet, gatewayPort)) await this.add(r);
   }
+
 
   async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
     for (const r of networkRules(networkId, subnet, gatewayPort)) await this.remove(r);
@@ -80,7 +83,7 @@ export class Nat {
         const r = await exec(this.iptables, ['-w', '-t', table, '-N', chain]);
         if (r.code !== 0 && !/already exists/i.test(r.stderr)) throw natError(`create chain ${chain}`, r.stderr);
       }
-      for (const j of JUMPS) await this.add(j, j.insert);
+      for (const j of JUMPS) await this.add(j);
     })().catch((err: unknown) => {
       this.chainsReady = undefined;
       throw err;
@@ -88,9 +91,10 @@ export class Nat {
     return this.chainsReady;
   }
 
-  private async add(rule: Rule, insert = false): Promise<void> {
+  private async add(rule: Rule): Promise<void> {
     const base = ['-w', '-t', rule.table];
     if ((await exec(this.iptables, [...base, '-C', rule.chain, ...rule.spec])).code === 0) return;
+    const insert = rule.insert === true;
     const r = await exec(this.iptables, [...base, insert ? '-I' : '-A', rule.chain, ...(insert ? ['1'] : []), ...rule.spec]);
     if (r.code !== 0) throw natError(`add ${rule.table} rule ${rule.spec.join(' ')}`, r.stderr);
   }
@@ -109,11 +113,19 @@ function natError(what: string, stderr: string): OvsnetError {
 
 const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slice(0, 12)}`];
 
+/**
+ * Per network: masquerade on the way out; isolation from every other ovsnet network (a drop
+ * towards any other gateway port, inserted so that it precedes every network's accepts; the
+ * hairpin back into the same network inserted before it); then accept in and out.
+ */
 export function networkRules(networkId: string, subnet: string, gatewayPort: string): Rule[] {
+  const c = comment(networkId);
   return [
-    { table: 'nat', chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...comment(networkId), '-j', 'MASQUERADE'] },
-    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...comment(networkId), '-j', 'ACCEPT'] },
-    { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...comment(networkId), '-j', 'ACCEPT'] },
+    { table: 'nat', chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`, ...c, '-j', 'DROP'], insert: true },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', gatewayPort, ...c, '-j', 'ACCEPT'], insert: true },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...c, '-j', 'ACCEPT'] },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...c, '-j', 'ACCEPT'] },
   ];
 }
 

@@ -18,6 +18,7 @@ import { parseNetworkOptions } from './options.js';
 import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
 import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records.js';
 import { macFor, parseCidrAddress } from './addresses.js';
+import { Mutex } from './mutex.js';
 
 export interface DriverDeps {
   readonly store: Store;
@@ -57,12 +58,21 @@ type Undo = () => Promise<void>;
 
 export class NetworkDriver {
   private readonly now: () => Date;
+  /**
+   * Calls that change OVS ports run one at a time, and never while reconcile() runs: reconcile
+   * would otherwise see a port whose record is not written yet and remove it.
+   */
+  private readonly ports = new Mutex();
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
   }
 
-  async createNetwork(req: CreateNetworkRequest): Promise<void> {
+  createNetwork(req: CreateNetworkRequest): Promise<void> {
+    return this.ports.run(() => this.createNetworkLocked(req));
+  }
+
+  private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
     const opts = parseNetworkOptions(req.options);
     const existing = await this.network(req.networkId, false);
     if (existing !== undefined) return; // the same request again: created already
@@ -100,7 +110,11 @@ export class NetworkDriver {
     }
   }
 
-  async deleteNetwork(networkId: string): Promise<void> {
+  deleteNetwork(networkId: string): Promise<void> {
+    return this.ports.run(() => this.deleteNetworkLocked(networkId));
+  }
+
+  private async deleteNetworkLocked(networkId: string): Promise<void> {
     const record = await this.network(networkId, false);
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.removeGateway(record));
@@ -143,7 +157,11 @@ export class NetworkDriver {
   }
 
   /** Creates the veth pair and the OVS port; the container end is what Docker moves. */
-  async join(networkId: string, endpointId: string): Promise<JoinResult> {
+  join(networkId: string, endpointId: string): Promise<JoinResult> {
+    return this.ports.run(() => this.joinLocked(networkId, endpointId));
+  }
+
+  private async joinLocked(networkId: string, endpointId: string): Promise<JoinResult> {
     const network = await this.network(networkId, true);
     const ep = await this.endpoint(networkId, endpointId);
     const undo: Undo[] = [];
@@ -172,7 +190,11 @@ export class NetworkDriver {
     if (ep !== undefined) await this.bestEffort('remove port mappings', () => this.unpublish(ep));
   }
 
-  async deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
+  deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
+    return this.ports.run(() => this.deleteEndpointLocked(networkId, endpointId));
+  }
+
+  private async deleteEndpointLocked(networkId: string, endpointId: string): Promise<void> {
     const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
     const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
     await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
@@ -207,7 +229,11 @@ export class NetworkDriver {
    * network's gateway port, address and NAT rules; and removes ports and veths of endpoints
    * the store no longer has. Returns what it repaired.
    */
-  async reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
+  reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
+    return this.ports.run(() => this.reconcileLocked());
+  }
+
+  private async reconcileLocked(): Promise<{ repaired: string[]; removed: string[] }> {
     const repaired: string[] = [];
     const removed: string[] = [];
     const networks = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);

@@ -41,9 +41,12 @@ export interface EndpointRecord {
   readonly createdAt: string;
 }
 
+/** Prefix of every gateway port, so one iptables pattern (ovg+) names them all. */
+export const GATEWAY_PREFIX = 'ovg';
+
 /** Linux interface names are at most 15 characters: a 3-letter role and 12 characters of ID. */
 export const names = {
   hostVeth: (endpointId: string) => `ovh${endpointId.slice(0, 12)}`,
   containerVeth: (endpointId: string) => `ovc${endpointId.slice(0, 12)}`,
-  gateway: (networkId: string) => `ovg${networkId.slice(0, 12)}`,
+  gateway: (networkId: string) => `${GATEWAY_PREFIX}${networkId.slice(0, 12)}`,
 } as const;

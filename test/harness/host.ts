@@ -82,6 +82,23 @@ export class DockerHost {
     return run('bash', [SCRIPT, 'exec', this.name, this.dir, '--', ...args]);
   }
 
+  /**
+   * Starts ovsnet inside the host (its network and mount namespaces), serving the host's
+   * plugin directory, with the embedded store in the host's /run unless `env` says otherwise.
+   */
+  startOvsnet(env: Record<string, string> = {}): Promise<Ovsnet> {
+    return Ovsnet.start(
+      path.join(this.pluginDir, 'ovsnet.sock'),
+      { OVSNET_SOCKET: '/run/docker/plugins/ovsnet.sock', OVSNET_STORE: 'sqlite:/run/ovsnet/state.db', OVSNET_LOG_LEVEL: 'warn', ...env },
+      ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
+    );
+  }
+
+  /** The embedded store file of an ovsnet started by startOvsnet(), as seen from outside. */
+  get storeFile(): string {
+    return path.join(this.dir, 'run', 'ovsnet', 'state.db');
+  }
+
   async restartDockerd(dockerdArgs = ''): Promise<void> {
     await must('bash', [SCRIPT, 'restart-dockerd', this.name, this.dir], { ...process.env, DOCKERD_ARGS: dockerdArgs });
   }
@@ -125,7 +142,10 @@ export class Ovsnet {
     this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
   }
 
-  /** Starts ovsnet serving `socket` and waits until it answers Plugin.Activate. */
+  /**
+   * Starts ovsnet and waits until it answers Plugin.Activate on `socket` (a path as seen from
+   * here; env may give OVSNET_SOCKET as seen from inside `wrap`).
+   */
   static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = []): Promise<Ovsnet> {
     const [cmd, ...args] = [...wrap, process.execPath, MAIN, 'serve'];
     const child = spawn(cmd ?? process.execPath, args, {

@@ -1,0 +1,145 @@
+/**
+ * End-to-end scenarios of the Open vSwitch network driver with a real dockerd and OVS, run once
+ * with ovsnet's IPAM and once with Docker's default IPAM (driver-*.test.ts).
+ */
+import type { Test } from 'tap';
+import { keys } from '../../src/store/keys.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import { IMAGE, type DockerHost, type Ovsnet } from '../harness/host.js';
+
+export interface DriverCtx {
+  readonly host: DockerHost;
+  ovsnet: Ovsnet;
+}
+
+const sleeper = ['sleep', '600'];
+
+export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boolean; octet: number }): Promise<void> {
+  const { host } = ctx;
+  const o = opts.octet;
+  const ipamArgs = opts.ipam ? ['--ipam-driver', 'ovsnet'] : [];
+  const create = (name: string, subnet: string, extra: string[] = []) =>
+    host.dockerOk(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', subnet, ...extra, name]);
+  const run = (name: string, net: string, extra: string[] = [], cmd = sleeper) =>
+    host.dockerOk(['run', '-d', '--name', name, '--network', net, ...extra, IMAGE, ...cmd]);
+  const ip = (c: string, net: string) => host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, c]);
+  const ping = async (from: string, to: string) => (await host.docker(['exec', from, 'ping', '-c', '1', '-W', '2', to])).code === 0;
+  const inHost = async (args: string[]) => (await host.exec(args)).stdout;
+
+  await t.test('two containers on one network: ping and TCP', async (t) => {
+    await create('n1', `10.${o}.1.0/24`);
+    await run('a1', 'n1');
+    await run('a2', 'n1');
+    const a2 = await ip('a2', 'n1');
+    t.ok(await ping('a1', a2), 'ping');
+    await host.dockerOk(['exec', '-d', 'a2', 'sh', '-c', 'sleep 10 | nc -l -p 5000 > /tmp/got']);
+    await new Promise((r) => setTimeout(r, 300));
+    await host.dockerOk(['exec', 'a1', 'sh', '-c', `head -c 2000000 /dev/zero | nc -w 3 ${a2} 5000`]);
+    let got = '';
+    for (let i = 0; i < 30 && got !== '2000000'; i++) {
+      got = (await host.docker(['exec', 'a2', 'sh', '-c', 'wc -c < /tmp/got'])).stdout.trim();
+      if (got !== '2000000') await new Promise((r) => setTimeout(r, 100));
+    }
+    t.equal(got, '2000000', '2 MB over TCP arrive whole (checksum offload handled)');
+    const mtu = await host.dockerOk(['exec', 'a1', 'cat', '/sys/class/net/eth0/mtu']);
+    t.equal(mtu, '1500');
+  });
+
+  await t.test('containers on two networks cannot reach each other', async (t) => {
+    await create('n2', `10.${o}.2.0/24`);
+    await run('b1', 'n2');
+    t.notOk(await ping('b1', await ip('a1', 'n1')), 'n2 -> n1 blocked');
+    t.notOk(await ping('a1', await ip('b1', 'n2')), 'n1 -> n2 blocked');
+    const tags = await inHost(['ovs-vsctl', '--columns=name,tag', 'find', 'Port', 'external_ids:ovsnet-role=gateway']);
+    t.match(tags, /tag\s+:\s+1\b/);
+    t.match(tags, /tag\s+:\s+2\b/, 'each network its own VLAN tag');
+  });
+
+  await t.test('--ip, -o ovsnet.tag, an MTU, and option errors', async (t) => {
+    await run('c1', 'n1', ['--ip', `10.${o}.1.77`]);
+    t.equal(await ip('c1', 'n1'), `10.${o}.1.77`);
+    t.ok(await ping('a1', `10.${o}.1.77`));
+    await create('n3', `10.${o}.3.0/24`, ['-o', 'ovsnet.tag=300', '-o', 'com.docker.network.driver.mtu=1400']);
+    await run('d1', 'n3');
+    t.equal(await host.dockerOk(['exec', 'd1', 'cat', '/sys/class/net/eth0/mtu']), '1400', 'MTU set on the container end');
+    t.match(await inHost(['ovs-vsctl', 'get', 'Port', `ovg${(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n3'])).slice(0, 12)}`, 'tag']), /^300/);
+    const dup = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.4.0/24`, '-o', 'ovsnet.tag=300', 'n4']);
+    t.not(dup.code, 0);
+    t.match(dup.stderr, /VLAN tag 300 is used by network [0-9a-f]{12}: pick another from 1 to 4094/);
+    const bad = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.5.0/24`, '-o', 'ovsnet.color=blue', 'n5']);
+    t.match(bad.stderr, /-o ovsnet\.color is not an ovsnet option; valid ones: ovsnet\.tag \(a VLAN tag from 1 to 4094/);
+    const vx = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.6.0/24`, '-o', 'ovsnet.encap=vxlan', 'n6']);
+    t.match(vx.stderr, /ovsnet\.encap=vxlan is not available yet/);
+    t.equal((await host.docker(['network', 'inspect', 'n4'])).code, 1, 'a refused network is not left behind');
+  });
+
+  await t.test('--internal: peers reachable, no way out', async (t) => {
+    await create('int', `10.${o}.7.0/24`, ['--internal']);
+    await run('i1', 'int');
+    await run('i2', 'int');
+    t.ok(await ping('i1', await ip('i2', 'int')), 'peers');
+    t.notMatch(await host.dockerOk(['exec', 'i1', 'ip', 'route']), /default/, 'no default route');
+    t.notOk(await ping('i1', `10.${o}.1.1`), "no way to another network's gateway");
+  });
+
+  await t.test('-p 8080:80 is reachable from the host', async (t) => {
+    await run('web', 'n1', ['-p', '8080:80'], ['sh', '-c', 'while true; do printf "HTTP/1.0 200 OK\\r\\n\\r\\nhello from ovsnet" | nc -l -p 80; done']);
+    let body = '';
+    for (let i = 0; i < 20 && body === ''; i++) {
+      body = await inHost(['wget', '-q', '-O', '-', '-T', '2', `http://10.${o}.1.1:8080/`]);
+      if (body === '') await new Promise((r) => setTimeout(r, 100));
+    }
+    t.equal(body, 'hello from ovsnet');
+    t.match(await inHost(['iptables', '-t', 'nat', '-S', 'OVSNET-DNAT']), /--dport 8080 .* --to-destination [\d.]+:80/);
+    await host.dockerOk(['rm', '-f', 'web']);
+    t.notMatch(await inHost(['iptables', '-t', 'nat', '-S', 'OVSNET-DNAT']), /--dport 8080/, 'removed with the container');
+  });
+
+  await t.test('network connect and disconnect on a running container', async (t) => {
+    await host.dockerOk(['network', 'connect', 'n2', 'a1']);
+    t.ok(await ping('a1', await ip('b1', 'n2')), 'reaches n2 once connected');
+    await host.dockerOk(['network', 'disconnect', 'n2', 'a1']);
+    t.notOk(await ping('a1', await ip('b1', 'n2')), 'not after disconnect');
+    t.notMatch(await host.dockerOk(['exec', 'a1', 'ip', 'link']), /eth1/);
+  });
+
+  await t.test('20 containers started in parallel all reach each other', async (t) => {
+    await create('many', `10.${o}.8.0/24`);
+    const names = Array.from({ length: 20 }, (_, i) => `m${i}`);
+    await Promise.all(names.map((n) => run(n, 'many')));
+    const ips = await Promise.all(names.map((n) => ip(n, 'many')));
+    t.equal(new Set(ips).size, 20, 'distinct addresses');
+    // Each pings the next (a ring) and the first pings everyone.
+    const ring = await Promise.all(names.map((n, i) => ping(n, ips[(i + 1) % 20] ?? '')));
+    const star = await Promise.all(ips.slice(1).map((a) => ping('m0', a)));
+    t.same([...ring, ...star].filter((x) => !x).length, 0, 'every ping answered');
+  });
+
+  await t.test('ovsnet killed with SIGKILL and restarted while containers run', async (t) => {
+    const a2 = await ip('a2', 'n1');
+    await ctx.ovsnet.kill('SIGKILL');
+    t.ok(await ping('a1', a2), 'containers still talk while the plugin is down');
+    ctx.ovsnet = await host.startOvsnet();
+    t.ok(await ping('a1', a2), 'and after it is back');
+    await run('late', 'n1');
+    t.ok(await ping('late', a2), 'new containers start and talk');
+  });
+
+  await t.test('docker network rm leaves no port, tag or NAT rule behind', async (t) => {
+    const ids: Record<string, string> = {};
+    for (const n of ['n1', 'n2', 'n3', 'int', 'many']) ids[n] = (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', n])).slice(0, 12);
+    const all = (await host.dockerOk(['ps', '-aq'])).split('\n').filter((x) => x !== '');
+    await host.dockerOk(['rm', '-f', ...all]);
+    await host.dockerOk(['network', 'rm', 'n1', 'n2', 'n3', 'int', 'many']);
+    const ports = await inHost(['ovs-vsctl', 'list-ports', 'ovsnet0']);
+    t.equal(ports.trim(), '', 'no port on the bridge');
+    t.equal((await inHost(['ip', '-o', 'link'])).match(/ov[hcg][0-9a-f]{12}/g), null, 'no veth or gateway device');
+    const nat = (await inHost(['iptables-save'])).split('\n').filter((l) => Object.values(ids).some((id) => l.includes(id)));
+    t.same(nat, [], 'no NAT or forward rule of these networks');
+    const store = new SqliteStore({ file: host.storeFile });
+    t.same((await store.list(keys.tags)).kvs, [], 'no VLAN tag held');
+    t.same((await store.list(keys.networks)).kvs, [], 'no network record');
+    t.same((await store.list(`${keys.root}endpoints/`)).kvs, [], 'no endpoint record');
+    await store.close();
+  });
+}
