@@ -1,0 +1,115 @@
+/**
+ * Driver benchmark, on a simulated host (test/harness) with its own dockerd and Open vSwitch.
+ * 1. Join and Leave through the plugin socket (CreateEndpoint/DeleteEndpoint around them),
+ *    next to Plugin.Activate (the bare HTTP round trip) and a naive Join that spawns ip,
+ *    ethtool and ovs-vsctl, measured in the same run.
+ * 2. `docker run --rm` on an ovsnet network vs a user-defined bridge network on the same
+ *    daemon, alternating, medians of BENCH_RUNS (default 10) and their ratio.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { DockerHost, IMAGE, pluginCall } from '../test/harness/host.js';
+import { fmt, percentile, table } from './stats.js';
+
+const time = async (f: () => Promise<unknown>): Promise<number> => {
+  const t0 = process.hrtime.bigint();
+  await f();
+  return Number(process.hrtime.bigint() - t0) / 1e6;
+};
+const sorted = (xs: number[]) => [...xs].sort((a, b) => a - b);
+
+function sh(cmd: string[]): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const [c, ...a] = cmd;
+    const p = spawn(c ?? 'false', a, { stdio: 'ignore' });
+    p.on('error', reject);
+    p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${cmd.join(' ')} exited ${code}`))));
+  });
+}
+
+export async function benchDriver(): Promise<void> {
+  const host = await DockerHost.up('benchdrv');
+  const ovsnet = await host.startOvsnet();
+  try {
+    const socket = path.join(host.pluginDir, 'ovsnet.sock');
+    const call = async (method: string, body?: unknown) => {
+      const r = await pluginCall(socket, method, body);
+      if (r.status !== 200) throw new Error(`${method}: ${JSON.stringify(r.body)}`);
+      return r.body as Record<string, unknown>;
+    };
+    const NetworkID = 'b'.repeat(64);
+    await call('NetworkDriver.CreateNetwork', {
+      NetworkID, Options: {}, IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: '10.250.0.0/16', Gateway: '10.250.0.1/16' }], IPv6Data: [],
+    });
+    const n = Number(process.env.BENCH_N ?? 200);
+    const act: number[] = [];
+    const join: number[] = [];
+    const leave: number[] = [];
+    for (let i = 0; i < n + 20; i++) {
+      const EndpointID = `${i.toString(16).padStart(8, '0')}${'e'.repeat(56)}`;
+      const ids = { NetworkID, EndpointID };
+      await call('NetworkDriver.CreateEndpoint', { ...ids, Interface: { Address: `10.250.${i >> 8}.${(i & 255) + 2}/16`, AddressIPv6: '', MacAddress: '' }, Options: {} });
+      const a = await time(() => call('Plugin.Activate'));
+      const j = await time(() => call('NetworkDriver.Join', { ...ids, SandboxKey: '', Options: {} }));
+      const l = await time(async () => {
+        await call('NetworkDriver.Leave', ids);
+        await call('NetworkDriver.DeleteEndpoint', ids);
+      });
+      if (i >= 20) {
+        act.push(a);
+        join.push(j);
+        leave.push(l);
+      }
+    }
+    // The naive plugin's Join, on the same host: one process per step.
+    const enter = ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, '--'];
+    const naive: number[] = [];
+    for (let i = 0; i < Math.min(n, 30); i++) {
+      naive.push(await time(async () => {
+        await sh([...enter, 'ip', 'link', 'add', `nvh${i}`, 'type', 'veth', 'peer', 'name', `nvc${i}`]);
+        await sh([...enter, 'ip', 'link', 'set', `nvh${i}`, 'mtu', '1500', 'up']);
+        await sh([...enter, 'ethtool', '-K', `nvc${i}`, 'tx', 'off']);
+        await sh([...enter, 'ovs-vsctl', 'add-port', 'ovsnet0', `nvh${i}`, 'tag=1']);
+      }));
+      await sh([...enter, 'ovs-vsctl', 'del-port', 'ovsnet0', `nvh${i}`]);
+      await sh([...enter, 'ip', 'link', 'del', `nvh${i}`]);
+    }
+    await call('NetworkDriver.DeleteNetwork', { NetworkID });
+    const [sa, sj, sl, sn] = [sorted(act), sorted(join), sorted(leave), sorted(naive)];
+    const j50 = percentile(sj, 0.5);
+    console.log(`plugin calls on the socket, ${n} endpoints after 20 warm-up; target: Join p50 <= 5 ms\n`);
+    console.log(table(['call', 'p50 ms', 'p99 ms', 'p50 vs ovsnet Join'], [
+      ['Plugin.Activate (HTTP round trip)', fmt(percentile(sa, 0.5), 3), fmt(percentile(sa, 0.99), 3), `${fmt(percentile(sa, 0.5) / j50)}x`],
+      ['NetworkDriver.Join', fmt(j50, 3), fmt(percentile(sj, 0.99), 3), '1.00x'],
+      ['Leave + DeleteEndpoint', fmt(percentile(sl, 0.5), 3), fmt(percentile(sl, 0.99), 3), `${fmt(percentile(sl, 0.5) / j50)}x`],
+      [`naive Join: ip, ip, ethtool, ovs-vsctl (${sn.length})`, fmt(percentile(sn, 0.5), 3), fmt(percentile(sn, 0.99), 3), `${fmt(percentile(sn, 0.5) / j50)}x`],
+    ]));
+    console.log(`\nJoin p50 ${fmt(j50, 3)} ms: target ${j50 <= 5 ? 'met' : 'NOT met'}`);
+
+    // docker run --rm: ovsnet vs a user-defined bridge, same daemon, alternating.
+    await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.251.0.0/24', 'benchovs']);
+    await host.dockerOk(['network', 'create', '-d', 'bridge', '--subnet', '10.252.0.0/24', 'benchbr']);
+    const runs = Number(process.env.BENCH_RUNS ?? 10);
+    const ovs: number[] = [];
+    const br: number[] = [];
+    for (let i = 0; i < runs + 2; i++) {
+      const o = await time(() => host.dockerOk(['run', '--rm', '--network', 'benchovs', IMAGE, 'true']));
+      const b = await time(() => host.dockerOk(['run', '--rm', '--network', 'benchbr', IMAGE, 'true']));
+      if (i >= 2) {
+        ovs.push(o);
+        br.push(b);
+      }
+    }
+    const mo = percentile(sorted(ovs), 0.5);
+    const mb = percentile(sorted(br), 0.5);
+    console.log(`\ndocker run --rm, ${runs} runs each after 2 warm-up, alternating; target ratio <= 1.00\n`);
+    console.log(table(['network', 'median ms', 'min ms', 'max ms', 'vs bridge'], [
+      ['user-defined bridge (baseline)', fmt(mb, 1), fmt(Math.min(...br), 1), fmt(Math.max(...br), 1), '1.00x'],
+      ['ovsnet (OVS, ovsnet IPAM)', fmt(mo, 1), fmt(Math.min(...ovs), 1), fmt(Math.max(...ovs), 1), `${fmt(mo / mb)}x`],
+    ]));
+    console.log(`\nratio ${fmt(mo / mb)}: target ${mo / mb <= 1 ? 'met' : 'NOT met'}`);
+  } finally {
+    await host.down();
+    await ovsnet.kill('SIGTERM');
+  }
+}
