@@ -20,12 +20,17 @@ import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortB
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 
+/** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
+export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied'>;
+export type LinksApi = Pick<Links, 'createVeth' | 'disableTxChecksum' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
+export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
+
 export interface DriverDeps {
   readonly store: Store;
   readonly log: Logger;
-  readonly ovs: Ovsdb;
-  readonly links: Links;
-  readonly nat: Nat;
+  readonly ovs: OvsApi;
+  readonly links: LinksApi;
+  readonly nat: NatApi;
   readonly bridge: string;
   readonly datapath: () => DatapathType;
   readonly now?: () => Date;

@@ -1,0 +1,160 @@
+/** Network driver logic against in-memory OVS, links and NAT, with a real embedded store. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { NetworkDriver } from '../../src/driver/network-driver.js';
+import { createLogger } from '../../src/log.js';
+import { keys } from '../../src/store/keys.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import { FakeLinks, FakeNat, FakeOvs } from '../helpers/driver-fakes.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-drv-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+function setup(t: Test, datapath: 'system' | 'netdev' = 'netdev') {
+  const store = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
+  t.teardown(() => store.close());
+  const ovs = new FakeOvs();
+  const links = new FakeLinks();
+  ovs.links = links;
+  const nat = new FakeNat();
+  const driver = new NetworkDriver({ store, log: createLogger('silent'), ovs, links, nat, bridge: 'br0', datapath: () => datapath });
+  return { store, ovs, links, nat, driver };
+}
+
+const NET = 'a'.repeat(64);
+const NET2 = 'b'.repeat(64);
+const EP = 'c'.repeat(64);
+const net = (id: string, extra: Record<string, unknown> = {}, pool = '10.1.0.0/24') => ({
+  networkId: id,
+  options: extra,
+  ipv4: [{ pool, gateway: pool.replace(/0\/24$/, '1/24') }],
+  ipv6: [],
+});
+const ep = (mac = '') => ({ networkId: NET, endpointId: EP, address: '10.1.0.5/24', addressV6: '', mac, portmap: [] });
+
+t.test('a network: a VLAN tag, a gateway port with its address, masquerading', async (t) => {
+  const { store, ovs, links, nat, driver } = setup(t);
+  await driver.createNetwork(net(NET));
+  t.same(ovs.bridges.get('br0'), 'netdev', 'bridge created with the datapath');
+  t.match(ovs.ports.get('ovgaaaaaaaaaaaa'), { tag: 1, type: 'internal', externalIds: { 'ovsnet-network': NET, 'ovsnet-role': 'gateway' } });
+  t.same(links.addresses.get('ovgaaaaaaaaaaaa'), ['10.1.0.1/24']);
+  t.equal(nat.networks.get(NET), '10.1.0.0/24 via ovgaaaaaaaaaaaa');
+  t.equal((await store.get(keys.tag('vlan', 1)))?.value, NET);
+  await driver.createNetwork(net(NET));
+  t.equal(ovs.ports.size, 1, 'the same CreateNetwork again changes nothing');
+  await driver.createNetwork(net(NET2, {}, '10.2.0.0/24'));
+  t.match(ovs.ports.get('ovgbbbbbbbbbbbb'), { tag: 2 }, 'the next network gets the next tag');
+});
+
+t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
+  const { ovs, driver, store } = setup(t);
+  await driver.createNetwork(net(NET, { 'com.docker.network.generic': { 'ovsnet.tag': '42', 'com.docker.network.driver.mtu': '1400' } }));
+  t.match(ovs.ports.get('ovgaaaaaaaaaaaa'), { tag: 42 });
+  t.match(JSON.parse((await store.get(keys.network(NET)))?.value ?? '{}'), { mtu: 1400, tag: 42 });
+  await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': { 'ovsnet.tag': '42' } }, '10.2.0.0/24')), {
+    code: 'TAG_TAKEN',
+    message: /VLAN tag 42 is used by network aaaaaaaaaaaa: pick another from 1 to 4094, or omit -o ovsnet.tag/,
+  });
+  t.equal(await store.get(keys.network(NET2)), undefined, 'nothing recorded for the refused network');
+  for (const [opts, message] of [
+    [{ 'ovsnet.tag': '0' }, /-o ovsnet\.tag=0 is not valid: expected a VLAN tag from 1 to 4094/],
+    [{ 'ovsnet.tag': 'x' }, /ovsnet\.tag=x/],
+    [{ 'ovsnet.vni': '5' }, /-o ovsnet\.vni is not an ovsnet option; valid ones: ovsnet\.tag/],
+    [{ 'ovsnet.encap': 'gre' }, /ovsnet\.encap=gre is not valid: expected vlan/],
+    [{ 'com.docker.network.driver.mtu': '9' }, /an MTU from 68 to 65535/],
+  ] as const) {
+    await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': opts }, '10.2.0.0/24')), { code: 'NETWORK_OPTION_INVALID', message });
+  }
+  await driver.createNetwork(net(NET2, { 'com.docker.network.internal': true }, '10.2.0.0/24'));
+  t.equal(ovs.ports.has('ovgbbbbbbbbbbbb'), false, '--internal: no gateway port');
+  t.equal((await store.list(keys.tags)).kvs.length, 2, 'refusals left no tag behind');
+});
+
+t.test('a failed step undoes the earlier ones', async (t) => {
+  const { ovs, links, nat, driver, store } = setup(t);
+  nat.failNext('addNetwork');
+  await t.rejects(driver.createNetwork(net(NET)), { message: /injected failure of addNetwork/ });
+  t.equal(ovs.ports.size, 0, 'gateway port removed');
+  t.equal(links.names.size, 0);
+  t.same((await store.list(keys.tags)).kvs, [], 'tag released');
+  t.equal(await store.get(keys.network(NET)), undefined);
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(ep());
+  ovs.failNext('addPort');
+  await t.rejects(driver.join(NET, EP), { message: /injected failure of addPort/ });
+  t.notOk(links.names.has('ovhcccccccccccc'), 'the veth of a failed Join is removed');
+  const res = await driver.join(NET, EP);
+  t.same(res, { srcName: 'ovccccccccccccc', gateway: '10.1.0.1', gatewayV6: '' }, 'and Join works afterwards');
+});
+
+t.test('endpoints: MAC only when Docker gave none, Join, Leave, idempotent DeleteEndpoint', async (t) => {
+  const { ovs, links, driver, store } = setup(t);
+  await driver.createNetwork(net(NET));
+  t.same(await driver.createEndpoint(ep()), { mac: '02:42:0a:01:00:05' }, 'a MAC derived from the address');
+  t.same(await driver.createEndpoint({ ...ep('02:00:00:00:00:01'), endpointId: 'd'.repeat(64) }), {}, "Docker's MAC is never echoed");
+  await t.rejects(driver.createEndpoint({ ...ep(), endpointId: 'e'.repeat(64), address: '' }), { code: 'ENDPOINT_INVALID', message: /has no address/ });
+  const res = await driver.join(NET, EP);
+  t.equal(res.srcName, 'ovccccccccccccc');
+  t.match(ovs.ports.get('ovhcccccccccccc'), { tag: 1, externalIds: { 'ovsnet-endpoint': EP, 'ovsnet-network': NET } });
+  t.ok(links.txOff.has('ovccccccccccccc'), 'tx checksum off on the container end (userspace datapath)');
+  t.match(await driver.endpointInfo(NET, EP), { bridge: 'br0', port: 'ovhcccccccccccc', tag: '1' });
+  await driver.leave(NET, EP);
+  await driver.deleteEndpoint(NET, EP);
+  await driver.deleteEndpoint(NET, EP);
+  t.notOk(ovs.ports.has('ovhcccccccccccc'));
+  t.notOk(links.names.has('ovhcccccccccccc'));
+  t.equal(await store.get(keys.endpoint(NET, EP)), undefined);
+  await t.rejects(driver.join(NET, EP), { code: 'ENDPOINT_NOT_FOUND' });
+  await t.rejects(driver.join('f'.repeat(64), EP), { code: 'NETWORK_NOT_FOUND', message: /ffffffffffff is not an ovsnet network/ });
+});
+
+t.test('kernel datapath: no checksum change', async (t) => {
+  const { links, driver } = setup(t, 'system');
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  t.equal(links.txOff.size, 0);
+});
+
+t.test('port publishing follows the endpoint', async (t) => {
+  const { nat, driver } = setup(t);
+  await driver.createNetwork(net(NET));
+  const portmap = [{ proto: 'tcp' as const, containerPort: 80, hostIp: '', hostPort: 8080, hostPortEnd: 8080 }];
+  await driver.createEndpoint({ ...ep(), portmap });
+  await driver.join(NET, EP);
+  await driver.programExternalConnectivity(NET, EP, []);
+  t.equal(nat.ports.get(EP), '8080->10.1.0.5:80');
+  await driver.revokeExternalConnectivity(NET, EP);
+  t.notOk(nat.ports.has(EP));
+});
+
+t.test('DeleteNetwork removes the gateway, NAT and the tag; twice is fine', async (t) => {
+  const { ovs, nat, driver, store } = setup(t);
+  await driver.createNetwork(net(NET));
+  await driver.deleteNetwork(NET);
+  await driver.deleteNetwork(NET);
+  t.equal(ovs.ports.size, 0);
+  t.equal(nat.networks.size, 0);
+  t.same((await store.list(keys.tags)).kvs, []);
+});
+
+t.test('reconcile: recreates what is missing, removes what no endpoint owns', async (t) => {
+  const { ovs, links, driver } = setup(t);
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  // A crash left an orphan: a port and veth of an endpoint the store does not know.
+  await links.createVeth({ host: 'ovh999999999999', container: 'ovc999999999999', mtu: 1500 });
+  await ovs.addPort('br0', 'ovh999999999999', { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': '9'.repeat(64) } });
+  // And the gateway port vanished (OVS database reset).
+  await ovs.deletePort('ovgaaaaaaaaaaaa');
+  const res = await driver.reconcile();
+  t.same(res.removed, ['ovh999999999999']);
+  t.same(res.repaired, ['gateway ovgaaaaaaaaaaaa']);
+  t.ok(ovs.ports.has('ovgaaaaaaaaaaaa') && links.addresses.get('ovgaaaaaaaaaaaa')?.includes('10.1.0.1/24'), 'gateway back with its address');
+  t.ok(ovs.ports.has('ovhcccccccccccc'), "a live endpoint's port stays");
+  t.same(await driver.reconcile(), { repaired: [], removed: [] }, 'a second run changes nothing');
+});

@@ -1,0 +1,112 @@
+/**
+ * In-memory OVS, links and NAT for driver unit tests. They error on misuse, as the real ones
+ * do: adding a port that exists or to a missing bridge, creating a link that exists,
+ * addressing a link that does not. `failNext` makes the next call of a method fail.
+ */
+import { OvsnetError } from '../../src/errors.js';
+import type { LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
+import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
+import type { VethSpec } from '../../src/driver/links.js';
+
+class Failer {
+  private readonly pending = new Set<string>();
+  failNext(method: string): void {
+    this.pending.add(method);
+  }
+  protected check(method: string): void {
+    if (this.pending.delete(method)) throw new OvsnetError('OVS_FAILED', `injected failure of ${method}`);
+  }
+}
+
+export class FakeOvs extends Failer implements OvsApi {
+  readonly bridges = new Map<string, string>();
+  readonly ports = new Map<string, { bridge: string; tag: number; type: string; externalIds: Record<string, string> }>();
+  links: FakeLinks | undefined;
+
+  async bridgeExists(bridge: string): Promise<boolean> {
+    return this.bridges.has(bridge);
+  }
+  async ensureBridge(bridge: string, datapath: 'system' | 'netdev'): Promise<void> {
+    this.check('ensureBridge');
+    if (!this.bridges.has(bridge)) this.bridges.set(bridge, datapath);
+  }
+  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string> }): Promise<void> {
+    this.check('addPort');
+    if (!this.bridges.has(bridge)) throw new OvsnetError('OVS_FAILED', `no bridge ${bridge}`);
+    if (this.ports.has(name)) throw new OvsnetError('OVS_FAILED', `port ${name} exists`);
+    this.ports.set(name, { bridge, tag: opts.tag, type: opts.type ?? '', externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds } });
+    if (opts.type === 'internal') this.links?.names.add(name);
+  }
+  async deletePort(name: string): Promise<void> {
+    this.check('deletePort');
+    const p = this.ports.get(name);
+    this.ports.delete(name);
+    if (p?.type === 'internal') this.links?.names.delete(name);
+  }
+  async ownPorts(): Promise<OwnPort[]> {
+    return [...this.ports].map(([name, p]) => ({ name, uuid: name, tag: p.tag, externalIds: p.externalIds }));
+  }
+  async waitApplied(): Promise<void> {
+    this.check('waitApplied');
+  }
+}
+
+export class FakeLinks extends Failer implements LinksApi {
+  readonly names = new Set<string>();
+  readonly peers = new Map<string, string>();
+  readonly addresses = new Map<string, string[]>();
+  readonly txOff = new Set<string>();
+
+  async createVeth(spec: VethSpec): Promise<void> {
+    this.check('createVeth');
+    if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
+    this.names.add(spec.host);
+    this.names.add(spec.container);
+    this.peers.set(spec.host, spec.container);
+  }
+  async disableTxChecksum(dev: string): Promise<void> {
+    this.check('disableTxChecksum');
+    if (!this.names.has(dev)) throw new OvsnetError('LINK_FAILED', `no link ${dev}`);
+    this.txOff.add(dev);
+  }
+  async deleteLink(name: string): Promise<void> {
+    this.names.delete(name);
+    const peer = this.peers.get(name);
+    if (peer !== undefined) this.names.delete(peer);
+    this.peers.delete(name);
+  }
+  async exists(name: string): Promise<boolean> {
+    return this.names.has(name);
+  }
+  async list(prefix: string): Promise<string[]> {
+    return [...this.names].filter((n) => n.startsWith(prefix));
+  }
+  async configureAddress(name: string, family: 4 | 6, address: Buffer, bits: number): Promise<void> {
+    this.check('configureAddress');
+    if (!this.names.has(name)) throw new OvsnetError('LINK_FAILED', `link ${name} does not exist`);
+    const list = this.addresses.get(name) ?? [];
+    const text = family === 4 ? [...address].join('.') : address.toString('hex');
+    if (!list.includes(`${text}/${bits}`)) list.push(`${text}/${bits}`);
+    this.addresses.set(name, list);
+  }
+}
+
+export class FakeNat extends Failer implements NatApi {
+  readonly networks = new Map<string, string>();
+  readonly ports = new Map<string, string>();
+
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
+    this.check('addNetwork');
+    this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
+  }
+  async removeNetwork(networkId: string): Promise<void> {
+    this.networks.delete(networkId);
+  }
+  async addPorts(endpointId: string, address: string, ports: readonly { hostPort: number; containerPort: number }[]): Promise<void> {
+    this.check('addPorts');
+    this.ports.set(endpointId, ports.map((p) => `${p.hostPort}->${address}:${p.containerPort}`).join(','));
+  }
+  async removePorts(endpointId: string): Promise<void> {
+    this.ports.delete(endpointId);
+  }
+}
