@@ -57,6 +57,11 @@ export class Ovsdb {
   /** Creates the bridge (a normal L2 switch honouring VLAN tags) if missing. */
   async ensureBridge(bridge: string, datapath: DatapathType): Promise<void> {
     if (await this.bridgeExists(bridge)) return;
+    // Without the root row a new bridge is garbage-collected at commit, silently.
+    const [root] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['_uuid'] }]);
+    if (((root?.rows as Row[] | undefined) ?? []).length === 0) {
+      throw new OvsnetError('OVS_UNAVAILABLE', 'the Open vSwitch database is not initialized (no Open_vSwitch row): run `ovs-vsctl --no-wait init`, or start Open vSwitch with its service script');
+    }
     await this.transact([
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '==', rows: [], timeout: 0 },
       { op: 'insert', table: 'Interface', row: { name: bridge, type: 'internal' }, 'uuid-name': 'iface' },

@@ -1,0 +1,101 @@
+/**
+ * The OVSDB client against a real ovsdb-server (no ovs-vswitchd: this test makes no bridge in
+ * the machine's namespace), and the JSON-RPC framing against a scripted peer.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { JsonRpcClient, JsonSplitter } from '../../src/driver/ovs/jsonrpc.js';
+import { Ovsdb } from '../../src/driver/ovs/ovsdb.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-ovsdb-'));
+const db = path.join(dir, 'conf.db');
+const sock = path.join(dir, 'db.sock');
+spawnSync('ovsdb-tool', ['create', db, '/usr/share/openvswitch/vswitch.ovsschema']);
+let server: ChildProcess | undefined;
+async function startServer(): Promise<void> {
+  server = spawn('ovsdb-server', [db, `--remote=punix:${sock}`, '--no-chdir', `--unixctl=${dir}/ctl`], { stdio: 'ignore' });
+  for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await new Promise((r) => setTimeout(r, 20));
+}
+const init = () => spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'init']);
+async function stopServer(): Promise<void> {
+  const s = server;
+  if (s === undefined || s.exitCode !== null) return;
+  s.kill('SIGTERM');
+  await new Promise((r) => s.once('exit', r));
+  fs.rmSync(sock, { force: true });
+}
+t.teardown(async () => {
+  await stopServer();
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+t.test('JSON values split from a stream, whatever the chunking', async (t) => {
+  const text = '{"id":1,"result":[{"a":"}{\\"["}]}[1,[2]]{"method":"echo","params":[],"id":"x"}';
+  for (const size of [1, 3, 7, text.length]) {
+    const s = new JsonSplitter();
+    const out: unknown[] = [];
+    for (let i = 0; i < text.length; i += size) out.push(...s.push(text.slice(i, i + size)));
+    t.same(out, [{ id: 1, result: [{ a: '}{"[' }] }, [1, [2]], { method: 'echo', params: [], id: 'x' }], `chunks of ${size}`);
+  }
+});
+
+t.test('answers the server echo, times out a silent server', async (t) => {
+  const path2 = path.join(dir, 'fake.sock');
+  const echoes: unknown[] = [];
+  const srv = net.createServer((c) => {
+    const split = new JsonSplitter();
+    c.setEncoding('utf8');
+    c.write(JSON.stringify({ id: 'e1', method: 'echo', params: ['ping'] }));
+    c.on('data', (d: string) => echoes.push(...split.push(d)));
+  });
+  await new Promise<void>((r) => srv.listen(path2, r));
+  t.teardown(() => srv.close());
+  const rpc = new JsonRpcClient({ target: `unix:${path2}`, timeoutMs: 300 });
+  const started = Date.now();
+  await t.rejects(rpc.request('list_dbs', []), { code: 'OVS_UNAVAILABLE', message: /did not answer list_dbs within 300 ms/ });
+  t.ok(Date.now() - started < 1000);
+  t.match(echoes.find((e) => (e as { id?: unknown }).id === 'e1'), { id: 'e1', result: ['ping'], error: null }, 'echo answered with its params');
+  rpc.close();
+});
+
+t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear errors', async (t) => {
+  await startServer();
+  const ovs = new Ovsdb(`unix:${sock}`, 500);
+  t.teardown(async () => {
+    ovs.close();
+    await stopServer();
+  });
+  t.notOk(await ovs.bridgeExists('br0'));
+  await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /not initialized .*ovs-vsctl --no-wait init/ });
+  init();
+  await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /ovs-vswitchd did not apply configuration \d+ within 500 ms: is ovs-vswitchd running\?/ });
+  t.ok(await ovs.bridgeExists('br0'), 'the bridge row was written before the wait');
+  await ovs.ensureBridge('br0', 'netdev').catch(() => undefined);
+  await ovs.addPort('br0', 'p1', { tag: 7, externalIds: { 'ovsnet-endpoint': 'e1' } });
+  await t.rejects(ovs.addPort('br0', 'p1', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED', message: /constraint violation/ });
+  await t.rejects(ovs.addPort('nobr', 'p2', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED' });
+  const own = await ovs.ownPorts();
+  t.same(own.map((p) => [p.name, p.tag, p.externalIds['ovsnet-endpoint']]), [['p1', 7, 'e1']], 'only ovsnet-owned ports, p2 was not left behind');
+  await ovs.deletePort('p1');
+  await ovs.deletePort('p1');
+  t.same(await ovs.ownPorts(), []);
+});
+
+t.test('a lost server fails requests fast and is re-dialled', async (t) => {
+  await startServer();
+  const ovs = new Ovsdb(`unix:${sock}`, 1000);
+  t.teardown(() => ovs.close());
+  t.ok(await ovs.bridgeExists('br0'));
+  await stopServer();
+  const started = Date.now();
+  await t.rejects(ovs.bridgeExists('br0'), { code: 'OVS_UNAVAILABLE', message: /cannot reach OVSDB|lost/ });
+  t.ok(Date.now() - started < 1500, 'fails within the bound');
+  await startServer();
+  let ok = false;
+  for (let i = 0; i < 40 && !ok; i++) ok = await ovs.bridgeExists('br0').catch(() => false);
+  t.ok(ok, 'works again once the server is back');
+});
