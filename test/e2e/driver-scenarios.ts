@@ -119,8 +119,18 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     const a2 = await ip('a2', 'n1');
     await ctx.ovsnet.kill('SIGKILL');
     t.ok(await ping('a1', a2), 'containers still talk while the plugin is down');
+    // Damage while it is down: the gateway port of n1 and its masquerade rule go.
+    const gw = `ovg${(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n1'])).slice(0, 12)}`;
+    await host.exec(['ovs-vsctl', 'del-port', gw]);
+    const masq = (await inHost(['iptables', '-t', 'nat', '-S', 'OVSNET-POSTROUTING'])).split('\n').find((l) => l.includes(gw));
+    if (masq !== undefined) await host.exec(['iptables', '-t', 'nat', ...masq.replace(/^-A/, '-D').split(' ')]);
+    t.notOk(await ping('a1', `10.${o}.1.1`), 'the gateway is gone');
     ctx.ovsnet = await host.startOvsnet();
     t.ok(await ping('a1', a2), 'and after it is back');
+    let back = false;
+    for (let i = 0; i < 30 && !back; i++) back = await ping('a1', `10.${o}.1.1`);
+    t.ok(back, 'reconcile at start recreated the gateway port and its address');
+    t.match(await inHost(['iptables', '-t', 'nat', '-S', 'OVSNET-POSTROUTING']), new RegExp(`! -o ${gw} .*MASQUERADE`), 'and its NAT rule');
     await run('late', 'n1');
     t.ok(await ping('late', a2), 'new containers start and talk');
   });
