@@ -11,6 +11,7 @@
 import { OvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keys } from '../store/keys.js';
+import { bindReservation } from '../store/reservations.js';
 import { absent, del, get, put, type Store } from '../store/types.js';
 import type { Links } from './links.js';
 import type { Nat } from './nat.js';
@@ -157,6 +158,10 @@ export class NetworkDriver {
       if (old.address !== record.address || old.addressV6 !== record.addressV6) {
         throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${old.address ?? old.addressV6 ?? ''}`);
       }
+    }
+    // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
+    for (const a of [req.address, req.addressV6]) {
+      if (a !== '') await this.bestEffort('bind the reservation', async () => void (await bindReservation(this.deps.store, a, req.endpointId)));
     }
     return req.mac === '' ? { mac } : {};
   }

@@ -43,6 +43,13 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.equal(got, '2000000', '2 MB over TCP arrive whole (checksum offload handled)');
     const mtu = await host.dockerOk(['exec', 'a1', 'cat', '/sys/class/net/eth0/mtu']);
     t.equal(mtu, '1500');
+    if (opts.ipam) {
+      const store = new SqliteStore({ file: host.storeFile });
+      const reservations = (await store.list(keys.allAddresses)).kvs.map((kv) => JSON.parse(kv.value) as { address: string; endpoint?: string });
+      await store.close();
+      const epId = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").EndpointID}}', 'a2']);
+      t.equal(reservations.find((r) => r.address === a2)?.endpoint, epId, "CreateEndpoint bound a2's reservation to its endpoint");
+    }
   });
 
   await t.test('containers on two networks cannot reach each other', async (t) => {
