@@ -5,7 +5,7 @@
 import type { Test } from 'tap';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { IMAGE, type DockerHost, type Ovsnet } from '../harness/host.js';
+import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
 
 export interface DriverCtx {
   readonly host: DockerHost;
@@ -159,4 +159,15 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.same((await store.list(`${keys.root}endpoints/`)).kvs, [], 'no endpoint record');
     await store.close();
   });
+}
+
+/** One test file's whole run: its own host with ovsnet inside, the scenarios, teardown. */
+export async function driverTestFile(t: Test, opts: { ipam: boolean; octet: number }): Promise<void> {
+  const host = await DockerHost.up(opts.ipam ? 'drvovs' : 'drvdef');
+  const ctx: DriverCtx = { host, ovsnet: await host.startOvsnet() };
+  t.teardown(async () => {
+    await host.down();
+    await ctx.ovsnet.kill('SIGTERM');
+  });
+  await driverScenarios(t, ctx, opts);
 }
