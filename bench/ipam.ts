@@ -13,6 +13,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PoolState } from '../src/ipam-driver/pool-index.js';
+import { NO_OVS } from '../test/harness/host.js';
 import { fmt, percentile, table } from './stats.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
@@ -65,7 +66,7 @@ async function overSocket(store: string, n: number): Promise<{ activate: number[
   const socket = path.join(dir, 'ovsnet.sock');
   const storeUrl = store === 'sqlite' ? `sqlite:${dir}/state.db` : store;
   const child = spawn(process.execPath, [MAIN, 'serve'], {
-    env: { PATH: process.env.PATH ?? '', OVSNET_SOCKET: socket, OVSNET_STORE: storeUrl, OVSNET_LOG_LEVEL: 'error' },
+    env: { PATH: process.env.PATH ?? '', OVSNET_SOCKET: socket, OVSNET_STORE: storeUrl, OVSNET_LOG_LEVEL: 'error', OVSNET_OVSDB: NO_OVS },
     stdio: 'inherit',
   });
   try {

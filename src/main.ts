@@ -53,6 +53,12 @@ async function serve(config: Config): Promise<void> {
   const app = buildServer({ log, ipam, driver });
   // Listen first, reach the store in the background: Docker must never wait on a dead socket.
   await listenOnSocket(app, config.socket);
+  store.loaded().catch((err: unknown) => {
+    // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
+    process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
+    removeSocket(config.socket);
+    process.exit(1);
+  });
   ipam.start();
   const reconcile = (delayMs: number) => {
     driver.reconcile().catch((err: unknown) => {
@@ -61,7 +67,11 @@ async function serve(config: Config): Promise<void> {
     });
   };
   reconcile(1000);
-  log.info({ store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid }, 'ovsnet serving');
+  // startupMs: from process start to the socket answering (Docker's first call waits on it).
+  log.info(
+    { store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid, startupMs: Math.round(performance.now()) },
+    'ovsnet serving',
+  );
 
   let stopping = false;
   const stop = async (signal: string) => {

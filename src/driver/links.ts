@@ -6,10 +6,13 @@
  * Owner of the netlink sockets. Idempotency: deleteLink treats a missing link as done;
  * createVeth fails if a link of that name exists (the caller deletes first).
  */
-import nl from 'netlink';
+import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
 import { OvsnetError, messageOf } from '../errors.js';
 
-const { createRtNetlink, createGenericNetlink, rt, genl } = nl;
+/** Loaded on first use, not at start: the plugin socket must answer Docker first. */
+type NetlinkModule = typeof import('netlink');
+let netlinkModule: Promise<NetlinkModule> | undefined;
+const netlink = (): Promise<NetlinkModule> => (netlinkModule ??= import('netlink').then((m) => ((m as { default?: NetlinkModule }).default ?? m)));
 
 // Attribute numbers from linux/if_link.h, linux/veth.h and linux/ethtool_netlink.h.
 const IFLA_ADDRESS = 1;
@@ -58,13 +61,18 @@ export interface VethSpec {
 }
 
 export class Links {
-  private readonly rtnl = createRtNetlink();
-  private readonly genl = createGenericNetlink();
+  private socketsPromise: Promise<{ nl: NetlinkModule; rtnl: RtNetlinkSocket; genl: GenericNetlinkSocket }> | undefined;
   private ethtoolFamily: Promise<number> | undefined;
 
+  private sockets() {
+    return (this.socketsPromise ??= netlink().then((nl) => ({ nl, rtnl: nl.createRtNetlink(), genl: nl.createGenericNetlink() })));
+  }
+
   close(): void {
-    this.rtnl.socket.close();
-    this.genl.socket.close();
+    void this.socketsPromise?.then(({ rtnl, genl }) => {
+      rtnl.socket.close();
+      genl.socket.close();
+    });
   }
 
   /**
@@ -73,23 +81,25 @@ export class Links {
    * The container end is brought up by Docker once it is in the container.
    */
   async createVeth(spec: VethSpec): Promise<void> {
+    const { nl, rtnl } = await this.sockets();
     const peer = Buffer.concat([
-      rt.formatLink({}),
+      nl.rt.formatLink({}),
       attr(IFLA_IFNAME, cstr(spec.container)),
       attr(IFLA_MTU, u32(spec.mtu)),
       ...(spec.mac === undefined ? [] : [attr(IFLA_ADDRESS, macBytes(spec.mac))]),
     ]);
     const linkinfo = Buffer.concat([attr(IFLA_INFO_KIND, cstr('veth')), nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])]);
     await this.call(`create veth ${spec.host}/${spec.container}`, () =>
-      this.rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
+      rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
     );
-    await this.call(`set ${spec.host} up`, () => this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host }));
+    await this.call(`set ${spec.host} up`, () => rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host }));
   }
 
   /** Transmit checksum offload off (needed on the userspace datapath, or TCP fails). */
   async disableTxChecksum(dev: string): Promise<void> {
-    this.ethtoolFamily ??= this.genl
-      .ctrlRequest(genl.Commands.GET_FAMILY, { familyName: 'ethtool' })
+    const { nl, genl } = await this.sockets();
+    this.ethtoolFamily ??= genl
+      .ctrlRequest(nl.genl.Commands.GET_FAMILY, { familyName: 'ethtool' })
       .then((m) => {
         const id = m[0]?.familyId;
         if (id === undefined) throw new Error('the kernel has no ethtool netlink family');
@@ -102,13 +112,14 @@ export class Links {
       // A bitset with a mask: bits listed without a VALUE flag are turned off.
       nested(ETHTOOL_A_FEATURES_WANTED, [nested(ETHTOOL_A_BITSET_BITS, bits)]),
     ]);
-    await this.call(`disable tx checksum on ${dev}`, () => this.genl.request(family, ETHTOOL_MSG_FEATURES_SET, 1, [data]));
+    await this.call(`disable tx checksum on ${dev}`, () => genl.request(family, ETHTOOL_MSG_FEATURES_SET, 1, [data]));
   }
 
   /** Deletes a link by name (its veth peer goes with it); a missing link is success. */
   async deleteLink(name: string): Promise<void> {
+    const { rtnl } = await this.sockets();
     try {
-      await this.rtnl.delLink({}, { ifname: name });
+      await rtnl.delLink({}, { ifname: name });
     } catch (err) {
       if (errnoOf(err) === 'ENODEV') return;
       throw new OvsnetError('LINK_FAILED', `cannot delete link ${name}: ${messageOf(err)}`, { cause: err });
@@ -121,17 +132,19 @@ export class Links {
 
   /** Names of the host's links starting with `prefix`. */
   async list(prefix: string): Promise<string[]> {
-    const links = await this.call('list links', () => this.rtnl.getLinks());
+    const { rtnl } = await this.sockets();
+    const links = await this.call('list links', () => rtnl.getLinks());
     return links.map((l) => l.attrs.ifname ?? '').filter((n) => n.startsWith(prefix));
   }
 
   /** Sets MTU and up, and makes `cidr` (e.g. 10.1.0.1/24) the link's address; idempotent. */
   async configureAddress(name: string, family: 4 | 6, address: Buffer, prefixLength: number, mtu: number): Promise<void> {
+    const { rtnl } = await this.sockets();
     const index = await this.index(name);
     if (index === undefined) throw new OvsnetError('LINK_FAILED', `link ${name} does not exist`);
-    await this.call(`set ${name} up`, () => this.rtnl.setLink({ index, flags: { up: true }, change: { up: true } }, { mtu }));
+    await this.call(`set ${name} up`, () => rtnl.setLink({ index, flags: { up: true }, change: { up: true } }, { mtu }));
     try {
-      await this.rtnl.newAddress(
+      await rtnl.newAddress(
         { family: family === 4 ? 2 : 10, prefixlen: prefixLength, index },
         { local: address, address },
         { flags: NLM_F_CREATE | NLM_F_EXCL },
@@ -142,8 +155,9 @@ export class Links {
   }
 
   private async index(name: string): Promise<number | undefined> {
+    const { rtnl } = await this.sockets();
     try {
-      const [link] = await this.rtnl.getLink({}, { ifname: name });
+      const [link] = await rtnl.getLink({}, { ifname: name });
       return link?.data.index;
     } catch (err) {
       if (errnoOf(err) === 'ENODEV') return undefined;

@@ -1,15 +1,19 @@
-/** Opens the configured store backend. */
+/**
+ * Opens the configured store backend. The backend module is loaded in the background (etcd's
+ * gRPC client alone takes ~250 ms to load): the returned store queues calls until it is ready,
+ * so the plugin socket can answer Docker before the store is even loaded.
+ */
 import fs from 'node:fs';
 import type { StoreConfig } from '../config.js';
 import { OvsnetError, messageOf } from '../errors.js';
-import { EtcdStore } from './etcd.js';
-import { SqliteStore } from './sqlite.js';
-import type { Store } from './types.js';
+import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchHandlers, Watcher } from './types.js';
 
-export function openStore(config: StoreConfig, timeoutMs: number): Store {
+async function load(config: StoreConfig, timeoutMs: number): Promise<Store> {
   switch (config.kind) {
-    case 'sqlite':
+    case 'sqlite': {
+      const { SqliteStore } = await import('./sqlite.js');
       return new SqliteStore({ file: config.file, busyTimeoutMs: timeoutMs });
+    }
     case 'etcd': {
       const read = (file: string, setting: string): Buffer => {
         try {
@@ -19,6 +23,7 @@ export function openStore(config: StoreConfig, timeoutMs: number): Store {
         }
       };
       const tls = config.tls;
+      const { EtcdStore } = await import('./etcd.js');
       return new EtcdStore({
         endpoints: config.endpoints,
         timeoutMs,
@@ -37,7 +42,59 @@ export function openStore(config: StoreConfig, timeoutMs: number): Store {
   }
 }
 
+/** A store whose backend is still loading: every call waits for it. */
+class DeferredStore implements Store {
+  readonly kind: Store['kind'];
+  private readonly ready: Promise<Store>;
+
+  constructor(config: StoreConfig, timeoutMs: number) {
+    this.kind = config.kind;
+    this.ready = load(config, timeoutMs);
+    this.ready.catch(() => undefined); // surfaced by the first call
+  }
+
+  /** Resolves once the backend is loaded (or rejects with why it cannot be). */
+  loaded(): Promise<Store> {
+    return this.ready;
+  }
+
+  get(key: string): Promise<KeyValue | undefined> {
+    return this.ready.then((s) => s.get(key));
+  }
+  range(prefix: string, options?: RangeOptions): Promise<RangePage> {
+    return this.ready.then((s) => s.range(prefix, options));
+  }
+  list(prefix: string): Promise<RangePage> {
+    return this.ready.then((s) => s.list(prefix));
+  }
+  txn(request: TxnRequest): Promise<TxnResult> {
+    return this.ready.then((s) => s.txn(request));
+  }
+  watch(prefix: string, fromRevision: number, handlers: WatchHandlers): Promise<Watcher> {
+    return this.ready.then((s) => s.watch(prefix, fromRevision, handlers));
+  }
+  grantLease(ttlSeconds: number): Promise<LeaseId> {
+    return this.ready.then((s) => s.grantLease(ttlSeconds));
+  }
+  keepAlive(lease: LeaseId): Promise<void> {
+    return this.ready.then((s) => s.keepAlive(lease));
+  }
+  revokeLease(lease: LeaseId): Promise<void> {
+    return this.ready.then((s) => s.revokeLease(lease));
+  }
+  revision(): Promise<number> {
+    return this.ready.then((s) => s.revision());
+  }
+  close(): Promise<void> {
+    return this.ready.then((s) => s.close(), () => undefined);
+  }
+}
+
+export function openStore(config: StoreConfig, timeoutMs: number): Store & { loaded(): Promise<Store> } {
+  return new DeferredStore(config, timeoutMs);
+}
+
 /** Where the store is, for logs and status (never the password). */
 export function describeStore(config: StoreConfig): string {
-  return config.kind === 'sqlite' ? `sqlite:${config.file}` : `etcd://${config.endpoints.join(',')}`;
+  return config.kind === 'sqlite' ? `sqlite:${config.file}` : `etcd://${config.endpoints.join(',').replace(/https?:\/\//g, '')}`;
 }

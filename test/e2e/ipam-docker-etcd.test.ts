@@ -2,7 +2,7 @@
 import path from 'node:path';
 import t from 'tap';
 import { EtcdStore } from '../../src/store/etcd.js';
-import { DockerHost, Ovsnet } from '../harness/host.js';
+import { DockerHost, NO_OVS, Ovsnet } from '../harness/host.js';
 import { etcdEndpoints } from '../helpers/services.js';
 import { ipamScenarios, type Ctx } from './ipam-scenarios.js';
 
@@ -12,7 +12,7 @@ t.teardown(() => host.down());
 // IPAM alone needs no host namespace: ovsnet runs here, serving the host's plugin directory,
 // and reaches etcd on this namespace's loopback.
 const socket = path.join(host.pluginDir, 'ovsnet.sock');
-const start = () => Ovsnet.start(socket, { OVSNET_STORE: `etcd://${endpoints.join(',')}`, OVSNET_LOG_LEVEL: 'warn' });
+const start = () => Ovsnet.start(socket, { OVSNET_STORE: `etcd://${endpoints.join(',')}`, OVSNET_LOG_LEVEL: 'warn', OVSNET_OVSDB: NO_OVS });
 const store = new EtcdStore({ endpoints: endpoints.map((e) => `http://${e}`), timeoutMs: 3000 });
 const ctx: Ctx = { host, store, ovsnet: await start(), restartOvsnet: start };
 t.teardown(async () => {

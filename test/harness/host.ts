@@ -13,6 +13,12 @@ const SCRIPT = fileURLToPath(new URL('../../../test/harness/host.sh', import.met
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 export const IMAGE = 'ovsnet-test/busybox:latest';
 
+/**
+ * OVSNET_OVSDB for an ovsnet that runs outside any test host (IPAM-only tests, benchmarks): a
+ * socket nobody serves, so that its driver never touches an Open vSwitch of this machine.
+ */
+export const NO_OVS = 'unix:/nonexistent/ovsnet-test/db.sock';
+
 export interface Run {
   code: number | null;
   stdout: string;
