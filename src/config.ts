@@ -28,6 +28,8 @@ export interface Config {
   readonly bridge: string;
   readonly datapath: 'auto' | 'system' | 'netdev';
   readonly ovsdb: string;
+  /** Where /metrics is served; undefined = off. */
+  readonly metrics: { readonly host: string; readonly port: number } | undefined;
 }
 
 export interface DefaultPool {
@@ -78,6 +80,11 @@ export const SETTINGS = {
     form: 'unix:/absolute/path or tcp:host:port',
     doc: 'Where ovsdb-server listens; ovsnet speaks OVSDB JSON-RPC to it (no ovs-vsctl).',
   },
+  OVSNET_METRICS_ADDR: {
+    default: '',
+    form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',
+    doc: 'Serve Prometheus metrics on GET /metrics there; off when empty.',
+  },
 } as const;
 
 export type SettingName = keyof typeof SETTINGS;
@@ -122,10 +129,18 @@ export function loadConfig(env: Env): Config {
   const ovsdb = value('OVSNET_OVSDB');
   if (!/^unix:\/.+|^tcp:[A-Za-z0-9.-]+:\d{1,5}$/.test(ovsdb)) bad('OVSNET_OVSDB', ovsdb);
 
+  const metricsRaw = value('OVSNET_METRICS_ADDR');
+  const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
+  let metrics: Config['metrics'];
+  if (metricsRaw !== '') {
+    if (m === null || Number(m[2]) < 1 || Number(m[2]) > 65535) bad('OVSNET_METRICS_ADDR', metricsRaw);
+    else metrics = { host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(m[2]) };
+  }
+
   if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb });
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, metrics });
 }
 
 function parseStore(

@@ -2,10 +2,12 @@
 /**
  * The composition root: the only reader of process.env, signals and the socket path.
  *   ovsnet serve    run the plugin (Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET)
+ *   ovsnet status|networks|endpoints|ipam|doctor [--json]    the operator's view
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import { loadConfig, type Config } from './config.js';
+import { COMMANDS, isCommand, runCommand } from './cli/commands.js';
 import { isOvsnetError, messageOf } from './errors.js';
 import { Links } from './driver/links.js';
 import { Nat } from './driver/nat.js';
@@ -14,21 +16,27 @@ import { Ovsdb, type DatapathType } from './driver/ovs/ovsdb.js';
 import { hostRoutes } from './ipam-driver/host-routes.js';
 import { Ipam } from './ipam-driver/ipam.js';
 import { createLogger } from './log.js';
+import { Metrics, type PoolUsage } from './metrics.js';
+import type { Store } from './store/types.js';
 import { listenOnSocket, removeSocket } from './plugin-api/listen.js';
 import { buildServer } from './plugin-api/server.js';
 import { describeStore, openStore } from './store/open.js';
 
-const USAGE = `usage: ovsnet <command>
+const USAGE = `usage: ovsnet <command> [--json]
 
 commands:
-  serve     run the plugin: Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET
+  serve       run the plugin: Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET
+${Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(10)}  ${d}`).join('\n')}
 
 Settings are OVSNET_* environment variables; see the README.`;
 
 async function serve(config: Config): Promise<void> {
   const log = createLogger(config.logLevel);
-  const store = openStore(config.store, config.storeTimeoutMs);
-  const ipam = new Ipam({
+  const raw = openStore(config.store, config.storeTimeoutMs);
+  // The IPAM usage gauges read the index at scrape time; `ipam` exists by then.
+  const metrics: Metrics = new Metrics((): PoolUsage[] => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })));
+  const store: Store = metrics.instrument(raw);
+  const ipam: Ipam = new Ipam({
     store,
     log: log.child({ component: 'ipam' }),
     host: os.hostname(),
@@ -36,7 +44,7 @@ async function serve(config: Config): Promise<void> {
     hostRoutes: () => hostRoutes(),
     readyTimeoutMs: config.storeTimeoutMs,
   });
-  const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs);
+  const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs, (m, ok, s) => metrics.observeOvsdb(m, ok, s));
   const links = new Links();
   // auto: the kernel datapath when its module is loaded, else the userspace one.
   const datapath: DatapathType =
@@ -50,10 +58,10 @@ async function serve(config: Config): Promise<void> {
     bridge: config.bridge,
     datapath: () => datapath,
   });
-  const app = buildServer({ log, ipam, driver });
+  const app = buildServer({ log, ipam, driver, metrics });
   // Listen first, reach the store in the background: Docker must never wait on a dead socket.
   await listenOnSocket(app, config.socket);
-  store.loaded().catch((err: unknown) => {
+  raw.loaded().catch((err: unknown) => {
     // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
     removeSocket(config.socket);
@@ -61,11 +69,15 @@ async function serve(config: Config): Promise<void> {
   });
   ipam.start();
   const reconcile = (delayMs: number) => {
-    driver.reconcile().catch((err: unknown) => {
+    driver.reconcile().then(
+      (r) => metrics.observeRepairs(r.repaired.length, r.removed.length),
+      (err: unknown) => {
       log.warn({ err }, `cannot reconcile with Open vSwitch yet (${messageOf(err)}); retrying`);
-      setTimeout(() => reconcile(Math.min(delayMs * 2, 30_000)), delayMs).unref();
-    });
+        setTimeout(() => reconcile(Math.min(delayMs * 2, 30_000)), delayMs).unref();
+      },
+    );
   };
+  const metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port);
   reconcile(1000);
   // startupMs: from process start to the socket answering (Docker's first call waits on it).
   log.info(
@@ -80,6 +92,7 @@ async function serve(config: Config): Promise<void> {
     log.info({ signal }, 'stopping: finishing requests in flight');
     try {
       await app.close();
+      metricsServer?.close();
       await ipam.stop();
       ovs.close();
       links.close();
@@ -107,14 +120,20 @@ async function main(argv: readonly string[]): Promise<number | undefined> {
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
     return 2;
   }
-  switch (command) {
-    case 'serve':
-      await serve(config);
-      return undefined; // keeps running until a signal
-    default:
-      process.stderr.write(`ovsnet: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
-      return 2;
+  if (command === 'serve') {
+    await serve(config);
+    return undefined; // keeps running until a signal
   }
+  if (isCommand(command)) {
+    const extra = argv.slice(1).filter((a) => a !== '--json');
+    if (extra.length > 0) {
+      process.stderr.write(`ovsnet: ${command} takes only --json, not ${extra.join(' ')}\n`);
+      return 2;
+    }
+    return runCommand(command, argv.includes('--json'), config);
+  }
+  process.stderr.write(`ovsnet: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
+  return 2;
 }
 
 main(process.argv.slice(2)).then(

@@ -12,6 +12,7 @@ import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type
 import { isOvsnetError, type ErrorKind } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { ipamRoutes } from './ipam-routes.js';
 import { networkRoutes } from './network-routes.js';
@@ -22,6 +23,8 @@ export interface ServerDeps {
   readonly ipam: Ipam;
   /** Absent: ovsnet serves only IPAM (for Docker's own drivers). */
   readonly driver?: NetworkDriver;
+  /** Observes every call and error, when metrics are on. */
+  readonly metrics?: Pick<Metrics, 'observeCall' | 'observeError'>;
   /** Largest request body accepted; Docker's are a few KiB. */
   readonly bodyLimit?: number;
 }
@@ -71,7 +74,10 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   app.addHook('onResponse', (req, reply, done) => {
-    req.log.info({ method: req.url.slice(1), status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
+    const method = req.url.slice(1);
+    req.log.info({ method, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
+    // Unknown methods share one label: a scanner must not blow up the series count.
+    deps.metrics?.observeCall(reply.statusCode === 404 ? 'unknown' : method, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
@@ -85,6 +91,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (isOvsnetError(err)) {
+      deps.metrics?.observeError(err.kind, err.code);
       req.log.warn({ err, code: err.code, kind: err.kind }, err.message);
       void reply.code(STATUS[err.kind]).send({ Err: err.message });
       return;

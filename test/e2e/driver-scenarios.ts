@@ -5,7 +5,7 @@
 import type { Test } from 'tap';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
+import { DockerHost, IMAGE, MAIN, type Ovsnet } from '../harness/host.js';
 
 export interface DriverCtx {
   readonly host: DockerHost;
@@ -120,6 +120,40 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     const ring = await Promise.all(names.map((n, i) => ping(n, ips[(i + 1) % 20] ?? '')));
     const star = await Promise.all(ips.slice(1).map((a) => ping('m0', a)));
     t.same([...ring, ...star].filter((x) => !x).length, 0, 'every ping answered');
+  });
+
+  await t.test("the operator's CLI shows the daemon's real state", async (t) => {
+    const cli = async (args: string[]) => {
+      const r = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, ...args]);
+      return { code: r.code, out: r.stdout, err: r.stderr };
+    };
+    const nets = JSON.parse((await cli(['networks', '--json'])).out) as { network: string; tag: number; endpoints: number; subnets: string[] }[];
+    const many = nets.find((n) => n.subnets.includes(`10.${o}.8.0/24`));
+    t.equal(many?.endpoints, 20, 'networks: the 20 endpoints of "many"');
+    t.equal(many?.network, (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'many'])).slice(0, 12));
+    const eps = JSON.parse((await cli(['endpoints', '--json'])).out) as { address: string; port: string }[];
+    t.ok(eps.some((e) => e.address.startsWith(`10.${o}.8.`) && /^ovh[0-9a-f]{12}$/.test(e.port)), 'endpoints with their OVS port');
+    if (opts.ipam) {
+      const pools = JSON.parse((await cli(['ipam', '--json'])).out) as { pool: string; used: number; usable: string }[];
+      t.match(pools.find((p) => p.pool === `10.${o}.8.0/24`), { used: 21, usable: '254' }, 'ipam: 20 containers and the gateway of 254');
+    }
+    const doc = await cli(['doctor']);
+    t.equal(doc.code, 0, `doctor finds nothing wrong:\n${doc.out}`);
+    t.match(doc.out, /daemon\s+ok\s+answers on \/run\/docker\/plugins\/ovsnet\.sock/);
+    t.match((await cli(['status', '--json'])).out, /"daemon": true/);
+  });
+
+  await t.test('Prometheus metrics after real Docker calls', async (t) => {
+    const text = await inHost(['wget', '-q', '-O', '-', '-T', '3', 'http://127.0.0.1:9477/metrics']);
+    const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
+    t.ok(value(/ovsnet_docker_call_duration_seconds_count\{method="NetworkDriver\.Join",status="200"\} (\d+)/) >= 20, 'Join latency histogram');
+    t.ok(value(/ovsnet_errors_total\{kind="Conflict",code="TAG_TAKEN"\} (\d+)/) >= 1, 'errors by kind and code');
+    t.ok(value(/ovsnet_store_request_duration_seconds_count\{op="txn",outcome="ok"\} (\d+)/) > 0, 'store round trips');
+    t.ok(value(/ovsnet_ovsdb_request_duration_seconds_count\{method="transact",outcome="ok"\} (\d+)/) > 0, 'OVSDB round trips');
+    if (opts.ipam) {
+      t.equal(value(new RegExp(`ovsnet_ipam_pool_used\\{pool="10\\.${o}\\.8\\.0/24"\\} (\\d+)`)), 21, 'pool use');
+      t.equal(value(new RegExp(`ovsnet_ipam_pool_size\\{pool="10\\.${o}\\.8\\.0/24"\\} (\\d+)`)), 254, 'pool size');
+    }
   });
 
   await t.test('ovsnet killed with SIGKILL and restarted while containers run', async (t) => {

@@ -95,7 +95,14 @@ export class DockerHost {
   startOvsnet(env: Record<string, string> = {}): Promise<Ovsnet> {
     return Ovsnet.start(
       path.join(this.pluginDir, 'ovsnet.sock'),
-      { OVSNET_SOCKET: '/run/docker/plugins/ovsnet.sock', OVSNET_STORE: 'sqlite:/run/ovsnet/state.db', OVSNET_LOG_LEVEL: 'warn', ...env },
+      {
+        OVSNET_SOCKET: '/run/docker/plugins/ovsnet.sock',
+        OVSNET_STORE: 'sqlite:/run/ovsnet/state.db',
+        OVSNET_LOG_LEVEL: 'warn',
+        // On the host's own loopback: every host can use the same port.
+        OVSNET_METRICS_ADDR: '9477',
+        ...env,
+      },
       ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
     );
   }

@@ -12,6 +12,9 @@ t.test('defaults: embedded store, info logs, the standard socket', async (t) => 
   t.equal(c.logLevel, 'info');
   t.equal(c.socket, '/run/docker/plugins/ovsnet.sock');
   t.equal(c.storeTimeoutMs, 3000);
+  t.equal(c.metrics, undefined, 'metrics off');
+  t.same(loadConfig({ OVSNET_METRICS_ADDR: '9477' }).metrics, { host: '127.0.0.1', port: 9477 }, 'a bare port is on loopback');
+  t.same(loadConfig({ OVSNET_METRICS_ADDR: '0.0.0.0:9100' }).metrics, { host: '0.0.0.0', port: 9100 });
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
 });
 
@@ -42,6 +45,10 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_STORE_TIMEOUT_MS: 'fast' }, /OVSNET_STORE_TIMEOUT_MS/],
   [{ OVSNET_LOG_LEVEL: 'loud' }, /OVSNET_LOG_LEVEL="loud" is not valid: expected fatal\|error\|warn\|info\|debug\|trace\|silent/],
   [{ OVSNET_SOCKET: 'ovsnet.sock' }, /OVSNET_SOCKET.*absolute path ending in \.sock/],
+  [{ OVSNET_METRICS_ADDR: 'everywhere' }, /OVSNET_METRICS_ADDR="everywhere" is not valid: expected PORT \(on 127\.0\.0\.1\) or HOST:PORT/],
+  [{ OVSNET_DATAPATH: 'kernel' }, /OVSNET_DATAPATH="kernel" is not valid: expected auto\|system\|netdev/],
+  [{ OVSNET_BRIDGE: 'a-bridge-name-too-long' }, /OVSNET_BRIDGE/],
+  [{ OVSNET_OVSDB: '/var/run/db.sock' }, /OVSNET_OVSDB.*unix:\/absolute\/path or tcp:host:port/],
   [{ OVSNET_SOKET: '/x.sock' }, /OVSNET_SOKET is not a setting of ovsnet: valid ones are OVSNET_STORE/],
   [{ OVSNET_ETCD_CA: '/ca.pem' }, /OVSNET_ETCD_CA applies only with OVSNET_STORE=etcd/],
   [{ OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_CERT: '/c' }, /OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together/],

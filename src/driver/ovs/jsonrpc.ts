@@ -13,6 +13,8 @@ export interface RpcOptions {
   /** unix:/path or tcp:host:port */
   readonly target: string;
   readonly timeoutMs: number;
+  /** Called with every request's method, outcome and duration (metrics). */
+  readonly observe?: (method: string, ok: boolean, seconds: number) => void;
 }
 
 interface Pending {
@@ -76,6 +78,21 @@ export class JsonRpcClient {
   constructor(private readonly options: RpcOptions) {}
 
   async request(method: string, params: unknown[]): Promise<unknown> {
+    const observe = this.options.observe;
+    if (observe === undefined) return this.send(method, params);
+    const t0 = process.hrtime.bigint();
+    const seconds = () => Number(process.hrtime.bigint() - t0) / 1e9;
+    try {
+      const result = await this.send(method, params);
+      observe(method, true, seconds());
+      return result;
+    } catch (err) {
+      observe(method, false, seconds());
+      throw err;
+    }
+  }
+
+  private async send(method: string, params: unknown[]): Promise<unknown> {
     const socket = await this.connect();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {

@@ -31,8 +31,12 @@ export type DatapathType = 'system' | 'netdev';
 export class Ovsdb {
   private readonly rpc: JsonRpcClient;
 
-  constructor(target: string, private readonly timeoutMs: number) {
-    this.rpc = new JsonRpcClient({ target, timeoutMs });
+  constructor(
+    target: string,
+    private readonly timeoutMs: number,
+    observe?: (method: string, ok: boolean, seconds: number) => void,
+  ) {
+    this.rpc = new JsonRpcClient({ target, timeoutMs, ...(observe === undefined ? {} : { observe }) });
   }
 
   close(): void {

@@ -1,0 +1,165 @@
+/**
+ * What the operator's commands show, read from the same store the daemon uses (it may run at
+ * the same time): networks, endpoints, pool usage per network and per host, and health checks.
+ * Pure reads; nothing here changes state.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import type { Config } from '../config.js';
+import { parseCidr, size, usableBounds } from '../cidr.js';
+import { messageOf } from '../errors.js';
+import type { EndpointRecord, NetworkRecord } from '../driver/records.js';
+import type { PoolRecord, Reservation } from '../ipam-driver/records.js';
+import { keys } from '../store/keys.js';
+import type { Store } from '../store/types.js';
+import type { Ovsdb } from '../driver/ovs/ovsdb.js';
+
+export interface NetworkRow {
+  network: string;
+  tag: number;
+  bridge: string;
+  subnets: string[];
+  gateway: string;
+  internal: boolean;
+  mtu: number;
+  endpoints: number;
+}
+
+export interface EndpointRow {
+  endpoint: string;
+  network: string;
+  address: string;
+  mac: string;
+  port: string;
+}
+
+export interface PoolRow {
+  pool: string;
+  range: string;
+  used: number;
+  usable: string;
+  percent: string;
+  byHost: Record<string, number>;
+}
+
+export interface Check {
+  check: string;
+  ok: boolean;
+  detail: string;
+  fix?: string;
+}
+
+export async function networks(store: Store): Promise<NetworkRow[]> {
+  const nets = (await store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+  const eps = (await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => JSON.parse(kv.value) as EndpointRecord);
+  return nets.map((n) => ({
+    network: n.networkId.slice(0, 12),
+    tag: n.tag,
+    bridge: n.bridge,
+    subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool),
+    gateway: n.internal ? '(internal)' : ([...n.ipv4, ...n.ipv6].find((d) => d.gateway !== undefined)?.gateway ?? ''),
+    internal: n.internal,
+    mtu: n.mtu,
+    endpoints: eps.filter((e) => e.networkId === n.networkId).length,
+  }));
+}
+
+export async function endpoints(store: Store): Promise<EndpointRow[]> {
+  return (await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => {
+    const e = JSON.parse(kv.value) as EndpointRecord;
+    return { endpoint: e.endpointId.slice(0, 12), network: e.networkId.slice(0, 12), address: [e.address, e.addressV6].filter((a) => a !== undefined).join(' '), mac: e.mac, port: e.hostVeth };
+  });
+}
+
+/** Pool usage: what `docker network inspect` cannot show for a remote IPAM. */
+export async function pools(store: Store): Promise<PoolRow[]> {
+  const snapshot = (await store.list(keys.ipam)).kvs;
+  const records = snapshot.filter((kv) => kv.key.startsWith(keys.pools)).map((kv) => JSON.parse(kv.value) as PoolRecord);
+  return records.map((p) => {
+    const reservations = snapshot
+      .filter((kv) => kv.key.startsWith(keys.addresses(p.poolId)))
+      .map((kv) => JSON.parse(kv.value) as Reservation);
+    const prefix = parseCidr(p.pool);
+    const bounds = usableBounds(prefix, p.subPool === undefined ? prefix : parseCidr(p.subPool));
+    const usable = bounds === undefined ? 0n : bounds.last - bounds.first + 1n;
+    const byHost: Record<string, number> = {};
+    for (const r of reservations) byHost[r.host] = (byHost[r.host] ?? 0) + 1;
+    const used = reservations.length;
+    return {
+      pool: p.pool,
+      range: p.subPool ?? p.pool,
+      used,
+      usable: usable.toString(),
+      percent: size(prefix) > 1n << 40n ? '<0.01%' : `${((used / Number(usable === 0n ? 1n : usable)) * 100).toFixed(1)}%`,
+      byHost,
+    };
+  });
+}
+
+/** Does the daemon answer on its socket? */
+export function daemonAnswers(socket: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (!fs.existsSync(socket)) {
+      resolve(false);
+      return;
+    }
+    const req = http.request({ socketPath: socket, path: '/Plugin.Activate', method: 'POST', timeout: 2000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+/** Health checks, each with the fix when it fails. */
+export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
+  const checks: Check[] = [];
+  const t0 = Date.now();
+  try {
+    const rev = await store.revision();
+    checks.push({ check: 'store', ok: true, detail: `${config.store.kind} reachable, revision ${rev}, ${Date.now() - t0} ms` });
+  } catch (err) {
+    checks.push({ check: 'store', ok: false, detail: messageOf(err), fix: 'check OVSNET_STORE and that etcd (or the state directory) is reachable' });
+  }
+  try {
+    const exists = await ovs.bridgeExists(config.bridge);
+    checks.push({ check: 'openvswitch', ok: true, detail: `OVSDB reachable at ${config.ovsdb}; bridge ${config.bridge} ${exists ? 'exists' : 'not created yet (made with the first network)'}` });
+  } catch (err) {
+    checks.push({ check: 'openvswitch', ok: false, detail: messageOf(err), fix: 'install openvswitch-switch and start it (ovs-ctl start), or set OVSNET_OVSDB' });
+  }
+  const kernel = fs.existsSync('/sys/module/openvswitch');
+  checks.push({
+    check: 'datapath',
+    ok: true,
+    detail: `${datapath}${kernel ? ' (openvswitch kernel module loaded)' : ' (no openvswitch kernel module: userspace datapath, transmit checksum offload turned off per container)'}`,
+  });
+  const up = await daemonAnswers(config.socket);
+  checks.push({
+    check: 'daemon',
+    ok: up,
+    detail: up ? `answers on ${config.socket}` : `nothing answers on ${config.socket}`,
+    ...(up ? {} : { fix: 'start it: `ovsnet serve` (or `npm start`); Docker finds it by that socket' }),
+  });
+  try {
+    const nets = await networks(store);
+    const eps = new Set((await endpoints(store)).map((e) => e.port));
+    const orphanPorts = (await ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-endpoint'] !== undefined && !eps.has(p.name)).map((p) => p.name);
+    checks.push({
+      check: 'orphan ports',
+      ok: orphanPorts.length === 0,
+      detail: orphanPorts.length === 0 ? `none (${nets.length} networks, ${eps.size} endpoints)` : orphanPorts.join(' '),
+      ...(orphanPorts.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start removes ports of endpoints that no longer exist' }),
+    });
+  } catch {
+    // store or OVS unreachable: already reported above
+  }
+  try {
+    const all = await pools(store);
+    checks.push({ check: 'reservations', ok: true, detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools` });
+  } catch {
+    // the store is unreachable: reported above
+  }
+  return checks;
+}

@@ -1,0 +1,144 @@
+/**
+ * Prometheus metrics (prom-client), served on OVSNET_METRICS_ADDR when set. One registry per
+ * process; the pieces that observe (server, store, OVSDB, reconcile) get this object, never
+ * prom-client itself.
+ */
+import http from 'node:http';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Store } from './store/types.js';
+
+const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
+
+export interface PoolUsage {
+  readonly pool: string;
+  readonly used: number;
+  readonly capacity: bigint;
+}
+
+export class Metrics {
+  readonly registry = new Registry();
+  private readonly calls = new Histogram({
+    name: 'ovsnet_docker_call_duration_seconds',
+    help: 'Latency of Docker plugin calls, by method and HTTP status',
+    labelNames: ['method', 'status'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly errors = new Counter({
+    name: 'ovsnet_errors_total',
+    help: 'Errors answered to Docker, by kind and code',
+    labelNames: ['kind', 'code'] as const,
+    registers: [this.registry],
+  });
+  private readonly store = new Histogram({
+    name: 'ovsnet_store_request_duration_seconds',
+    help: 'Round trips to the state store, by operation and outcome',
+    labelNames: ['op', 'outcome'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly ovsdb = new Histogram({
+    name: 'ovsnet_ovsdb_request_duration_seconds',
+    help: 'Round trips to ovsdb-server, by JSON-RPC method and outcome',
+    labelNames: ['method', 'outcome'] as const,
+    buckets: LATENCY_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly repairs = new Counter({
+    name: 'ovsnet_reconcile_repairs_total',
+    help: 'What reconcile found out of line with the store: recreated or removed',
+    labelNames: ['action'] as const,
+    registers: [this.registry],
+  });
+
+  constructor(pools: () => readonly PoolUsage[] = () => []) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
+    // Each gauge fills itself at scrape time from the IPAM index.
+    new Gauge({
+      name: 'ovsnet_ipam_pool_size',
+      help: 'Usable addresses of each pool',
+      labelNames: ['pool'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const p of pools()) this.set({ pool: p.pool }, Number(p.capacity));
+      },
+    });
+    new Gauge({
+      name: 'ovsnet_ipam_pool_used',
+      help: 'Reserved addresses of each pool',
+      labelNames: ['pool'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const p of pools()) this.set({ pool: p.pool }, p.used);
+      },
+    });
+  }
+
+  observeCall(method: string, status: number, seconds: number): void {
+    this.calls.observe({ method, status: String(status) }, seconds);
+  }
+
+  observeError(kind: string, code: string): void {
+    this.errors.inc({ kind, code });
+  }
+
+  observeOvsdb(method: string, ok: boolean, seconds: number): void {
+    this.ovsdb.observe({ method, outcome: ok ? 'ok' : 'error' }, seconds);
+  }
+
+  observeRepairs(repaired: number, removed: number): void {
+    if (repaired > 0) this.repairs.inc({ action: 'recreated' }, repaired);
+    if (removed > 0) this.repairs.inc({ action: 'removed' }, removed);
+  }
+
+  /** The store, with every call timed. */
+  instrument(inner: Store): Store {
+    const time = <T>(op: string, p: () => Promise<T>): Promise<T> => {
+      const end = this.store.startTimer({ op });
+      return p().then(
+        (v) => {
+          end({ outcome: 'ok' });
+          return v;
+        },
+        (err: unknown) => {
+          end({ outcome: 'error' });
+          throw err;
+        },
+      );
+    };
+    return {
+      kind: inner.kind,
+      get: (k) => time('get', () => inner.get(k)),
+      range: (p, o) => time('range', () => inner.range(p, o)),
+      list: (p) => time('list', () => inner.list(p)),
+      txn: (r) => time('txn', () => inner.txn(r)),
+      watch: (p, r, h) => time('watch', () => inner.watch(p, r, h)),
+      grantLease: (t) => time('grantLease', () => inner.grantLease(t)),
+      keepAlive: (l) => time('keepAlive', () => inner.keepAlive(l)),
+      revokeLease: (l) => time('revokeLease', () => inner.revokeLease(l)),
+      revision: () => time('revision', () => inner.revision()),
+      close: () => inner.close(),
+    };
+  }
+
+  /** Serves GET /metrics on host:port; resolves with the server once listening. */
+  async listen(host: string, port: number): Promise<http.Server> {
+    const server = http.createServer((req, res) => {
+      if (req.method !== 'GET' || req.url !== '/metrics') {
+        res.writeHead(404).end('ovsnet serves only GET /metrics here\n');
+        return;
+      }
+      this.registry.metrics().then(
+        (text) => res.writeHead(200, { 'content-type': this.registry.contentType }).end(text),
+        (err: unknown) => res.writeHead(500).end(String(err)),
+      );
+    });
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => resolve());
+    });
+    return server;
+  }
+}
