@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `npm run plugin:build [-- DIR]`: the managed plugin's directory, with no container registry:
+# DIR/config.json (plugin/config.json) and DIR/rootfs holding this machine's Node runtime, the
+# built app, its production dependencies, and iptables (nft backend) with the libraries each
+# needs. Then: docker plugin create ovsnet DIR && docker plugin enable ovsnet
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:-build/plugin}")
+[ -d node_modules ] || npm ci
+npx tsc -p tsconfig.json
+rm -rf "$out"
+R="$out/rootfs"
+mkdir -p "$R"/{app/dist,run/docker/plugins,var/run/openvswitch,host/var/lib,tmp,etc,proc,sys,dev}
+
+# A binary and every shared library it loads, at the same paths.
+copy_bin() {
+  local src lib
+  src=$(readlink -f "$1")
+  install -D -m 0755 "$src" "$R$src"
+  [ "$src" = "$1" ] || { mkdir -p "$R$(dirname "$1")"; ln -sf "$src" "$R$1"; }
+  for lib in $(ldd "$src" | awk '/=>/ { print $3 } /^[[:space:]]*\// { print $1 }'); do
+    [ -f "$lib" ] && [ ! -e "$R$lib" ] && install -D "$(readlink -f "$lib")" "$R$lib"
+  done
+  return 0
+}
+copy_bin /usr/bin/node
+copy_bin /usr/sbin/iptables
+for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done
+
+# The app: built code and production dependencies (native modules as built here).
+cp -r dist/src "$R/app/dist/src"
+cp package.json package-lock.json "$R/app/"
+cp -r node_modules "$R/app/node_modules"
+(cd "$R/app" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null)
+printf 'root:x:0:0:root:/root:/bin/sh\n' >"$R/etc/passwd"
+cp plugin/config.json "$out/config.json"
+echo "managed plugin in $out ($(du -sh "$R" | cut -f1)): docker plugin create ovsnet $out"
