@@ -23,9 +23,11 @@ async function startServer(): Promise<void> {
 const init = () => spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'init']);
 async function stopServer(): Promise<void> {
   const s = server;
-  if (s === undefined || s.exitCode !== null) return;
-  s.kill('SIGTERM');
-  await new Promise((r) => s.once('exit', r));
+  server = undefined;
+  if (s !== undefined && s.exitCode === null && s.signalCode === null) {
+    s.kill('SIGTERM');
+    await new Promise((r) => s.once('exit', r));
+  }
   fs.rmSync(sock, { force: true });
 }
 t.teardown(async () => {
@@ -88,7 +90,10 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
 t.test('a lost server fails requests fast and is re-dialled', async (t) => {
   await startServer();
   const ovs = new Ovsdb(`unix:${sock}`, 1000);
-  t.teardown(() => ovs.close());
+  t.teardown(async () => {
+    ovs.close();
+    await stopServer();
+  });
   t.ok(await ovs.bridgeExists('br0'));
   await stopServer();
   const started = Date.now();
