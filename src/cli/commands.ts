@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import type { Config } from '../config.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { describeStore, openStore } from '../store/open.js';
-import { daemonAnswers, doctor, endpoints, networks, pools } from './inspect.js';
+import { daemonAnswers, doctor, endpoints, hosts, networks, pools } from './inspect.js';
 
 export const COMMANDS = {
   status: 'store, Open vSwitch, datapath and daemon health',
@@ -55,8 +55,10 @@ export async function runCommand(command: Command, json: boolean, config: Config
         return 0;
       }
       case 'status': {
-        const checks = (await doctor(config, store, ovs, datapath)).filter((c) => ['store', 'openvswitch', 'datapath', 'daemon'].includes(c.check));
-        const data = { store: describeStore(config.store), bridge: config.bridge, datapath, socket: config.socket, daemon: await daemonAnswers(config.socket), checks };
+        const checks = (await doctor(config, store, ovs, datapath)).filter((c) => ['store', 'openvswitch', 'datapath', 'daemon', 'docker'].includes(c.check));
+        const registered = await hosts(store).catch(() => [] as string[]);
+        checks.push({ check: 'hosts', ok: true, detail: registered.length === 0 ? 'single host (no host registered in the store)' : registered.join(', ') });
+        const data = { store: describeStore(config.store), bridge: config.bridge, datapath, socket: config.socket, daemon: await daemonAnswers(config.socket), hosts: registered, checks };
         print(table(checks.map((c) => ({ check: c.check, ok: c.ok ? 'ok' : 'FAIL', detail: c.detail }))), data);
         return checks.every((c) => c.ok) ? 0 : 1;
       }

@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import path from 'node:path';
 import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
 import { messageOf } from '../errors.js';
@@ -96,6 +97,31 @@ export async function pools(store: Store): Promise<PoolRow[]> {
   });
 }
 
+/** Docker's network drivers as `GET /info` lists them (it lists a plugin once it used it). */
+export function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | undefined> {
+  return new Promise((resolve) => {
+    const req = http.request({ socketPath: dockerSocket, path: '/info', method: 'GET', timeout: 3000 }, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => {
+        try {
+          resolve(((JSON.parse(text) as { Plugins?: { Network?: string[] } }).Plugins?.Network ?? []));
+        } catch {
+          resolve(undefined);
+        }
+      });
+    });
+    req.on('error', () => resolve(undefined));
+    req.on('timeout', () => req.destroy());
+    req.end();
+  });
+}
+
+/** Registered hosts (the cluster registry; on a single host, empty). */
+export async function hosts(store: Store): Promise<string[]> {
+  return (await store.list(keys.hosts)).kvs.map((kv) => kv.key.slice(keys.hosts.length));
+}
+
 /** Does the daemon answer on its socket? */
 export function daemonAnswers(socket: string): Promise<boolean> {
   return new Promise((resolve) => {
@@ -155,6 +181,53 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   } catch {
     // store or OVS unreachable: already reported above
   }
+  const name = path.basename(config.socket, '.sock');
+  const docker = await dockerNetworkPlugins('/var/run/docker.sock');
+  checks.push(
+    docker === undefined
+      ? { check: 'docker', ok: false, detail: 'Docker is not reachable at /var/run/docker.sock', fix: 'start dockerd' }
+      : docker.includes(name)
+        ? { check: 'docker', ok: true, detail: `Docker lists ${name} among its network drivers` }
+        : {
+            check: 'docker',
+            ok: false,
+            detail: `Docker does not list ${name} (drivers: ${docker.join(', ')})`,
+            fix: `Docker activates a plugin on first use: docker network create -d ${name} ...; it finds it at /run/docker/plugins/${name}.sock`,
+          },
+  );
+  try {
+    const nets = (await store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    const bad: string[] = [];
+    for (const n of nets) {
+      if (n.gatewayPort === undefined) continue;
+      const file = `/sys/class/net/${n.gatewayPort}/mtu`;
+      const mtu = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8')) : undefined;
+      if (mtu !== undefined && mtu !== n.mtu) bad.push(`${n.networkId.slice(0, 12)}: ${n.gatewayPort} has MTU ${mtu}, the network ${n.mtu}`);
+    }
+    checks.push({
+      check: 'mtu',
+      ok: bad.length === 0,
+      detail: bad.length === 0 ? `gateway ports match their networks' MTU` : bad.join('; '),
+      ...(bad.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start sets each gateway port to its network MTU' }),
+    });
+    const endpointIds = new Set((await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
+    const orphans = (await store.list(keys.allAddresses)).kvs
+      .map((kv) => JSON.parse(kv.value) as Reservation)
+      .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
+    checks.push({
+      check: 'orphan reservations',
+      ok: orphans.length === 0,
+      detail: orphans.length === 0 ? 'every reservation bound to an endpoint has it' : orphans.map((r) => `${r.address} (endpoint ${r.endpoint?.slice(0, 12) ?? ''})`).join(' '),
+      ...(orphans.length === 0 ? {} : { fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address' }),
+    });
+  } catch {
+    // the store is unreachable: reported above
+  }
+  checks.push({
+    check: 'checksum offload',
+    ok: true,
+    detail: datapath === 'netdev' ? 'userspace datapath: ovsnet turns transmit checksum offload off on every container end (TCP fails otherwise)' : 'kernel datapath: offloads left as they are',
+  });
   try {
     const all = await pools(store);
     checks.push({ check: 'reservations', ok: true, detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools` });

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
-import type { Logger } from '../log.js';
+import { requestContext, type Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { ipamRoutes } from './ipam-routes.js';
@@ -71,6 +71,11 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
       err.statusCode = 400;
       done(err, undefined);
     }
+  });
+
+  // Everything the call causes, in any module, logs with its requestId (src/log.ts).
+  app.addHook('onRequest', (req, _reply, done) => {
+    requestContext.run({ requestId: req.id }, done);
   });
 
   app.addHook('onResponse', (req, reply, done) => {

@@ -166,6 +166,9 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     const masq = (await inHost(['iptables', '-t', 'nat', '-S', 'OVSNET-POSTROUTING'])).split('\n').find((l) => l.includes(gw));
     if (masq !== undefined) await host.exec(['iptables', '-t', 'nat', ...masq.replace(/^-A/, '-D').split(' ')]);
     t.notOk(await ping('a1', `10.${o}.1.1`), 'the gateway is gone');
+    const doc = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'doctor']);
+    t.equal(doc.code, 1, 'doctor sees the problem');
+    t.match(doc.stdout, /daemon\s+FAIL\s+nothing answers on \/run\/docker\/plugins\/ovsnet\.sock\s+start it: `ovsnet serve`/, 'and says how to fix it');
     ctx.ovsnet = await host.startOvsnet();
     t.ok(await ping('a1', a2), 'and after it is back');
     let back = false;

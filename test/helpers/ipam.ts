@@ -2,15 +2,15 @@
 import { loadConfig } from '../../src/config.js';
 import { prefix, type Prefix } from '../../src/cidr.js';
 import { Ipam } from '../../src/ipam-driver/ipam.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/log.js';
 import type { Store } from '../../src/store/types.js';
 
-export function makeIpam(store: Store, opts: { host?: string; routes?: string[]; defaultPools?: string } = {}): Ipam {
+export function makeIpam(store: Store, opts: { host?: string; routes?: string[]; defaultPools?: string; log?: Logger } = {}): Ipam {
   const routes: Prefix[] = (opts.routes ?? []).map(prefix);
   const config = loadConfig(opts.defaultPools === undefined ? {} : { OVSNET_DEFAULT_POOLS: opts.defaultPools });
   return new Ipam({
     store,
-    log: createLogger('silent'),
+    log: opts.log ?? createLogger('silent'),
     host: opts.host ?? 'test-host',
     defaultPools: config.defaultPools,
     hostRoutes: () => routes,

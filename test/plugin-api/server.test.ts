@@ -23,8 +23,9 @@ const sink = new Writable({
   },
 });
 const store = new SqliteStore({ file: path.join(dir, 'state.db') });
-const ipam = makeIpam(store);
-const app = buildServer({ log: createLogger('info', sink), ipam, bodyLimit: 4096 });
+const log = createLogger('info', sink);
+const ipam = makeIpam(store, { log: log.child({ component: 'ipam' }) });
+const app = buildServer({ log, ipam, bodyLimit: 4096 });
 t.teardown(async () => {
   await app.close();
   await ipam.stop();
@@ -107,6 +108,9 @@ t.test('one request id per Docker call in the logs', async (t) => {
   t.match(calls[1], { status: 500 });
   const warn = lines.find((l) => l.code === 'IPAM_POOL_OVERLAP');
   t.equal(warn?.requestId, calls[1]?.requestId, "the error line carries its call's id");
+  const made = lines.find((l) => l.msg === 'pool requested');
+  t.equal(made?.requestId, calls[0]?.requestId, "a line of the IPAM module, logged during the call, carries the call's id");
+  t.equal(made?.component, 'ipam');
 });
 
 function post(socketPath: string, method: string): Promise<{ status: number; body: string }> {
