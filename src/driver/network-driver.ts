@@ -22,7 +22,7 @@ import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
-export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied'>;
+export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
 export type LinksApi = Pick<Links, 'createVeth' | 'disableTxChecksum' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
 export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
 
@@ -288,10 +288,17 @@ export class NetworkDriver {
     if (port === undefined) return;
     if (!(await this.deps.links.exists(port))) {
       await this.deps.ovs.deletePort(port);
-      await this.deps.ovs.addPort(n.bridge, port, { tag: n.tag, type: 'internal', externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' } });
-      // The kernel device of an internal port exists only once ovs-vswitchd has applied it.
-      await this.deps.ovs.waitApplied();
+      await this.deps.ovs.addPort(n.bridge, port, {
+        tag: n.tag,
+        type: 'internal',
+        mtu: n.mtu,
+        externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' },
+      });
+    } else {
+      await this.deps.ovs.setMtu(port, n.mtu);
     }
+    // The kernel device of an internal port, and its MTU, exist once ovs-vswitchd applied them.
+    await this.deps.ovs.waitApplied();
     for (const d of [...n.ipv4, ...n.ipv6]) {
       if (d.gateway === undefined) continue;
       const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');

@@ -53,6 +53,7 @@ t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
   const { ovs, driver, store } = setup(t);
   await driver.createNetwork(net(NET, { 'com.docker.network.generic': { 'ovsnet.tag': '42', 'com.docker.network.driver.mtu': '1400' } }));
   t.match(ovs.ports.get('ovgaaaaaaaaaaaa'), { tag: 42 });
+  t.equal(ovs.mtus.get('ovgaaaaaaaaaaaa'), 1400, "the gateway port's MTU is pinned to the network's (mtu_request)");
   t.match(JSON.parse((await store.get(keys.network(NET)))?.value ?? '{}'), { mtu: 1400, tag: 42 });
   await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': { 'ovsnet.tag': '42' } }, '10.2.0.0/24')), {
     code: 'TAG_TAKEN',

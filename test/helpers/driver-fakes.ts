@@ -30,8 +30,9 @@ export class FakeOvs extends Failer implements OvsApi {
     this.check('ensureBridge');
     if (!this.bridges.has(bridge)) this.bridges.set(bridge, datapath);
   }
-  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string> }): Promise<void> {
+  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string>; mtu?: number }): Promise<void> {
     this.check('addPort');
+    if (opts.mtu !== undefined) this.mtus.set(name, opts.mtu);
     if (!this.bridges.has(bridge)) throw new OvsnetError('OVS_FAILED', `no bridge ${bridge}`);
     if (this.ports.has(name)) throw new OvsnetError('OVS_FAILED', `port ${name} exists`);
     this.ports.set(name, { bridge, tag: opts.tag, type: opts.type ?? '', externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds } });
@@ -45,6 +46,11 @@ export class FakeOvs extends Failer implements OvsApi {
   }
   async ownPorts(): Promise<OwnPort[]> {
     return [...this.ports].map(([name, p]) => ({ name, uuid: name, tag: p.tag, externalIds: p.externalIds }));
+  }
+  readonly mtus = new Map<string, number>();
+  async setMtu(name: string, mtu: number): Promise<void> {
+    if (!this.ports.has(name)) throw new OvsnetError('OVS_FAILED', `no interface ${name}`);
+    this.mtus.set(name, mtu);
   }
   async waitApplied(): Promise<void> {
     this.check('waitApplied');

@@ -89,13 +89,25 @@ export class Ovsdb {
    * Adds a port (and its interface) to the bridge with a VLAN tag, in one transaction.
    * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates.
    */
-  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string> }): Promise<void> {
+  async addPort(
+    bridge: string,
+    name: string,
+    opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string>; mtu?: number },
+  ): Promise<void> {
     const ids = { ...OWNER, ...opts.externalIds };
     await this.transact([
       {
         op: 'insert',
         table: 'Interface',
-        row: { name, type: opts.type ?? '', external_ids: map(ids), options: map(opts.options ?? {}) },
+        row: {
+          name,
+          type: opts.type ?? '',
+          external_ids: map(ids),
+          options: map(opts.options ?? {}),
+          // Without mtu_request OVS gives an internal port the smallest MTU of the bridge's
+          // other ports, so one network's MTU would lower every gateway's.
+          ...(opts.mtu === undefined ? {} : { mtu_request: opts.mtu }),
+        },
         'uuid-name': 'iface',
       },
       { op: 'insert', table: 'Port', row: { name, interfaces: named('iface'), tag: opts.tag, external_ids: map(ids) }, 'uuid-name': 'port' },
@@ -103,6 +115,11 @@ export class Ovsdb {
       // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
     ]);
+  }
+
+  /** Pins an interface's MTU (mtu_request); idempotent. */
+  async setMtu(name: string, mtu: number): Promise<void> {
+    await this.transact([{ op: 'update', table: 'Interface', where: [['name', '==', name]], row: { mtu_request: mtu } }]);
   }
 
   /** Removes a port by name from whichever bridge holds it; a missing port is success. */
