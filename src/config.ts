@@ -28,6 +28,8 @@ export interface Config {
   readonly bridge: string;
   readonly datapath: 'auto' | 'system' | 'netdev';
   readonly ovsdb: string;
+  /** This host in the registry: its name ('' = the hostname), tunnel address ('' = detect), lease TTL. */
+  readonly host: { readonly name: string; readonly vtepIp: string; readonly ttlSeconds: number };
   /** Where /metrics is served; undefined = off. */
   readonly metrics: { readonly host: string; readonly port: number } | undefined;
 }
@@ -80,6 +82,21 @@ export const SETTINGS = {
     form: 'unix:/absolute/path or tcp:host:port',
     doc: 'Where ovsdb-server listens; ovsnet speaks OVSDB JSON-RPC to it (no ovs-vsctl).',
   },
+  OVSNET_HOST: {
+    default: '',
+    form: 'a host name of 1-63 letters, digits, "-", "_" or "." (default: the hostname)',
+    doc: 'Name of this host in the host registry (hosts sharing a store must differ).',
+  },
+  OVSNET_VTEP_IP: {
+    default: '',
+    form: 'an IPv4 address of this host (default: the address of the interface holding the default route)',
+    doc: 'Tunnel endpoint address other hosts reach this one at.',
+  },
+  OVSNET_HOST_TTL: {
+    default: '10',
+    form: 'seconds, an integer from 2 to 300',
+    doc: 'Lease of the host registration: a host that stops is gone from its peers within this time.',
+  },
   OVSNET_METRICS_ADDR: {
     default: '',
     form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',
@@ -129,6 +146,12 @@ export function loadConfig(env: Env): Config {
   const ovsdb = value('OVSNET_OVSDB');
   if (!/^unix:\/.+|^tcp:[A-Za-z0-9.-]+:\d{1,5}$/.test(ovsdb)) bad('OVSNET_OVSDB', ovsdb);
 
+  const hostName = value('OVSNET_HOST');
+  if (hostName !== '' && !/^[A-Za-z0-9_.-]{1,63}$/.test(hostName)) bad('OVSNET_HOST', hostName);
+  const vtepIp = value('OVSNET_VTEP_IP');
+  if (vtepIp !== '' && !/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/.test(vtepIp)) bad('OVSNET_VTEP_IP', vtepIp);
+  const ttlSeconds = parseIntIn(value('OVSNET_HOST_TTL'), 2, 300);
+  if (ttlSeconds === undefined) bad('OVSNET_HOST_TTL', value('OVSNET_HOST_TTL'));
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -140,7 +163,8 @@ export function loadConfig(env: Env): Config {
   if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, metrics });
+  const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10 };
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics });
 }
 
 function parseStore(

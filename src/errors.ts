@@ -44,6 +44,7 @@ export const ERROR_CODES = {
   ENDPOINT_INVALID: 'InvalidParameter',
   TAG_TAKEN: 'Conflict',
   TAGS_EXHAUSTED: 'Conflict',
+  HOST_NAME_TAKEN: 'Conflict',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

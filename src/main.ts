@@ -17,6 +17,8 @@ import { hostRoutes } from './ipam-driver/host-routes.js';
 import { Ipam } from './ipam-driver/ipam.js';
 import { createLogger } from './log.js';
 import { Metrics, type PoolUsage } from './metrics.js';
+import { defaultRouteAddress, machineId } from './host-info.js';
+import { HostRegistry } from './store/hosts.js';
 import type { Store } from './store/types.js';
 import { listenOnSocket, removeSocket } from './plugin-api/listen.js';
 import { buildServer } from './plugin-api/server.js';
@@ -77,6 +79,19 @@ async function serve(config: Config): Promise<void> {
       },
     );
   };
+  const registry = new HostRegistry({
+    store,
+    log: log.child({ component: 'hosts' }),
+    self: { name: config.host.name === '' ? os.hostname() : config.host.name, vtepIp: config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp, machineId: machineId() },
+    ttlSeconds: config.host.ttlSeconds,
+  });
+  const register = (delayMs: number) => {
+    registry.start().catch((err: unknown) => {
+      log.warn({ err }, `cannot register this host yet (${messageOf(err)}); retrying`);
+      setTimeout(() => register(Math.min(delayMs * 2, 30_000)), delayMs).unref();
+    });
+  };
+  register(1000);
   const metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port);
   reconcile(1000);
   // startupMs: from process start to the socket answering (Docker's first call waits on it).
@@ -94,6 +109,7 @@ async function serve(config: Config): Promise<void> {
       await app.close();
       metricsServer?.close();
       await ipam.stop();
+      await registry.stop(true).catch(() => undefined);
       ovs.close();
       links.close();
       await store.close();

@@ -1,0 +1,33 @@
+/** Facts about this machine that ovsnet needs to name itself to its peers. */
+import { createHash } from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+
+/** /etc/machine-id when present (stable across restarts), else a hash of the hostname. */
+export function machineId(): string {
+  try {
+    const id = fs.readFileSync('/etc/machine-id', 'utf8').trim();
+    if (/^[0-9a-f]{32}$/.test(id)) return id;
+  } catch {
+    // no machine id: fall through
+  }
+  return createHash('sha256').update(os.hostname()).digest('hex').slice(0, 32);
+}
+
+/** The IPv4 address of the interface that holds the default route, or undefined. */
+export function defaultRouteAddress(procNet = '/proc/net/route'): string | undefined {
+  let iface: string | undefined;
+  try {
+    for (const line of fs.readFileSync(procNet, 'utf8').split('\n').slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f[1] === '00000000' && f[7] === '00000000') {
+        iface = f[0];
+        break;
+      }
+    }
+  } catch {
+    return undefined;
+  }
+  if (iface === undefined) return undefined;
+  return os.networkInterfaces()[iface]?.find((a) => a.family === 'IPv4' && !a.internal)?.address;
+}

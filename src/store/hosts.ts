@@ -1,0 +1,105 @@
+/**
+ * The host registry: each ovsnet registers its host under a lease (keys.hosts), keeps it alive
+ * and watches the others. A host that stops (or loses the store for longer than the TTL) is
+ * gone from every peer within the TTL; a live one that loses its lease registers again.
+ *
+ * Two machines may not use one host name: a registration held by another machine (another
+ * machine id) and still alive is refused. The same machine may take over its own name at once
+ * (a restarted ovsnet does not wait for its old lease to expire).
+ */
+import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import { keys } from './keys.js';
+import { LeaseKeeper } from './lease-keeper.js';
+import { get, put, type Store, type Watcher } from './types.js';
+
+export interface HostRecord {
+  readonly name: string;
+  /** Tunnel endpoint address of the host. */
+  readonly vtepIp: string;
+  /** /etc/machine-id (or another stable id): tells a restart from a name clash. */
+  readonly machineId: string;
+  readonly startedAt: string;
+}
+
+export interface RegistryOptions {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly self: Omit<HostRecord, 'startedAt'>;
+  readonly ttlSeconds: number;
+  readonly now?: () => Date;
+}
+
+export class HostRegistry {
+  private keeper: LeaseKeeper | undefined;
+  private watcher: Watcher | undefined;
+  private readonly peers = new Map<string, HostRecord>();
+  private stopped = false;
+  /** Called after every change of the peer set. */
+  onChange: ((hosts: ReadonlyMap<string, HostRecord>) => void) | undefined;
+
+  constructor(private readonly opts: RegistryOptions) {}
+
+  /** Registers this host and starts watching the others. */
+  async start(): Promise<void> {
+    await this.register();
+    const snapshot = await this.opts.store.list(keys.hosts);
+    for (const kv of snapshot.kvs) this.peers.set(kv.key.slice(keys.hosts.length), JSON.parse(kv.value) as HostRecord);
+    this.onChange?.(this.peers);
+    this.watcher = await this.opts.store.watch(keys.hosts, snapshot.revision + 1, {
+      onEvents: (events) => {
+        for (const e of events) {
+          const name = e.kv.key.slice(keys.hosts.length);
+          if (e.type === 'put') this.peers.set(name, JSON.parse(e.kv.value) as HostRecord);
+          else this.peers.delete(name);
+        }
+        this.onChange?.(this.peers);
+      },
+      onError: (err) => this.opts.log.warn({ err }, 'host watch ended'),
+    });
+  }
+
+  /** The hosts registered now, this one included. */
+  hosts(): ReadonlyMap<string, HostRecord> {
+    return this.peers;
+  }
+
+  /** Stops renewing; with `deregister`, the registration goes at once (else at the TTL). */
+  async stop(deregister: boolean): Promise<void> {
+    this.stopped = true;
+    await this.watcher?.close();
+    await this.keeper?.stop(deregister);
+  }
+
+  private async register(): Promise<void> {
+    const { store, self, ttlSeconds } = this.opts;
+    const key = keys.host(self.name);
+    const held = await store.txn({ compares: [], success: [get(key)] });
+    const other = held.gets[0] === undefined ? undefined : (JSON.parse(held.gets[0].value) as HostRecord);
+    if (other !== undefined && other.machineId !== self.machineId) {
+      throw new OvsnetError(
+        'HOST_NAME_TAKEN',
+        `host name ${self.name} is registered by another machine (${other.machineId.slice(0, 12)}, tunnel address ${other.vtepIp}) that is still alive: give this host another OVSNET_HOST`,
+      );
+    }
+    const keeper = await LeaseKeeper.start(store, ttlSeconds, {
+      onLost: (err) => {
+        if (this.stopped) return;
+        this.opts.log.warn({ err }, 'host registration lost (the store was unreachable longer than the TTL); registering again');
+        void this.register().catch((e: unknown) => this.opts.log.error({ err: e }, `cannot register again: ${messageOf(e)}`));
+      },
+      onRetry: (err) => this.opts.log.warn({ err }, 'host keep-alive failed; retrying'),
+    });
+    const record: HostRecord = { ...self, startedAt: (this.opts.now?.() ?? new Date()).toISOString() };
+    try {
+      await store.txn({ compares: [], success: [put(key, JSON.stringify(record), keeper.lease)] });
+    } catch (err) {
+      await keeper.stop(true).catch(() => undefined);
+      throw isOvsnetError(err) ? err : new OvsnetError('STORE_UNAVAILABLE', `cannot register host ${self.name}: ${messageOf(err)}`, { cause: err });
+    }
+    const previous = this.keeper;
+    this.keeper = keeper;
+    await previous?.stop(false);
+    this.opts.log.info({ host: self.name, vtepIp: self.vtepIp, lease: keeper.lease, ttlSeconds }, 'host registered');
+  }
+}
