@@ -6,57 +6,34 @@
  *   repeated request finds the key present and moves nothing; a release deletes the key and
  *   moves the count only if the key was there. So count == reservations, always (contiv's
  *   EpAddrCount rule), across processes sharing one store.
- * - Pool creation and release bump the address space's key; an overlap check is valid only if
- *   that key did not move in between, so two processes never create overlapping pools.
+ * - Pools (creation, release, overlap checks, dynamic pools) are in pools.ts.
  * - The in-memory PoolIndex finds free addresses; a watch keeps it current with other
  *   processes' writes.
  */
-import type { DefaultPool } from '../config.js';
 import { OvsnetError } from '../errors.js';
-import type { Logger } from '../log.js';
 import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Compare, type Op, type Store, type Watcher } from '../store/types.js';
-import { nextPool } from './carve.js';
+import { absent, del, get, modRevisionIs, put, type Watcher } from '../store/types.js';
 import {
   CidrError,
   containsAddress,
-  contains,
   defaultGateway,
   formatAddress,
-  formatPrefix,
   formatWithLength,
-  overlaps,
   parseAddress,
   parseCidr,
   size,
   type Family,
-  type Prefix,
 } from '../cidr.js';
 import { PoolIndex, PoolState } from './pool-index.js';
+import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
 import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 
-export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' } as const;
+export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
-/** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
-export const IPAM_OPTIONS: readonly string[] = [];
-
-export interface IpamDeps {
-  readonly store: Store;
-  readonly log: Logger;
-  readonly host: string;
-  readonly defaultPools: readonly DefaultPool[];
-  readonly hostRoutes: () => Prefix[];
+export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   readonly now?: () => Date;
   /** How long a request waits for the first load of the index. */
   readonly readyTimeoutMs: number;
-}
-
-export interface PoolRequest {
-  readonly addressSpace: string;
-  readonly pool: string;
-  readonly subPool: string;
-  readonly options: Readonly<Record<string, string>>;
-  readonly v6: boolean;
 }
 
 export interface AddressRequest {
@@ -69,14 +46,6 @@ export interface AddressRequest {
 
 const MAX_RETRIES = 64;
 
-/** A pool about to be created, and for a dynamic one the cursor move that goes with it. */
-interface Chosen {
-  readonly pool: Prefix;
-  readonly sub?: Prefix;
-  readonly cursor?: bigint;
-  readonly cursorCompare?: readonly Compare[];
-}
-
 export class Ipam {
   private readonly index = new PoolIndex();
   private watcher: Watcher | undefined;
@@ -86,8 +55,11 @@ export class Ipam {
   private stopped = false;
   private readonly now: () => Date;
 
+  private readonly pools: Pools;
+
   constructor(private readonly deps: IpamDeps) {
     this.now = deps.now ?? (() => new Date());
+    this.pools = new Pools({ ...deps, now: this.now }, this.index);
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
@@ -106,69 +78,17 @@ export class Ipam {
   }
 
   defaultAddressSpaces(): { local: string; global: string } {
-    return { ...ADDRESS_SPACES };
+    return { local: ADDRESS_SPACES.local, global: ADDRESS_SPACES.global };
   }
 
   async requestPool(req: PoolRequest): Promise<{ poolId: string; pool: string }> {
-    const space = checkSpace(req.addressSpace);
-    checkOptions(req.options);
     await this.ready();
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const spaceKv = await this.deps.store.get(keys.space(space));
-      const existing = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool'));
-      const chosen: Chosen = req.pool === '' ? await this.choosePool(req.v6, existing) : this.checkPool(req, space, existing);
-      const poolId = poolIdOf(space, chosen.pool, chosen.sub);
-      const record: PoolRecord = {
-        poolId,
-        addressSpace: space,
-        pool: formatPrefix(chosen.pool),
-        ...(chosen.sub === undefined ? {} : { subPool: formatPrefix(chosen.sub) }),
-        v6: chosen.pool.family === 6,
-        dynamic: req.pool === '',
-        options: { ...req.options },
-        host: this.deps.host,
-        createdAt: this.now().toISOString(),
-      };
-      const ops: Op[] = [put(keys.pool(poolId), JSON.stringify(record)), put(keys.space(space), String((spaceKv?.version ?? 0) + 1))];
-      if (chosen.cursor !== undefined) ops.push(put(keys.poolCursor(chosen.pool.family), chosen.cursor.toString()));
-      const res = await this.deps.store.txn({
-        compares: [modRevisionIs(keys.space(space), spaceKv?.modRevision ?? 0), ...(chosen.cursorCompare ?? [])],
-        success: ops,
-      });
-      if (res.succeeded) {
-        this.index.apply({ type: 'put', kv: { key: keys.pool(poolId), value: JSON.stringify(record), createRevision: res.revision, modRevision: res.revision, version: 1, lease: '0' } });
-        this.deps.log.info({ poolId, dynamic: record.dynamic }, 'pool requested');
-        return { poolId, pool: record.pool };
-      }
-    }
-    throw new OvsnetError('NOT_READY', 'pools are being created too fast by other hosts to pick one; retry the network creation');
+    return this.pools.request(req);
   }
 
   async releasePool(poolId: string): Promise<void> {
     await this.ready();
-    const kv = await this.deps.store.get(keys.pool(poolId));
-    if (kv === undefined) return; // already released: idempotent
-    const record = parseRecord<PoolRecord>(kv.value, 'pool');
-    const spaceKey = keys.space(record.addressSpace);
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const spaceKv = await this.deps.store.get(spaceKey);
-      const res = await this.deps.store.txn({
-        compares: [modRevisionIs(spaceKey, spaceKv?.modRevision ?? 0), { key: keys.pool(poolId), target: 'present' }],
-        success: [
-          del(keys.pool(poolId)),
-          { type: 'deletePrefix', prefix: keys.addresses(poolId) },
-          del(keys.poolCount(poolId)),
-          put(spaceKey, String((spaceKv?.version ?? 0) + 1)),
-        ],
-        failure: [get(keys.pool(poolId))],
-      });
-      if (res.succeeded || res.gets[0] === undefined) {
-        this.index.pools.delete(poolId);
-        if (res.succeeded) this.deps.log.info({ poolId }, 'pool released');
-        return;
-      }
-    }
-    throw new OvsnetError('NOT_READY', `pool ${poolId} could not be released while other pools change; Docker retries on the next network removal`);
+    await this.pools.release(poolId);
   }
 
   async requestAddress(req: AddressRequest): Promise<{ address: string }> {
@@ -339,49 +259,6 @@ export class Ipam {
     return value;
   }
 
-  private checkPool(req: PoolRequest, space: string, existing: readonly PoolRecord[]): Chosen {
-    const pool = parsePool(req.pool, 'Pool');
-    if ((pool.family === 6) !== req.v6) {
-      throw new OvsnetError('IPAM_POOL_INVALID', `pool ${req.pool} is IPv${pool.family} but the request is for IPv${req.v6 ? 6 : 4}`);
-    }
-    if (pool.family === 6 && pool.bits > 64) {
-      throw new OvsnetError('IPAM_POOL_INVALID', `IPv6 pool ${req.pool} is too small: ovsnet takes IPv6 pools of /64 or larger (a shorter prefix)`);
-    }
-    let sub: Prefix | undefined;
-    if (req.subPool !== '') {
-      sub = parsePool(req.subPool, 'SubPool (--ip-range)');
-      if (!contains(pool, sub)) {
-        throw new OvsnetError('IPAM_POOL_INVALID', `--ip-range ${req.subPool} is not inside --subnet ${formatPrefix(pool)}: give a range within the subnet`);
-      }
-    }
-    for (const other of existing) {
-      if (other.addressSpace === space && overlaps(pool, parseCidr(other.pool))) {
-        throw new OvsnetError(
-          'IPAM_POOL_OVERLAP',
-          `pool ${formatPrefix(pool)} overlaps pool ${other.pool} (${other.poolId}) already in use in address space ${space}: choose a subnet that overlaps no other network's`,
-        );
-      }
-    }
-    return sub === undefined ? { pool } : { pool, sub };
-  }
-
-  private async choosePool(v6: boolean, existing: readonly PoolRecord[]): Promise<Chosen> {
-    const family: Family = v6 ? 6 : 4;
-    const cursorKv = await this.deps.store.get(keys.poolCursor(family));
-    const taken = [...existing.map((r) => parseCidr(r.pool)), ...this.deps.hostRoutes()];
-    const found = nextPool(this.deps.defaultPools, family, BigInt(cursorKv?.value ?? '0'), taken);
-    if (found === undefined) {
-      const ranges = this.deps.defaultPools.filter((p) => p.range.family === family).map((p) => `${formatPrefix(p.range)}:${p.bits}`);
-      throw new OvsnetError(
-        'IPAM_NO_FREE_POOL',
-        ranges.length === 0
-          ? `no IPv${family} default pool is configured: pass --subnet, or add an IPv${family} range to OVSNET_DEFAULT_POOLS`
-          : `every pool of OVSNET_DEFAULT_POOLS (${ranges.join(',')}) overlaps a network or a host route: pass --subnet, or add ranges`,
-      );
-    }
-    return { pool: found.prefix, cursor: found.next, cursorCompare: [modRevisionIs(keys.poolCursor(family), cursorKv?.modRevision ?? 0)] };
-  }
-
   private async ready(): Promise<void> {
     if (this.isReady) return;
     if (this.readyPromise === undefined) this.start();
@@ -420,32 +297,3 @@ export class Ipam {
   }
 }
 
-export function poolIdOf(space: string, pool: Prefix, sub: Prefix | undefined): string {
-  return `${space}/${formatPrefix(pool)}${sub === undefined ? '' : `/${formatPrefix(sub)}`}`;
-}
-
-function checkSpace(space: string): string {
-  if (space === '') return ADDRESS_SPACES.local;
-  if (space !== ADDRESS_SPACES.local && space !== ADDRESS_SPACES.global) {
-    throw new OvsnetError('IPAM_ADDRESS_SPACE_INVALID', `address space ${JSON.stringify(space)} is not one of ovsnet's: ${ADDRESS_SPACES.local}, ${ADDRESS_SPACES.global}`);
-  }
-  return space;
-}
-
-function checkOptions(options: Readonly<Record<string, string>>): void {
-  for (const key of Object.keys(options)) {
-    if (key.startsWith('ovsnet.') && !IPAM_OPTIONS.includes(key)) {
-      const valid = IPAM_OPTIONS.length === 0 ? 'ovsnet IPAM takes no ovsnet.* options in this version' : `valid ones: ${IPAM_OPTIONS.join(', ')}`;
-      throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${key} is not an ovsnet IPAM option: ${valid}`);
-    }
-  }
-}
-
-function parsePool(text: string, field: string): Prefix {
-  try {
-    const p = parseCidr(text);
-    return { family: p.family, base: p.base, bits: p.bits };
-  } catch (err) {
-    throw new OvsnetError('IPAM_POOL_INVALID', `${field}: ${err instanceof CidrError ? err.message : String(err)}`);
-  }
-}
