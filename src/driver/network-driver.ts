@@ -20,6 +20,7 @@ import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
 import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records.js';
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
+import { claimTag, releaseTag } from './tags.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
@@ -84,8 +85,8 @@ export class NetworkDriver {
     if (existing !== undefined) return; // the same request again: created already
     const undo: Undo[] = [];
     try {
-      const tag = await this.claimTag(req.networkId, opts.tag);
-      undo.push(() => this.releaseTag(tag, req.networkId));
+      const tag = await claimTag(this.deps.store, req.networkId, opts.tag);
+      undo.push(() => releaseTag(this.deps.store, tag, req.networkId));
       const gw4 = req.ipv4.find((d) => d.gateway !== undefined);
       const hasGateway = !opts.internal && (gw4 !== undefined || req.ipv6.some((d) => d.gateway !== undefined));
       const record: NetworkRecord = {
@@ -128,7 +129,7 @@ export class NetworkDriver {
       compares: [],
       success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
     });
-    await this.releaseTag(record.tag, networkId);
+    await releaseTag(this.deps.store, record.tag, networkId);
     this.deps.log.info({ networkId }, 'network deleted');
   }
 
@@ -315,38 +316,6 @@ export class NetworkDriver {
 
   private async unpublish(ep: EndpointRecord): Promise<void> {
     if (ep.portmap.length > 0 && ep.address !== undefined) await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
-  }
-
-  /** A VLAN tag for the network: the one asked for if free, else the lowest free one. */
-  private async claimTag(networkId: string, wanted: number | undefined): Promise<number> {
-    if (wanted !== undefined) {
-      const res = await this.deps.store.txn({
-        compares: [absent(keys.tag('vlan', wanted))],
-        success: [put(keys.tag('vlan', wanted), networkId)],
-        failure: [get(keys.tag('vlan', wanted))],
-      });
-      const holder = res.gets[0]?.value;
-      if (!res.succeeded && holder !== networkId) {
-        throw new OvsnetError('TAG_TAKEN', `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'}: pick another from 1 to 4094, or omit -o ovsnet.tag`);
-      }
-      return wanted;
-    }
-    for (let attempt = 0; attempt < 16; attempt++) {
-      const used = new Set((await this.deps.store.list(`${keys.tags}vlan/`)).kvs.map((kv) => Number(kv.key.split('/').pop())));
-      let tag = 1;
-      while (used.has(tag)) tag++;
-      if (tag > 4094) throw new OvsnetError('TAGS_EXHAUSTED', 'all 4094 VLAN tags are in use: remove a network first');
-      const res = await this.deps.store.txn({ compares: [absent(keys.tag('vlan', tag))], success: [put(keys.tag('vlan', tag), networkId)] });
-      if (res.succeeded) return tag;
-    }
-    throw new OvsnetError('TAGS_EXHAUSTED', 'VLAN tags are being claimed too fast by other hosts; retry');
-  }
-
-  private async releaseTag(tag: number, networkId: string): Promise<void> {
-    await this.deps.store.txn({
-      compares: [{ key: keys.tag('vlan', tag), target: 'value', op: '==', value: networkId }],
-      success: [del(keys.tag('vlan', tag))],
-    });
   }
 
   private async network(networkId: string, required: true): Promise<NetworkRecord>;
