@@ -6,6 +6,8 @@
 #   host.sh up NAME DIR      create the host, start dockerd, load the test image
 #   host.sh exec NAME DIR -- CMD...   run CMD inside the host
 #   host.sh restart-dockerd NAME DIR   stop dockerd (SIGTERM) and start it again
+#   host.sh underlay-up NAME DIR          a namespace with a bridge that hosts attach to
+#   host.sh attach NAME DIR UNDERLAY ADDR  give host NAME an underlay link (ul0) with ADDR
 #   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
 #
 # Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
@@ -128,8 +130,29 @@ down() {
   rm -rf "$D"
 }
 
+# The underlay several hosts share: a namespace holding a bridge (NAME and DIR are its own).
+underlay_up() {
+  ip netns add "$name"
+  ip -n "$name" link set lo up
+  ip -n "$name" link add br0 type bridge
+  ip -n "$name" link set br0 up
+  mkdir -p "$D"
+}
+
+# attach UNDERLAY ADDR/LEN: a veth from this host (ul0, MTU 1600) to the underlay's bridge.
+attach() {
+  local underlay=$1 addr=$2 peer
+  peer="u-${name: -10}"
+  ip link add ul0 netns "$name" mtu 1600 type veth peer name "$peer" netns "$underlay" mtu 1600
+  ip -n "$underlay" link set "$peer" master br0 up
+  ip -n "$name" addr add "$addr" dev ul0
+  ip -n "$name" link set ul0 up
+}
+
 case $cmd in
   up) up ;;
+  underlay-up) underlay_up ;;
+  attach) attach "$@" ;;
   exec) [ "${1:-}" = -- ] && shift; enter "$@" ;;
   restart-dockerd) stop_pid "$(cat "$D/dockerd.pid")"; start_dockerd ;;
   down) down ;;

@@ -185,3 +185,73 @@ export class Ovsnet {
     return this.exited;
   }
 }
+
+/**
+ * Several hosts on one underlay (a bridge in a namespace of its own), sharing one etcd that runs
+ * inside the first host and listens on its underlay address (shared/docs/test-hosts.md).
+ */
+export class Cluster {
+  private etcd: ChildProcess | undefined;
+
+  private constructor(
+    readonly underlay: { name: string; dir: string },
+    readonly hosts: DockerHost[],
+    readonly addresses: string[],
+  ) {}
+
+  /** etcd://... as the hosts reach it. */
+  get store(): string {
+    return `etcd://${this.addresses[0] ?? ''}:2379`;
+  }
+
+  static async up(prefix: string, count: number): Promise<Cluster> {
+    const tag = randomBytes(2).toString('hex');
+    const underlay = { name: `${prefix}-ul-${tag}`.slice(0, 15), dir: path.join('/tmp', `ovsnet-ul-${prefix}-${tag}`) };
+    await must('bash', [SCRIPT, 'underlay-up', underlay.name, underlay.dir]);
+    const hosts: DockerHost[] = [];
+    const cluster = new Cluster(underlay, hosts, []);
+    try {
+      const made = await Promise.all(Array.from({ length: count }, (_, i) => DockerHost.up(`${prefix}${i + 1}`)));
+      hosts.push(...made);
+      for (const [i, h] of hosts.entries()) {
+        const addr = `10.200.${Number.parseInt(tag, 16) % 200}.${i + 1}`;
+        await must('bash', [SCRIPT, 'attach', h.name, h.dir, underlay.name, `${addr}/24`]);
+        cluster.addresses.push(addr);
+      }
+      await cluster.startEtcd();
+    } catch (err) {
+      await cluster.down();
+      throw err;
+    }
+    return cluster;
+  }
+
+  private async startEtcd(): Promise<void> {
+    const first = this.hosts[0];
+    const addr = this.addresses[0];
+    if (first === undefined || addr === undefined) throw new Error('no host for etcd');
+    const data = path.join(first.dir, 'etcd');
+    this.etcd = spawn(
+      'nsenter',
+      [`--net=/run/netns/${first.name}`, '--', 'etcd', '--name', 'cluster', '--data-dir', data,
+        '--listen-client-urls', `http://${addr}:2379,http://127.0.0.1:2379`, '--advertise-client-urls', `http://${addr}:2379`,
+        '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
+        '--initial-cluster', 'cluster=http://127.0.0.1:2380'],
+      { stdio: 'ignore' },
+    );
+    for (let i = 0; i < 100; i++) {
+      const r = await first.exec(['wget', '-q', '-O', '-', '-T', '1', `http://${addr}:2379/health`]);
+      if (r.stdout.includes('"health":"true"')) return;
+      await new Promise((res) => setTimeout(res, 100));
+    }
+    throw new Error('etcd in the cluster did not become healthy');
+  }
+
+  async down(): Promise<void> {
+    // Hosts first (their teardown sweeps etcd, which lives in the first host's namespace).
+    await Promise.all(this.hosts.map((h) => h.down()));
+    this.etcd?.kill('SIGKILL');
+    await run('ip', ['netns', 'del', this.underlay.name]);
+    fs.rmSync(this.underlay.dir, { recursive: true, force: true });
+  }
+}
