@@ -20,6 +20,7 @@ export const ERROR_CODES = {
   STORE_COMPACTED: 'Conflict',
   STORE_LEASE_NOT_FOUND: 'NotFound',
   STORE_CLOSED: 'Unavailable',
+  STORE_FORBIDDEN: 'Forbidden',
   STORE_CORRUPT: 'System',
   STORE_INVALID_REQUEST: 'InvalidParameter',
   REQUEST_INVALID: 'InvalidParameter',

@@ -291,6 +291,13 @@ export class EtcdStore implements Store {
     if (/requested lease not found/i.test(msg)) {
       return new OvsnetError('STORE_LEASE_NOT_FOUND', `etcd: ${msg}`, { cause: err });
     }
+    if (/authentication failed|permission denied|invalid auth token|user name not found|user name is empty/i.test(msg)) {
+      return new OvsnetError(
+        'STORE_FORBIDDEN',
+        `etcd at ${this.where} refused ${what}: ${msg} (check OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD, and that the user's role may read and write /ovsnet/)`,
+        { cause: err },
+      );
+    }
     if (/compacted/i.test(msg)) {
       return new OvsnetError('STORE_COMPACTED', `etcd ${what}: ${msg}`, { cause: err });
     }
