@@ -60,7 +60,13 @@ async function serve(config: Config): Promise<void> {
     bridge: config.bridge,
     datapath: () => datapath,
   });
-  const app = buildServer({ log, ipam, driver, metrics });
+  const app = buildServer({
+    log,
+    ipam,
+    driver,
+    metrics,
+    onActivate: () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
+  });
   // Listen first, reach the store in the background: Docker must never wait on a dead socket.
   await listenOnSocket(app, config.socket);
   raw.loaded().catch((err: unknown) => {

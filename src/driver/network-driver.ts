@@ -262,6 +262,14 @@ export class NetworkDriver {
         await this.deps.ovs.deletePort(port.name);
         await this.deps.links.deleteLink(port.name);
         removed.push(port.name);
+      } else if (ep !== undefined && !(await this.deps.links.exists(port.name))) {
+        // A joined endpoint whose veth is gone: its container's namespace died with it (a
+        // dockerd restart without live-restore). Docker releases the address, but sends
+        // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
+        const net = port.externalIds['ovsnet-network'] ?? '';
+        await this.deps.ovs.deletePort(port.name);
+        await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(net, ep))] });
+        removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
       }
       const role = port.externalIds['ovsnet-role'];
       const net = port.externalIds['ovsnet-network'];

@@ -21,6 +21,8 @@ import type { ActivateResponse } from './wire.js';
 export interface ServerDeps {
   readonly log: Logger;
   readonly ipam: Ipam;
+  /** Called on Plugin.Activate (in the background). */
+  readonly onActivate?: () => Promise<unknown>;
   /** Absent: ovsnet serves only IPAM (for Docker's own drivers). */
   readonly driver?: NetworkDriver;
   /** Observes every call and error, when metrics are on. */
@@ -86,7 +88,14 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     done();
   });
 
-  app.post('/Plugin.Activate', (): ActivateResponse => ({ Implements: deps.driver === undefined ? ['IpamDriver'] : ['NetworkDriver', 'IpamDriver'] }));
+  app.post('/Plugin.Activate', (req): ActivateResponse => {
+    // Docker activates a v1 plugin once per daemon lifetime: a (re)started dockerd is the moment
+    // its stale endpoints are known to be dead. Reconcile in the background; never delay Docker.
+    if (deps.onActivate !== undefined) {
+      deps.onActivate().catch((err: unknown) => req.log.warn({ err }, 'reconcile after activation failed'));
+    }
+    return { Implements: deps.driver === undefined ? ['IpamDriver'] : ['NetworkDriver', 'IpamDriver'] };
+  });
   ipamRoutes(app, deps.ipam);
   if (deps.driver !== undefined) networkRoutes(app, deps.driver);
 

@@ -159,3 +159,19 @@ t.test('reconcile: recreates what is missing, removes what no endpoint owns', as
   t.ok(ovs.ports.has('ovhcccccccccccc'), "a live endpoint's port stays");
   t.same(await driver.reconcile(), { repaired: [], removed: [] }, 'a second run changes nothing');
 });
+
+t.test('reconcile: a joined endpoint whose veth died with its container is removed', async (t) => {
+  const { ovs, links, driver, store } = setup(t);
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  const other = 'd'.repeat(64);
+  await driver.createEndpoint({ ...ep(), endpointId: other, address: '10.1.0.6/24' });
+  // The container's namespace is destroyed (dockerd restarted): its veth pair is gone.
+  await links.deleteLink('ovhcccccccccccc');
+  const res = await driver.reconcile();
+  t.same(res.removed, ['ovhcccccccccccc (stale endpoint cccccccccccc)']);
+  t.notOk(ovs.ports.has('ovhcccccccccccc'), 'port removed');
+  t.equal(await store.get(keys.endpoint(NET, EP)), undefined, 'record removed');
+  t.ok(await store.get(keys.endpoint(NET, other)), 'an endpoint not joined yet is kept');
+});

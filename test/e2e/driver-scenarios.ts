@@ -179,6 +179,26 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.ok(await ping('late', a2), 'new containers start and talk');
   });
 
+  await t.test('dockerd restarted: ports of containers that died with it are cleaned up', async (t) => {
+    const epId = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").EndpointID}}', 'late']);
+    const port = `ovh${epId.slice(0, 12)}`;
+    t.match(await inHost(['ovs-vsctl', 'list-ports', 'ovsnet0']), new RegExp(port));
+    await host.restartDockerd();
+    // Docker activates ovsnet again on first use; that triggers the cleanup.
+    await run('after', 'n1');
+    let ports = '';
+    for (let i = 0; i < 50; i++) {
+      ports = await inHost(['ovs-vsctl', 'list-ports', 'ovsnet0']);
+      if (!ports.includes(port)) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    t.notMatch(ports, new RegExp(port), "the dead container's port is gone");
+    const store = new SqliteStore({ file: host.storeFile });
+    t.equal(await store.get(keys.endpoint((await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n1'])), epId)), undefined, 'and its record');
+    await store.close();
+    t.ok(await ping('after', `10.${o}.1.1`), 'the network and its gateway work after the restart');
+  });
+
   await t.test('docker network rm leaves no port, tag or NAT rule behind', async (t) => {
     const ids: Record<string, string> = {};
     for (const n of ['n1', 'n2', 'n3', 'int', 'many']) ids[n] = (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', n])).slice(0, 12);
