@@ -17,39 +17,19 @@ export interface PoolUsage {
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly calls = new Histogram({
-    name: 'ovsnet_docker_call_duration_seconds',
-    help: 'Latency of Docker plugin calls, by method and HTTP status',
-    labelNames: ['method', 'status'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
-  private readonly errors = new Counter({
-    name: 'ovsnet_errors_total',
-    help: 'Errors answered to Docker, by kind and code',
-    labelNames: ['kind', 'code'] as const,
-    registers: [this.registry],
-  });
-  private readonly store = new Histogram({
-    name: 'ovsnet_store_request_duration_seconds',
-    help: 'Round trips to the state store, by operation and outcome',
-    labelNames: ['op', 'outcome'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
-  private readonly ovsdb = new Histogram({
-    name: 'ovsnet_ovsdb_request_duration_seconds',
-    help: 'Round trips to ovsdb-server, by JSON-RPC method and outcome',
-    labelNames: ['method', 'outcome'] as const,
-    buckets: LATENCY_BUCKETS,
-    registers: [this.registry],
-  });
-  private readonly repairs = new Counter({
-    name: 'ovsnet_reconcile_repairs_total',
-    help: 'What reconcile found out of line with the store: recreated or removed',
-    labelNames: ['action'] as const,
-    registers: [this.registry],
-  });
+  private readonly calls = this.histogram('ovsnet_docker_call_duration_seconds', 'Latency of Docker plugin calls, by method and HTTP status', ['method', 'status']);
+  private readonly errors = this.counter('ovsnet_errors_total', 'Errors answered to Docker, by kind and code', ['kind', 'code']);
+  private readonly store = this.histogram('ovsnet_store_request_duration_seconds', 'Round trips to the state store, by operation and outcome', ['op', 'outcome']);
+  private readonly ovsdb = this.histogram('ovsnet_ovsdb_request_duration_seconds', 'Round trips to ovsdb-server, by JSON-RPC method and outcome', ['method', 'outcome']);
+  private readonly repairs = this.counter('ovsnet_reconcile_repairs_total', 'What reconcile found out of line with the store: recreated or removed', ['action']);
+
+  private histogram<L extends string>(name: string, help: string, labelNames: readonly L[]): Histogram<L> {
+    return new Histogram({ name, help, labelNames, buckets: LATENCY_BUCKETS, registers: [this.registry] });
+  }
+
+  private counter<L extends string>(name: string, help: string, labelNames: readonly L[]): Counter<L> {
+    return new Counter({ name, help, labelNames, registers: [this.registry] });
+  }
 
   constructor(pools: () => readonly PoolUsage[] = () => []) {
     collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });

@@ -20,6 +20,16 @@ async function startServer(): Promise<void> {
   server = spawn('ovsdb-server', [db, `--remote=punix:${sock}`, '--no-chdir', `--unixctl=${dir}/ctl`], { stdio: 'ignore' });
   for (let i = 0; i < 100 && !fs.existsSync(sock); i++) await new Promise((r) => setTimeout(r, 20));
 }
+/** A running ovsdb-server and a client of it, both stopped when the test ends. */
+async function serverAndClient(t: { teardown: (f: () => Promise<void>) => void }, timeoutMs: number): Promise<Ovsdb> {
+  await startServer();
+  const ovs = new Ovsdb(`unix:${sock}`, timeoutMs);
+  t.teardown(async () => {
+    ovs.close();
+    await stopServer();
+  });
+  return ovs;
+}
 const init = () => spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'init']);
 async function stopServer(): Promise<void> {
   const s = server;
@@ -65,12 +75,7 @@ t.test('answers the server echo, times out a silent server', async (t) => {
 });
 
 t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear errors', async (t) => {
-  await startServer();
-  const ovs = new Ovsdb(`unix:${sock}`, 500);
-  t.teardown(async () => {
-    ovs.close();
-    await stopServer();
-  });
+  const ovs = await serverAndClient(t, 500);
   t.notOk(await ovs.bridgeExists('br0'));
   await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /not initialized .*ovs-vsctl --no-wait init/ });
   init();
@@ -88,12 +93,7 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
 });
 
 t.test('a lost server fails requests fast and is re-dialled', async (t) => {
-  await startServer();
-  const ovs = new Ovsdb(`unix:${sock}`, 1000);
-  t.teardown(async () => {
-    ovs.close();
-    await stopServer();
-  });
+  const ovs = await serverAndClient(t, 1000);
   t.ok(await ovs.bridgeExists('br0'));
   await stopServer();
   const started = Date.now();
