@@ -144,7 +144,7 @@ export function pluginCall(socketPath: string, method: string, body?: unknown): 
 /** The plugin under test: `ovsnet serve` as a child process, its JSON log kept in memory. */
 export class Ovsnet {
   log = '';
-  private exited: Promise<number | null>;
+  readonly exited: Promise<number | null>;
 
   private constructor(
     readonly child: ChildProcess,
@@ -152,7 +152,8 @@ export class Ovsnet {
   ) {
     child.stdout?.on('data', (d: Buffer) => (this.log += d.toString()));
     child.stderr?.on('data', (d: Buffer) => (this.log += d.toString()));
-    this.exited = new Promise((resolve) => child.on('exit', (code) => resolve(code)));
+    // 'close', not 'exit': the exit can be seen before the last of its stderr has been read.
+    this.exited = new Promise((resolve) => child.on('close', (code) => resolve(code)));
   }
 
   /**
@@ -174,6 +175,7 @@ export class Ovsnet {
         // not up yet
       }
       if (child.exitCode !== null || Date.now() > deadline) {
+        if (child.exitCode !== null) await o.exited; // all of its output read
         throw new Error(`ovsnet did not come up on ${socket}:\n${o.log}`);
       }
       await new Promise((r) => setTimeout(r, 25));
