@@ -46,6 +46,8 @@ export const ERROR_CODES = {
   TAG_TAKEN: 'Conflict',
   TAGS_EXHAUSTED: 'Conflict',
   HOST_NAME_TAKEN: 'Conflict',
+  LOGICAL_NETWORK_MISMATCH: 'Conflict',
+  LOGICAL_NETWORK_INVALID: 'InvalidParameter',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

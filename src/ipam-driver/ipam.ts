@@ -12,7 +12,7 @@
  */
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Watcher } from '../store/types.js';
+import { absent, del, get, modRevisionIs, put, type Op, type Watcher } from '../store/types.js';
 import {
   CidrError,
   containsAddress,
@@ -26,7 +26,8 @@ import {
 } from '../cidr.js';
 import { PoolIndex, PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
+import { describeHolder, parseRecord, type BlockRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
+import { SharedPools } from './shared.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
@@ -56,10 +57,12 @@ export class Ipam {
   private readonly now: () => Date;
 
   private readonly pools: Pools;
+  private readonly shared: SharedPools;
 
   constructor(private readonly deps: IpamDeps) {
     this.now = deps.now ?? (() => new Date());
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
+    this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
@@ -98,8 +101,10 @@ export class Ipam {
     if (req.gateway || req.address !== '') {
       const value = req.address === '' ? defaultGateway(pool.prefix) : this.checkAddress(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
-      const taken = await this.reserve(pool, value, kind, req.name);
-      if (taken !== undefined) {
+      const taken = pool.shared ? await this.shared.reserve(pool, value, this.reservation(pool, kind, req.name)) : await this.reserve(pool, value, kind, req.name);
+      // A logical network has one gateway, the same on every host: each host's Docker asks for it.
+      const sharedGateway = pool.shared && req.gateway && taken?.kind === 'gateway';
+      if (taken !== undefined && !sharedGateway) {
         throw new OvsnetError(
           'IPAM_ADDRESS_TAKEN',
           `address ${formatAddress(pool.prefix.family, value)} is already in use in pool ${pool.record.pool}: reserved by ${describeHolder(taken)}; choose another address or let ovsnet pick one`,
@@ -107,7 +112,11 @@ export class Ipam {
       }
       return { address: formatWithLength(pool.prefix.family, value, bits) };
     }
-    for (let attempt = 0; attempt < MAX_RETRIES * 16; attempt++) {
+    if (pool.shared) {
+      const value = await this.shared.allocate(pool, this.reservation(pool, 'dynamic', req.name));
+      if (value !== undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
+    }
+    for (let attempt = 0; attempt < MAX_RETRIES * 16 && !pool.shared; attempt++) {
       const value = pool.candidate();
       if (value === undefined) break;
       pool.cursor = value + 1n;
@@ -127,6 +136,13 @@ export class Ipam {
     if (pool === undefined) return; // the pool is gone, and its reservations with it
     const value = this.parseIn(pool, address);
     const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
+    if (pool.shared) {
+      // The shared gateway stays while another host's network uses the pool.
+      const users = pool.record.users ?? [];
+      if (users.some((u) => u !== this.deps.host) && value === (await this.gatewayOf(pool))) return;
+      await this.shared.release(pool, value);
+      return;
+    }
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const next = pool.count - 1;
       const res = await this.deps.store.txn({
@@ -148,12 +164,63 @@ export class Ipam {
     throw new OvsnetError('NOT_READY', `address ${address} of pool ${poolId} could not be released under contention; retry`);
   }
 
+  /**
+   * Makes the ovsnet pool `cidr` the shared pool of logical network `name` (idempotent): from
+   * now on its addresses come from per-host blocks. Its reservations so far (the gateway, aux
+   * addresses) move from the pool's count into unowned blocks, in one transaction. Returns the
+   * PoolID, or undefined when no ovsnet pool is `cidr` (the network uses another IPAM).
+   */
+  async bindLogical(cidr: string, name: string): Promise<string | undefined> {
+    await this.ready();
+    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const pool = [...this.index.pools.values()].find((p) => p.record.pool === cidr);
+      if (pool === undefined) return undefined;
+      const { poolId } = pool.record;
+      if (pool.record.logical === name) return poolId;
+      if (pool.record.logical !== undefined) {
+        throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `subnet ${cidr} belongs to logical network ${pool.record.logical}: use -o ovsnet.network=${pool.record.logical}, or another subnet`);
+      }
+      const kv = await this.deps.store.get(keys.pool(poolId));
+      if (kv === undefined) return undefined;
+      const record: PoolRecord = { ...parseRecord<PoolRecord>(kv.value, 'pool'), logical: name, users: [this.deps.host] };
+      const countKv = await this.deps.store.get(keys.poolCount(poolId));
+      const held = await this.deps.store.list(keys.addresses(poolId));
+      const blocks = new Map<bigint, number>();
+      for (const a of held.kvs) {
+        const start = pool.blockOf(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value);
+        blocks.set(start, (blocks.get(start) ?? 0) + 1);
+      }
+      const ops: Op[] = [put(keys.pool(poolId), JSON.stringify(record)), del(keys.poolCount(poolId))];
+      for (const [start, count] of blocks) {
+        const block: BlockRecord = { host: '', count, claimedAt: this.now().toISOString() };
+        ops.push(put(keys.block(poolId, formatAddress(pool.prefix.family, start)), JSON.stringify(block)));
+      }
+      const res = await this.deps.store.txn({
+        // Every reservation moves the count key: an unchanged count means the list is complete.
+        compares: [modRevisionIs(keys.pool(poolId), kv.modRevision), modRevisionIs(keys.poolCount(poolId), countKv?.modRevision ?? 0)],
+        success: ops,
+      });
+      if (!res.succeeded) continue;
+      pool.record = record;
+      for (const [start, count] of blocks) pool.setBlock(start, { host: '', count, claimedAt: this.now().toISOString() }, res.revision);
+      this.deps.log.info({ poolId, logical: name }, 'pool shared by a logical network');
+      return poolId;
+    }
+    throw new OvsnetError('NOT_READY', `pool ${cidr} is changing too fast to share; retry`);
+  }
+
   /** Pool usage, for status output and tests. */
-  usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint }[] {
+  usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint; logical?: string; blocks?: { start: string; host: string; count: number }[] }[] {
     return [...this.index.pools.values()].map((p) => ({
       poolId: p.record.poolId,
       pool: p.record.pool,
-      count: p.count,
+      count: p.used,
+      ...(p.shared
+        ? {
+            logical: p.record.logical ?? '',
+            blocks: [...p.blocks].flatMap(([start, b]) => (b.record === undefined ? [] : [{ start: formatAddress(p.prefix.family, start), host: b.record.host, count: b.record.count }])),
+          }
+        : {}),
       reserved: p.reserved.count,
       capacity: p.capacity,
     }));
@@ -161,19 +228,34 @@ export class Ipam {
 
   // --- internals -------------------------------------------------------------------------
 
-  /** Creates the reservation; returns the holder when the address is taken. */
-  private async reserve(pool: PoolState, value: bigint, kind: ReservationKind, name: string | undefined): Promise<Reservation | undefined> {
-    const address = formatAddress(pool.prefix.family, value);
-    const key = keys.address(pool.record.poolId, address);
-    const countKey = keys.poolCount(pool.record.poolId);
-    const record: Reservation = {
+  /** The reservation record of an address of `pool`. */
+  private reservation(pool: PoolState, kind: ReservationKind, name: string | undefined): (address: string) => Reservation {
+    return (address) => ({
       address,
       poolId: pool.record.poolId,
       kind,
       host: this.deps.host,
       ...(name === undefined ? {} : { name }),
       reservedAt: this.now().toISOString(),
-    };
+    });
+  }
+
+  /** The gateway address of a shared pool (its reservation of kind gateway), if any. */
+  private async gatewayOf(pool: PoolState): Promise<bigint | undefined> {
+    const gw = defaultGateway(pool.prefix);
+    const kv = await this.deps.store.get(keys.address(pool.record.poolId, formatAddress(pool.prefix.family, gw)));
+    if (kv !== undefined && parseRecord<Reservation>(kv.value, 'reservation').kind === 'gateway') return gw;
+    const all = await this.deps.store.list(keys.addresses(pool.record.poolId));
+    const found = all.kvs.map((a) => parseRecord<Reservation>(a.value, 'reservation')).find((r) => r.kind === 'gateway');
+    return found === undefined ? undefined : parseAddress(found.address).value;
+  }
+
+  /** Creates the reservation; returns the holder when the address is taken. */
+  private async reserve(pool: PoolState, value: bigint, kind: ReservationKind, name: string | undefined): Promise<Reservation | undefined> {
+    const address = formatAddress(pool.prefix.family, value);
+    const key = keys.address(pool.record.poolId, address);
+    const countKey = keys.poolCount(pool.record.poolId);
+    const record = this.reservation(pool, kind, name)(address);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       // The count written is the one compared: the watch may move pool.count during the await.
       const next = pool.count + 1;

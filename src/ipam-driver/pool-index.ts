@@ -8,7 +8,17 @@ import { keys, unpart } from '../store/keys.js';
 import type { KeyValue, WatchEvent } from '../store/types.js';
 import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from '../cidr.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
-import { parseRecord, type PoolRecord } from './records.js';
+import { parseRecord, type BlockRecord, type PoolRecord } from './records.js';
+
+/** A block as last seen: its record (undefined once deleted) and the revision that said so. */
+export interface BlockState {
+  readonly record: BlockRecord | undefined;
+  readonly modRevision: number;
+}
+
+/** Default block of a shared pool: a /26 (64 addresses), for IPv6 pools as many addresses. */
+export const DEFAULT_BLOCK_BITS = 26;
+
 
 export class PoolState {
   readonly prefix: Prefix;
@@ -20,13 +30,60 @@ export class PoolState {
   cursor: bigint;
   count = 0;
   countRevision = 0;
+  /** Shared pools: blocks by first address. */
+  readonly blocks = new Map<bigint, BlockState>();
+  /** Addresses per block (shared pools), at most the pool's size. */
+  readonly blockSize: bigint;
 
-  constructor(readonly record: PoolRecord) {
+  constructor(public record: PoolRecord) {
     this.prefix = parsePrefix(record.pool);
     this.range = record.subPool === undefined ? this.prefix : parsePrefix(record.subPool);
     this.bounds = usableBounds(this.prefix, this.range);
     this.reserved = offsetSetFor(1n << BigInt((this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
     this.cursor = this.bounds?.first ?? this.prefix.base;
+    const v4Bits = Number(record.options['ovsnet.block-size'] ?? DEFAULT_BLOCK_BITS);
+    this.blockSize = 1n << BigInt(Math.min(32 - v4Bits, (this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
+  }
+
+  get shared(): boolean {
+    return this.record.logical !== undefined;
+  }
+
+  /** Reserved addresses: the pool's count, or for a shared pool the sum over its blocks. */
+  get used(): number {
+    if (!this.shared) return this.count;
+    let n = 0;
+    for (const b of this.blocks.values()) n += b.record?.count ?? 0;
+    return n;
+  }
+
+  /** First address of the block holding `address`. */
+  blockOf(address: bigint): bigint {
+    return this.prefix.base + ((address - this.prefix.base) / this.blockSize) * this.blockSize;
+  }
+
+  /** A newer view of a block replaces an older one, never the reverse. */
+  setBlock(start: bigint, record: BlockRecord | undefined, revision: number): void {
+    if (revision >= (this.blocks.get(start)?.modRevision ?? 0)) this.blocks.set(start, { record, modRevision: revision });
+  }
+
+  /** The first free dynamic address of the block starting at `start`; undefined if none. */
+  freeIn(start: bigint): bigint | undefined {
+    if (this.bounds === undefined) return undefined;
+    const lo = start > this.bounds.first ? start : this.bounds.first;
+    const end = start + this.blockSize - 1n;
+    const hi = end < this.bounds.last ? end : this.bounds.last;
+    if (lo > hi) return undefined;
+    const base = this.prefix.base;
+    const off = this.reserved.nextFree(lo - base, hi - base, lo - base);
+    return off === undefined ? undefined : base + off;
+  }
+
+  /** Starts of the blocks that hold dynamic addresses, bounded to `limit` of them. */
+  *blockStarts(limit: number): Generator<bigint> {
+    if (this.bounds === undefined) return;
+    let start = this.blockOf(this.bounds.first);
+    for (let i = 0; i < limit && start <= this.bounds.last; i++, start += this.blockSize) yield start;
   }
 
   /** Usable addresses of the dynamic range (the exhaustion message names it). */
@@ -57,6 +114,7 @@ type Parsed =
   | { kind: 'pool'; poolId: string }
   | { kind: 'address'; poolId: string; address: string }
   | { kind: 'count'; poolId: string }
+  | { kind: 'block'; poolId: string; start: string }
   | { kind: 'other' };
 
 function parseKey(key: string): Parsed {
@@ -67,6 +125,7 @@ function parseKey(key: string): Parsed {
     return { kind: 'address', poolId: unpart(a), address: unpart(b) };
   }
   if (section === 'counts' && a !== undefined && rest.length === 2) return { kind: 'count', poolId: unpart(a) };
+  if (section === 'blocks' && a !== undefined && b !== undefined && rest.length === 3) return { kind: 'block', poolId: unpart(a), start: unpart(b) };
   return { kind: 'other' };
 }
 
@@ -86,8 +145,19 @@ export class PoolIndex {
     switch (p.kind) {
       case 'pool':
         if (event.type === 'delete') this.pools.delete(p.poolId);
-        else if (!this.pools.has(p.poolId)) this.pools.set(p.poolId, new PoolState(parseRecord<PoolRecord>(event.kv.value, 'pool')));
+        else {
+          const record = parseRecord<PoolRecord>(event.kv.value, 'pool');
+          const pool = this.pools.get(p.poolId);
+          if (pool === undefined) this.pools.set(p.poolId, new PoolState(record));
+          else pool.record = record; // shared by a logical network, or its users changed
+        }
         return;
+      case 'block': {
+        const pool = this.pools.get(p.poolId);
+        const record = event.type === 'put' ? parseRecord<BlockRecord>(event.kv.value, 'block') : undefined;
+        pool?.setBlock(parseAddress(p.start).value, record, event.kv.modRevision);
+        return;
+      }
       case 'address': {
         const pool = this.pools.get(p.poolId);
         if (pool !== undefined) pool.mark(parseAddress(p.address).value, event.type === 'put');

@@ -16,7 +16,9 @@ import { parseRecord, type PoolRecord } from './records.js';
 export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' } as const;
 
 /** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
-export const IPAM_OPTIONS: readonly string[] = [];
+export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
+  'ovsnet.block-size': 'the prefix length of the blocks hosts claim in a logical network\'s pool, 16 to 32 (default 26: 64 addresses; IPv6 blocks hold as many addresses)',
+};
 
 export interface PoolRequest {
   readonly addressSpace: string;
@@ -56,7 +58,13 @@ export class Pools {
     checkOptions(req.options);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const spaceKv = await this.deps.store.get(keys.space(space));
-      const existing = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool'));
+      const listed = await this.deps.store.list(keys.pools);
+      const existing = listed.kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool'));
+      const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
+      if (logical !== undefined) {
+        if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0)) return { poolId: logical.poolId, pool: logical.pool };
+        continue;
+      }
       const chosen: Chosen = req.pool === '' ? await this.choosePool(req.v6, existing) : this.checkPool(req, space, existing);
       const poolId = poolIdOf(space, chosen.pool, chosen.sub);
       const record: PoolRecord = {
@@ -66,7 +74,7 @@ export class Pools {
         ...(chosen.sub === undefined ? {} : { subPool: formatPrefix(chosen.sub) }),
         v6: chosen.pool.family === 6,
         dynamic: req.pool === '',
-        options: { ...req.options },
+        options: normalOptions(req.options),
         host: this.deps.host,
         createdAt: this.deps.now().toISOString(),
       };
@@ -86,29 +94,77 @@ export class Pools {
   }
 
   async release(poolId: string): Promise<void> {
-    const kv = await this.deps.store.get(keys.pool(poolId));
-    if (kv === undefined) return; // already released: idempotent
-    const record = parseRecord<PoolRecord>(kv.value, 'pool');
-    const spaceKey = keys.space(record.addressSpace);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const spaceKv = await this.deps.store.get(spaceKey);
-      const res = await this.deps.store.txn({
-        compares: [modRevisionIs(spaceKey, spaceKv?.modRevision ?? 0), { key: keys.pool(poolId), target: 'present' }],
-        success: [
-          del(keys.pool(poolId)),
-          { type: 'deletePrefix', prefix: keys.addresses(poolId) },
-          del(keys.poolCount(poolId)),
-          put(spaceKey, String((spaceKv?.version ?? 0) + 1)),
-        ],
-        failure: [get(keys.pool(poolId))],
-      });
-      if (res.succeeded || res.gets[0] === undefined) {
-        this.index.pools.delete(poolId);
-        if (res.succeeded) this.deps.log.info({ poolId }, 'pool released');
-        return;
+      const kv = await this.deps.store.get(keys.pool(poolId));
+      if (kv === undefined) return; // already released: idempotent
+      const record = parseRecord<PoolRecord>(kv.value, 'pool');
+      if (record.logical !== undefined) {
+        // A logical network's pool stays while another host's network uses it.
+        const users = record.users ?? [];
+        const others = users.filter((u) => u !== this.deps.host);
+        if (others.length > 0) {
+          if (others.length === users.length) return; // not a user: released already
+          const res = await this.deps.store.txn({
+            compares: [modRevisionIs(keys.pool(poolId), kv.modRevision)],
+            success: [put(keys.pool(poolId), JSON.stringify({ ...record, users: others }))],
+          });
+          if (res.succeeded) {
+            this.deps.log.info({ poolId, users: others }, 'left the shared pool of a logical network');
+            return;
+          }
+          continue;
+        }
       }
+      if (await this.remove(poolId, record, kv.modRevision)) return;
     }
     throw new OvsnetError('NOT_READY', `pool ${poolId} could not be released while other pools change; Docker retries on the next network removal`);
+  }
+
+  /** The logical network's pool that is exactly this request's, if any. */
+  private logicalPool(req: PoolRequest, space: string, existing: readonly PoolRecord[]): PoolRecord | undefined {
+    const pool = formatPrefix(parsePool(req.pool, 'Pool'));
+    const sub = req.subPool === '' ? undefined : formatPrefix(parsePool(req.subPool, 'SubPool (--ip-range)'));
+    return existing.find((r) => r.logical !== undefined && r.addressSpace === space && r.pool === pool && r.subPool === sub);
+  }
+
+  /** This host becomes a user of a logical network's pool; false if the record moved meanwhile. */
+  private async join(record: PoolRecord, modRevision: number): Promise<boolean> {
+    const users = record.users ?? [];
+    if (users.includes(this.deps.host)) {
+      throw new OvsnetError(
+        'IPAM_POOL_OVERLAP',
+        `pool ${record.pool} is already used on this host by logical network ${record.logical ?? '?'}: a host takes part in a logical network with one Docker network`,
+      );
+    }
+    const res = await this.deps.store.txn({
+      compares: [modRevisionIs(keys.pool(record.poolId), modRevision)],
+      success: [put(keys.pool(record.poolId), JSON.stringify({ ...record, users: [...users, this.deps.host] }))],
+    });
+    if (res.succeeded) this.deps.log.info({ poolId: record.poolId, logical: record.logical }, 'joined the shared pool of a logical network');
+    return res.succeeded;
+  }
+
+  /** Deletes the pool and everything under it; false if the pool or its space moved meanwhile. */
+  private async remove(poolId: string, record: PoolRecord, modRevision: number): Promise<boolean> {
+    const spaceKey = keys.space(record.addressSpace);
+    const spaceKv = await this.deps.store.get(spaceKey);
+    const res = await this.deps.store.txn({
+      compares: [modRevisionIs(spaceKey, spaceKv?.modRevision ?? 0), modRevisionIs(keys.pool(poolId), modRevision)],
+      success: [
+        del(keys.pool(poolId)),
+        { type: 'deletePrefix', prefix: keys.addresses(poolId) },
+        { type: 'deletePrefix', prefix: keys.blocks(poolId) },
+        del(keys.poolCount(poolId)),
+        put(spaceKey, String((spaceKv?.version ?? 0) + 1)),
+      ],
+      failure: [get(keys.pool(poolId))],
+    });
+    if (res.succeeded || res.gets[0] === undefined) {
+      this.index.pools.delete(poolId);
+      if (res.succeeded) this.deps.log.info({ poolId }, 'pool released');
+      return true;
+    }
+    return false;
   }
 
   private checkPool(req: PoolRequest, space: string, existing: readonly PoolRecord[]): Chosen {
@@ -169,11 +225,21 @@ function checkSpace(space: string): string {
 
 function checkOptions(options: Readonly<Record<string, string>>): void {
   for (const key of Object.keys(options)) {
-    if (key.startsWith('ovsnet.') && !IPAM_OPTIONS.includes(key)) {
-      const valid = IPAM_OPTIONS.length === 0 ? 'ovsnet IPAM takes no ovsnet.* options in this version' : `valid ones: ${IPAM_OPTIONS.join(', ')}`;
-      throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${key} is not an ovsnet IPAM option: ${valid}`);
+    if (key.startsWith('ovsnet.') && !(key in IPAM_OPTIONS)) {
+      const valid = Object.entries(IPAM_OPTIONS).map(([k, v]) => `${k} (${v})`).join(', ');
+      throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${key} is not an ovsnet IPAM option: valid ones: ${valid}`);
     }
   }
+  const block = options['ovsnet.block-size'];
+  if (block !== undefined && !(/^\/?\d+$/.test(block) && Number(block.replace('/', '')) >= 16 && Number(block.replace('/', '')) <= 32)) {
+    throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ovsnet.block-size=${block} is not valid: expected ${IPAM_OPTIONS['ovsnet.block-size'] ?? ''}`);
+  }
+}
+
+/** Options as stored: ovsnet.block-size without its optional slash. */
+function normalOptions(options: Readonly<Record<string, string>>): Record<string, string> {
+  const block = options['ovsnet.block-size'];
+  return block === undefined ? { ...options } : { ...options, 'ovsnet.block-size': block.replace('/', '') };
 }
 
 function parsePool(text: string, field: string): Prefix {

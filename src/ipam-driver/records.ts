@@ -13,6 +13,21 @@ export interface PoolRecord {
   readonly options: Readonly<Record<string, string>>;
   readonly host: string;
   readonly createdAt: string;
+  /** Set when a logical network (several hosts) shares the pool: its name. */
+  readonly logical?: string;
+  /** Hosts whose Docker networks use the pool (logical pools); the pool goes with the last. */
+  readonly users?: readonly string[];
+}
+
+/**
+ * A block of a shared (logical) pool: who owns it ('' for nobody: it holds addresses reserved
+ * outside any host's block, or a dead host's were reclaimed) and how many addresses of it are
+ * reserved. The per-block count is what shared pools keep instead of one per-pool count.
+ */
+export interface BlockRecord {
+  readonly host: string;
+  readonly count: number;
+  readonly claimedAt: string;
 }
 
 /** Why an address was asked for. */

@@ -41,6 +41,15 @@ export const keys = {
   poolCounts: `${ROOT}ipam/counts/`,
   poolCount: (poolId: string) => `${ROOT}ipam/counts/${part(poolId)}`,
 
+  /**
+   * Blocks of pools shared by a logical network: a record per block (keyed by its first
+   * address) holding its owner and its reserved-address count (shared pools count per block, so
+   * hosts never contend on one count key).
+   */
+  blocks: (poolId: string) => `${ROOT}ipam/blocks/${part(poolId)}/`,
+  block: (poolId: string, start: string) => `${ROOT}ipam/blocks/${part(poolId)}/${part(start)}`,
+  allBlocks: `${ROOT}ipam/blocks/`,
+
   /** Everything of IPAM, watched as one prefix. */
   ipam: `${ROOT}ipam/`,
   /** Bumped by every pool creation or release in an address space: serialises overlap checks. */
@@ -57,6 +66,14 @@ export const keys = {
   /** Segment tags (VLAN 1-4094, VNI) held by networks. */
   tags: `${ROOT}tags/`,
   tag: (kind: 'vlan' | 'vni', tag: number) => `${ROOT}tags/${kind}/${tag}`,
+
+  /** Logical networks (-o ovsnet.network=NAME): one record each, members included. */
+  logicalNetworks: `${ROOT}logical/`,
+  logicalNetwork: (name: string) => `${ROOT}logical/${part(name)}`,
+
+  /** Hosts whose registration vanished, with when a peer first saw it gone (reclaim grace). */
+  departed: `${ROOT}departed/`,
+  departedHost: (name: string) => `${ROOT}departed/${part(name)}`,
 
   /** Hosts registered under a lease. */
   hosts: `${ROOT}hosts/`,

@@ -139,14 +139,22 @@ underlay_up() {
   mkdir -p "$D"
 }
 
-# attach UNDERLAY ADDR/LEN: a veth from this host (ul0, MTU 1600) to the underlay's bridge.
+# attach UNDERLAY ADDR/LEN: a veth from this host (ul0, MTU 1600) to the underlay's bridge. The
+# address goes on br-phy, an OVS bridge owning ul0: OVS native tunnelling on the userspace
+# datapath needs the tunnel endpoint there (shared/docs/test-hosts.md). br-phy gets a MAC of its
+# own and ul0 no ARP or IPv6, else OVS sees every frame twice.
 attach() {
-  local underlay=$1 addr=$2 peer
-  peer="u-${name: -10}"
+  local underlay=$1 addr=$2 peer mac
+  peer="u-${name:$((${#name} > 10 ? ${#name} - 10 : 0))}" # at most 12 characters
   ip link add ul0 netns "$name" mtu 1600 type veth peer name "$peer" netns "$underlay" mtu 1600
   ip -n "$underlay" link set "$peer" master br0 up
-  ip -n "$name" addr add "$addr" dev ul0
-  ip -n "$name" link set ul0 up
+  mac=$(printf '02:b0:%02x:%02x:%02x:%02x' $(echo "${addr%/*}" | tr . ' '))
+  enter ovs-vsctl add-br br-phy -- set bridge br-phy datapath_type=netdev fail-mode=standalone \
+    other_config:hwaddr="$mac" -- add-port br-phy ul0
+  enter sysctl -qw net.ipv6.conf.ul0.disable_ipv6=1
+  ip -n "$name" link set ul0 arp off up
+  ip -n "$name" link set br-phy mtu 1600 up
+  ip -n "$name" addr add "$addr" dev br-phy
 }
 
 case $cmd in
