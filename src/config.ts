@@ -29,7 +29,7 @@ export interface Config {
   readonly datapath: 'auto' | 'system' | 'netdev';
   readonly ovsdb: string;
   /** This host in the registry: its name ('' = the hostname), tunnel address ('' = detect), lease TTL. */
-  readonly host: { readonly name: string; readonly vtepIp: string; readonly ttlSeconds: number };
+  readonly host: { readonly name: string; readonly vtepIp: string; readonly ttlSeconds: number; readonly reclaimGraceSeconds: number };
   /** Where /metrics is served; undefined = off. */
   readonly metrics: { readonly host: string; readonly port: number } | undefined;
 }
@@ -97,6 +97,11 @@ export const SETTINGS = {
     form: 'seconds, an integer from 2 to 300',
     doc: 'Lease of the host registration: a host that stops is gone from its peers within this time.',
   },
+  OVSNET_RECLAIM_GRACE: {
+    default: '600',
+    form: 'seconds, an integer from 0 to 86400',
+    doc: "How long a dead host's address blocks and reservations in logical networks are kept (its containers may still run) before peers reclaim them.",
+  },
   OVSNET_METRICS_ADDR: {
     default: '',
     form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',
@@ -152,6 +157,8 @@ export function loadConfig(env: Env): Config {
   if (vtepIp !== '' && !/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/.test(vtepIp)) bad('OVSNET_VTEP_IP', vtepIp);
   const ttlSeconds = parseIntIn(value('OVSNET_HOST_TTL'), 2, 300);
   if (ttlSeconds === undefined) bad('OVSNET_HOST_TTL', value('OVSNET_HOST_TTL'));
+  const reclaimGraceSeconds = parseIntIn(value('OVSNET_RECLAIM_GRACE'), 0, 86400);
+  if (reclaimGraceSeconds === undefined) bad('OVSNET_RECLAIM_GRACE', value('OVSNET_RECLAIM_GRACE'));
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -163,7 +170,7 @@ export function loadConfig(env: Env): Config {
   if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
-  const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10 };
+  const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
   return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics });
 }
 

@@ -31,3 +31,15 @@ export function defaultRouteAddress(procNet = '/proc/net/route'): string | undef
   if (iface === undefined) return undefined;
   return os.networkInterfaces()[iface]?.find((a) => a.family === 'IPv4' && !a.internal)?.address;
 }
+
+/** The MTU of the interface holding `address` (the tunnel interface for the VTEP), or undefined. */
+export function mtuOfAddress(address: string, sysNet = '/sys/class/net'): number | undefined {
+  const iface = Object.entries(os.networkInterfaces()).find(([, list]) => list?.some((a) => a.address === address))?.[0];
+  if (iface === undefined) return undefined;
+  try {
+    const mtu = Number(fs.readFileSync(`${sysNet}/${iface}/mtu`, 'utf8').trim());
+    return Number.isInteger(mtu) && mtu > 0 ? mtu : undefined;
+  } catch {
+    return undefined;
+  }
+}

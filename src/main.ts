@@ -17,7 +17,11 @@ import { hostRoutes } from './ipam-driver/host-routes.js';
 import { Ipam } from './ipam-driver/ipam.js';
 import { createLogger } from './log.js';
 import { Metrics, type PoolUsage } from './metrics.js';
-import { defaultRouteAddress, machineId } from './host-info.js';
+import { defaultRouteAddress, machineId, mtuOfAddress } from './host-info.js';
+import { Flows } from './driver/flows.js';
+import { leaveLogical } from './driver/logical.js';
+import { Tunnels } from './driver/tunnels.js';
+import { Reclaimer } from './ipam-driver/reclaim.js';
 import { HostRegistry } from './store/hosts.js';
 import type { Store } from './store/types.js';
 import { listenOnSocket, removeSocket } from './plugin-api/listen.js';
@@ -38,10 +42,12 @@ async function serve(config: Config): Promise<void> {
   // The IPAM usage gauges read the index at scrape time; `ipam` exists by then.
   const metrics: Metrics = new Metrics((): PoolUsage[] => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })));
   const store: Store = metrics.instrument(raw);
+  const hostName = config.host.name === '' ? os.hostname() : config.host.name;
+  const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;
   const ipam: Ipam = new Ipam({
     store,
     log: log.child({ component: 'ipam' }),
-    host: os.hostname(),
+    host: hostName,
     defaultPools: config.defaultPools,
     hostRoutes: () => hostRoutes(),
     readyTimeoutMs: config.storeTimeoutMs,
@@ -59,6 +65,11 @@ async function serve(config: Config): Promise<void> {
     nat: new Nat(),
     bridge: config.bridge,
     datapath: () => datapath,
+    host: hostName,
+    flows: new Flows(),
+    pools: ipam,
+    tunnelMtu: () => mtuOfAddress(vtepIp),
+    onNetworksChanged: () => tunnels.schedule(),
   });
   const app = buildServer({
     log,
@@ -85,12 +96,40 @@ async function serve(config: Config): Promise<void> {
       },
     );
   };
+  const tunnelMtu = mtuOfAddress(vtepIp);
   const registry = new HostRegistry({
     store,
     log: log.child({ component: 'hosts' }),
-    self: { name: config.host.name === '' ? os.hostname() : config.host.name, vtepIp: config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp, machineId: machineId() },
+    self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
     ttlSeconds: config.host.ttlSeconds,
   });
+  // VXLAN tunnels follow peers (the registry), members (logical networks) and this host's networks.
+  const tunnels: Tunnels = new Tunnels({
+    store,
+    log: log.child({ component: 'tunnels' }),
+    ovs,
+    self: () => ({ name: hostName, vtepIp }),
+    hosts: () => registry.hosts(),
+    networks: () => driver.localNetworks(),
+  });
+  registry.onChange = () => tunnels.schedule();
+  const reclaimer = new Reclaimer({
+    store,
+    log: log.child({ component: 'reclaim' }),
+    self: hostName,
+    hosts: () => registry.names(),
+    graceMs: config.host.reclaimGraceSeconds * 1000,
+    leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
+  });
+  const follow = (delayMs: number) => {
+    tunnels.start().catch((err: unknown) => {
+      log.warn({ err }, `cannot follow logical networks yet (${messageOf(err)}); retrying`);
+      setTimeout(() => follow(Math.min(delayMs * 2, 30_000)), delayMs).unref();
+    });
+  };
+  follow(1000);
+  // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
+  reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000));
   const register = (delayMs: number) => {
     registry.start().catch((err: unknown) => {
       log.warn({ err }, `cannot register this host yet (${messageOf(err)}); retrying`);
@@ -115,6 +154,8 @@ async function serve(config: Config): Promise<void> {
       await app.close();
       metricsServer?.close();
       await ipam.stop();
+      reclaimer.stop();
+      await tunnels.stop().catch(() => undefined);
       await registry.stop(true).catch(() => undefined);
       ovs.close();
       links.close();

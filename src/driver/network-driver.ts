@@ -21,11 +21,22 @@ import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortB
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
+import type { Flows } from './flows.js';
+import { joinLogical, leaveLogical } from './logical.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
 export type LinksApi = Pick<Links, 'createVeth' | 'disableTxChecksum' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
 export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
+export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway'>;
+
+/** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
+export interface SharedPoolsApi {
+  /** Makes the ovsnet pool `cidr` the logical network's; undefined if ovsnet has no such pool. */
+  bindLogical(cidr: string, name: string): Promise<string | undefined>;
+  /** The logical network whose pool `cidr` is, if any. */
+  logicalOf(cidr: string): string | undefined;
+}
 
 export interface DriverDeps {
   readonly store: Store;
@@ -35,6 +46,14 @@ export interface DriverDeps {
   readonly nat: NatApi;
   readonly bridge: string;
   readonly datapath: () => DatapathType;
+  /** This host's name in the registry: networks, tags and logical members are per host. */
+  readonly host: string;
+  readonly flows: FlowsApi;
+  readonly pools?: SharedPoolsApi;
+  /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
+  readonly tunnelMtu?: () => number | undefined;
+  /** Called after a network of this host is created or deleted (tunnels follow). */
+  readonly onNetworksChanged?: () => void;
   readonly now?: () => Date;
 }
 
@@ -61,6 +80,8 @@ export interface JoinResult {
 }
 
 const DEFAULT_MTU = 1500;
+/** Outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers. */
+export const VXLAN_OVERHEAD = 50;
 type Undo = () => Promise<void>;
 
 export class NetworkDriver {
@@ -84,16 +105,46 @@ export class NetworkDriver {
     const existing = await this.network(req.networkId, false);
     if (existing !== undefined) return; // the same request again: created already
     const undo: Undo[] = [];
+    const { host, store } = this.deps;
     try {
-      const tag = await claimTag(this.deps.store, req.networkId, opts.tag);
-      undo.push(() => releaseTag(this.deps.store, tag, req.networkId));
+      const subnets = [...req.ipv4, ...req.ipv6].map((d) => d.pool);
+      let vni: number | undefined;
+      if (opts.logical !== undefined) {
+        const name = opts.logical;
+        const logical = await joinLogical(store, { name, vni: opts.tag, subnets, internal: opts.internal, host, networkId: req.networkId, now: this.now() });
+        undo.push(() => leaveLogical(store, name, host, req.networkId));
+        for (const s of subnets) {
+          if ((await this.deps.pools?.bindLogical(s, name)) === undefined) {
+            throw new OvsnetError(
+              'LOGICAL_NETWORK_INVALID',
+              `logical network ${name} needs ovsnet's IPAM for subnet ${s}, so that addresses are unique across hosts: create it with --ipam-driver ovsnet`,
+            );
+          }
+        }
+        vni = logical.vni;
+      } else {
+        for (const s of subnets) {
+          const other = this.deps.pools?.logicalOf(s);
+          if (other !== undefined) {
+            throw new OvsnetError(
+              'LOGICAL_NETWORK_MISMATCH',
+              `subnet ${s} belongs to logical network ${other}: add -o ovsnet.network=${other} -o ovsnet.encap=vxlan to join it, or choose another subnet`,
+            );
+          }
+        }
+      }
+      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels.
+      const tag = await claimTag(store, host, req.networkId, vni === undefined ? opts.tag : undefined);
+      undo.push(() => releaseTag(store, host, tag, req.networkId));
       const gw4 = req.ipv4.find((d) => d.gateway !== undefined);
       const hasGateway = !opts.internal && (gw4 !== undefined || req.ipv6.some((d) => d.gateway !== undefined));
       const record: NetworkRecord = {
         networkId: req.networkId,
+        host,
+        ...(opts.logical === undefined || vni === undefined ? {} : { logical: opts.logical, vni }),
         bridge: this.deps.bridge,
         tag,
-        mtu: opts.mtu ?? DEFAULT_MTU,
+        mtu: opts.mtu ?? (vni === undefined ? DEFAULT_MTU : (this.deps.tunnelMtu?.() ?? DEFAULT_MTU) - VXLAN_OVERHEAD),
         internal: opts.internal,
         ipv4: req.ipv4,
         ipv6: req.ipv6,
@@ -105,12 +156,18 @@ export class NetworkDriver {
         undo.push(() => this.removeGateway(record));
         await this.ensureGateway(record);
       }
+      if (record.vni !== undefined && record.gatewayPort !== undefined) {
+        const vniOf = record.vni;
+        undo.push(() => this.deps.flows.unguardGateway(record.bridge, vniOf));
+        await this.guardGateway(record);
+      }
       const res = await this.deps.store.txn({
         compares: [absent(keys.network(req.networkId))],
         success: [put(keys.network(req.networkId), JSON.stringify(record))],
       });
       if (!res.succeeded) return; // a concurrent identical request won; its state stands
-      this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort }, 'network created');
+      this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu }, 'network created');
+      this.deps.onNetworksChanged?.();
     } catch (err) {
       await this.rollback(undo, 'create network', req.networkId);
       throw err;
@@ -125,12 +182,17 @@ export class NetworkDriver {
     const record = await this.network(networkId, false);
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.removeGateway(record));
+    const vni = record.vni;
+    if (vni !== undefined) await this.bestEffort('remove the gateway guard', () => this.deps.flows.unguardGateway(record.bridge, vni));
     await this.deps.store.txn({
       compares: [],
       success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
     });
-    await releaseTag(this.deps.store, record.tag, networkId);
+    const host = record.host ?? this.deps.host;
+    if (record.logical !== undefined) await leaveLogical(this.deps.store, record.logical, host, networkId);
+    await releaseTag(this.deps.store, host, record.tag, networkId);
     this.deps.log.info({ networkId }, 'network deleted');
+    this.deps.onNetworksChanged?.();
   }
 
   /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */
@@ -247,7 +309,7 @@ export class NetworkDriver {
   private async reconcileLocked(): Promise<{ repaired: string[]; removed: string[] }> {
     const repaired: string[] = [];
     const removed: string[] = [];
-    const networks = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    const networks = await this.localNetworks();
     const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
     if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
     await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
@@ -255,6 +317,8 @@ export class NetworkDriver {
       if (n.gatewayPort === undefined) continue;
       if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
       await this.ensureGateway(n);
+      // ovs-vswitchd keeps no flows across a restart: put the gateway guard back.
+      await this.guardGateway(n);
     }
     for (const port of await this.deps.ovs.ownPorts()) {
       const ep = port.externalIds['ovsnet-endpoint'];
@@ -290,7 +354,19 @@ export class NetworkDriver {
     return { repaired, removed };
   }
 
+  /** This host's networks (hosts sharing etcd see every host's records). */
+  async localNetworks(): Promise<NetworkRecord[]> {
+    const all = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    return all.filter((n) => n.host === undefined || n.host === this.deps.host);
+  }
+
   // --- internals -------------------------------------------------------------------------
+
+  private async guardGateway(n: NetworkRecord): Promise<void> {
+    if (n.vni === undefined || n.gatewayPort === undefined) return;
+    const gateways = [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
+    await this.deps.flows.guardGateway(n.bridge, n.vni, gateways);
+  }
 
   private async ensureGateway(n: NetworkRecord): Promise<void> {
     const port = n.gatewayPort;

@@ -12,13 +12,19 @@ export const ENABLE_IPV6 = 'com.docker.network.enable_ipv6';
 
 /** ovsnet's own `-o` keys and their valid values. */
 export const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
-  'ovsnet.tag': 'a VLAN tag from 1 to 4094 (default: the next free one)',
-  'ovsnet.encap': 'vlan (vxlan arrives with multi-host networks)',
+  'ovsnet.tag': 'a VLAN tag from 1 to 4094, or with ovsnet.encap=vxlan a VNI from 1 to 16777215 (default: the next free one)',
+  'ovsnet.encap': 'vlan (one host, the default) or vxlan (a logical network across hosts; needs ovsnet.network)',
+  'ovsnet.network': 'the name of a logical network shared by hosts: 1-64 letters, digits, "-", "_" or "." (needs ovsnet.encap=vxlan)',
 };
 
+export const MAX_VNI = 16_777_215;
+
 export interface NetworkOptions {
+  /** VLAN tag (vlan) or VNI (vxlan) asked for. */
   readonly tag: number | undefined;
-  readonly encap: 'vlan';
+  readonly encap: 'vlan' | 'vxlan';
+  /** Logical network name (vxlan only). */
+  readonly logical: string | undefined;
   readonly mtu: number | undefined;
   readonly internal: boolean;
 }
@@ -47,13 +53,21 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
     return Number(v);
   };
   const encap = text('ovsnet.encap') ?? 'vlan';
-  if (encap === 'vxlan') {
-    throw invalid('-o ovsnet.encap=vxlan is not available yet: VXLAN comes with multi-host networks; use ovsnet.encap=vlan (the default)');
+  if (encap !== 'vlan' && encap !== 'vxlan') throw invalid(`-o ovsnet.encap=${encap} is not valid: expected vlan or vxlan`);
+  const logical = text('ovsnet.network');
+  if (logical !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(logical)) {
+    throw invalid(`-o ovsnet.network=${logical} is not valid: expected ${NETWORK_OPTIONS['ovsnet.network'] ?? ''}`);
   }
-  if (encap !== 'vlan') throw invalid(`-o ovsnet.encap=${encap} is not valid: expected vlan`);
+  if (encap === 'vxlan' && logical === undefined) {
+    throw invalid('-o ovsnet.encap=vxlan needs -o ovsnet.network=NAME: the logical network this host\'s network joins (give the same NAME on every host)');
+  }
+  if (encap === 'vlan' && logical !== undefined) {
+    throw invalid(`-o ovsnet.network=${logical} spans hosts over VXLAN: add -o ovsnet.encap=vxlan`);
+  }
   return {
-    tag: int('ovsnet.tag', 1, 4094, 'a VLAN tag from 1 to 4094'),
-    encap: 'vlan',
+    tag: encap === 'vxlan' ? int('ovsnet.tag', 1, MAX_VNI, `a VNI from 1 to ${MAX_VNI}`) : int('ovsnet.tag', 1, 4094, 'a VLAN tag from 1 to 4094'),
+    encap,
+    logical,
     mtu: int(MTU_OPTION, 68, 65535, 'an MTU from 68 to 65535'),
     internal: options[INTERNAL] === true || options[INTERNAL] === 'true',
   };

@@ -9,6 +9,11 @@ export interface IpData {
 
 export interface NetworkRecord {
   readonly networkId: string;
+  /** The host whose Docker network this is (hosts sharing etcd see each other's records). */
+  readonly host?: string;
+  /** Logical network (vxlan) this network is this host's member of, and its VNI. */
+  readonly logical?: string;
+  readonly vni?: number;
   readonly bridge: string;
   readonly tag: number;
   readonly mtu: number;
@@ -49,4 +54,5 @@ export const names = {
   hostVeth: (endpointId: string) => `ovh${endpointId.slice(0, 12)}`,
   containerVeth: (endpointId: string) => `ovc${endpointId.slice(0, 12)}`,
   gateway: (networkId: string) => `${GATEWAY_PREFIX}${networkId.slice(0, 12)}`,
+  // Tunnel ports: tunnelName() in tunnels.ts (ovx + VNI + peer).
 } as const;

@@ -1,37 +1,41 @@
-/** VLAN tags (1-4094) held by networks, claimed in the store so two networks never share one. */
+/**
+ * VLAN tags (1-4094) held by networks, claimed in the store so two networks of one host never
+ * share one. Tags are per host: each host has its own bridge (VXLAN networks map their VNI to a
+ * local tag).
+ */
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
 import { absent, del, get, put, type Store } from '../store/types.js';
 
 /** The tag asked for if free (or already this network's), else the lowest free one. */
-export async function claimTag(store: Store, networkId: string, wanted: number | undefined): Promise<number> {
+export async function claimTag(store: Store, host: string, networkId: string, wanted: number | undefined): Promise<number> {
   if (wanted !== undefined) {
     const res = await store.txn({
-      compares: [absent(keys.tag('vlan', wanted))],
-      success: [put(keys.tag('vlan', wanted), networkId)],
-      failure: [get(keys.tag('vlan', wanted))],
+      compares: [absent(keys.vlanTag(host, wanted))],
+      success: [put(keys.vlanTag(host, wanted), networkId)],
+      failure: [get(keys.vlanTag(host, wanted))],
     });
     const holder = res.gets[0]?.value;
     if (!res.succeeded && holder !== networkId) {
-      throw new OvsnetError('TAG_TAKEN', `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'}: pick another from 1 to 4094, or omit -o ovsnet.tag`);
+      throw new OvsnetError('TAG_TAKEN', `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'} on this host: pick another from 1 to 4094, or omit -o ovsnet.tag`);
     }
     return wanted;
   }
   for (let attempt = 0; attempt < 16; attempt++) {
-    const used = new Set((await store.list(`${keys.tags}vlan/`)).kvs.map((kv) => Number(kv.key.split('/').pop())));
+    const used = new Set((await store.list(keys.vlanTags(host))).kvs.map((kv) => Number(kv.key.split('/').pop())));
     let tag = 1;
     while (used.has(tag)) tag++;
     if (tag > 4094) throw new OvsnetError('TAGS_EXHAUSTED', 'all 4094 VLAN tags are in use: remove a network first');
-    const res = await store.txn({ compares: [absent(keys.tag('vlan', tag))], success: [put(keys.tag('vlan', tag), networkId)] });
+    const res = await store.txn({ compares: [absent(keys.vlanTag(host, tag))], success: [put(keys.vlanTag(host, tag), networkId)] });
     if (res.succeeded) return tag;
   }
-  throw new OvsnetError('TAGS_EXHAUSTED', 'VLAN tags are being claimed too fast by other hosts; retry');
+  throw new OvsnetError('TAGS_EXHAUSTED', 'VLAN tags are being claimed too fast; retry');
 }
 
 /** Frees the tag if this network holds it; idempotent. */
-export async function releaseTag(store: Store, tag: number, networkId: string): Promise<void> {
+export async function releaseTag(store: Store, host: string, tag: number, networkId: string): Promise<void> {
   await store.txn({
-    compares: [{ key: keys.tag('vlan', tag), target: 'value', op: '==', value: networkId }],
-    success: [del(keys.tag('vlan', tag))],
+    compares: [{ key: keys.vlanTag(host, tag), target: 'value', op: '==', value: networkId }],
+    success: [del(keys.vlanTag(host, tag))],
   });
 }

@@ -209,6 +209,11 @@ export class Ipam {
     throw new OvsnetError('NOT_READY', `pool ${cidr} is changing too fast to share; retry`);
   }
 
+  /** The logical network whose pool `cidr` is, if any (from the index: no store round trip). */
+  logicalOf(cidr: string): string | undefined {
+    return [...this.index.pools.values()].find((p) => p.record.pool === cidr && p.record.logical !== undefined)?.record.logical;
+  }
+
   /** Pool usage, for status output and tests. */
   usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint; logical?: string; blocks?: { start: string; host: string; count: number }[] }[] {
     return [...this.index.pools.values()].map((p) => ({

@@ -20,6 +20,13 @@ export interface BlockState {
 export const DEFAULT_BLOCK_BITS = 26;
 
 
+/** Addresses per block of a shared pool: --ipam-opt ovsnet.block-size, at most the pool. */
+export function blockSizeOf(record: PoolRecord): bigint {
+  const p = parsePrefix(record.pool);
+  const v4Bits = Number(record.options['ovsnet.block-size'] ?? DEFAULT_BLOCK_BITS);
+  return 1n << BigInt(Math.min(32 - v4Bits, (p.family === 4 ? 32 : 128) - p.bits));
+}
+
 export class PoolState {
   readonly prefix: Prefix;
   readonly range: Prefix;
@@ -41,8 +48,7 @@ export class PoolState {
     this.bounds = usableBounds(this.prefix, this.range);
     this.reserved = offsetSetFor(1n << BigInt((this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
     this.cursor = this.bounds?.first ?? this.prefix.base;
-    const v4Bits = Number(record.options['ovsnet.block-size'] ?? DEFAULT_BLOCK_BITS);
-    this.blockSize = 1n << BigInt(Math.min(32 - v4Bits, (this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
+    this.blockSize = blockSizeOf(record);
   }
 
   get shared(): boolean {

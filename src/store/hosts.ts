@@ -11,7 +11,7 @@ import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keys } from './keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { get, put, type Store, type Watcher } from './types.js';
+import { del, get, put, type Store, type Watcher } from './types.js';
 
 export interface HostRecord {
   readonly name: string;
@@ -19,6 +19,8 @@ export interface HostRecord {
   readonly vtepIp: string;
   /** /etc/machine-id (or another stable id): tells a restart from a name clash. */
   readonly machineId: string;
+  /** MTU of the interface holding vtepIp (VXLAN networks default to it minus 50). */
+  readonly tunnelMtu?: number;
   readonly startedAt: string;
 }
 
@@ -35,6 +37,9 @@ export class HostRegistry {
   private watcher: Watcher | undefined;
   private readonly peers = new Map<string, HostRecord>();
   private stopped = false;
+  private loaded = false;
+  /** Peers already warned about for an MTU unlike this host's. */
+  private readonly mtuWarned = new Set<string>();
   /** Called after every change of the peer set. */
   onChange: ((hosts: ReadonlyMap<string, HostRecord>) => void) | undefined;
 
@@ -45,7 +50,8 @@ export class HostRegistry {
     await this.register();
     const snapshot = await this.opts.store.list(keys.hosts);
     for (const kv of snapshot.kvs) this.peers.set(kv.key.slice(keys.hosts.length), JSON.parse(kv.value) as HostRecord);
-    this.onChange?.(this.peers);
+    this.loaded = true;
+    this.changed();
     this.watcher = await this.opts.store.watch(keys.hosts, snapshot.revision + 1, {
       onEvents: (events) => {
         for (const e of events) {
@@ -53,10 +59,28 @@ export class HostRegistry {
           if (e.type === 'put') this.peers.set(name, JSON.parse(e.kv.value) as HostRecord);
           else this.peers.delete(name);
         }
-        this.onChange?.(this.peers);
+        this.changed();
       },
       onError: (err) => this.opts.log.warn({ err }, 'host watch ended'),
     });
+  }
+
+  /** Names of the hosts registered now; undefined until the first load. */
+  names(): ReadonlySet<string> | undefined {
+    return this.loaded ? new Set(this.peers.keys()) : undefined;
+  }
+
+  private changed(): void {
+    const mine = this.opts.self.tunnelMtu;
+    for (const [name, peer] of this.peers) {
+      if (name === this.opts.self.name || mine === undefined || peer.tunnelMtu === undefined || peer.tunnelMtu === mine || this.mtuWarned.has(name)) continue;
+      this.mtuWarned.add(name);
+      this.opts.log.warn(
+        { peer: name, peerMtu: peer.tunnelMtu, mtu: mine },
+        `host ${name}'s tunnel interface has MTU ${peer.tunnelMtu}, this host's ${mine}: VXLAN networks default to different MTUs, and packets too big for the smaller one are lost; give the hosts' tunnel interfaces one MTU, or pass -o com.docker.network.driver.mtu`,
+      );
+    }
+    this.onChange?.(this.peers);
   }
 
   /** The hosts registered now, this one included. */
@@ -92,7 +116,8 @@ export class HostRegistry {
     });
     const record: HostRecord = { ...self, startedAt: (this.opts.now?.() ?? new Date()).toISOString() };
     try {
-      await store.txn({ compares: [], success: [put(key, JSON.stringify(record), keeper.lease)] });
+      // Back before peers reclaimed its addresses: it keeps them (reclaim.ts).
+      await store.txn({ compares: [], success: [put(key, JSON.stringify(record), keeper.lease), del(keys.departedHost(self.name))] });
     } catch (err) {
       await keeper.stop(true).catch(() => undefined);
       throw isOvsnetError(err) ? err : new OvsnetError('STORE_UNAVAILABLE', `cannot register host ${self.name}: ${messageOf(err)}`, { cause: err });

@@ -63,9 +63,11 @@ export const keys = {
   endpoints: (networkId: string) => `${ROOT}endpoints/${part(networkId)}/`,
   endpoint: (networkId: string, endpointId: string) => `${ROOT}endpoints/${part(networkId)}/${part(endpointId)}`,
 
-  /** Segment tags (VLAN 1-4094, VNI) held by networks. */
+  /** Segment tags held by networks: VLAN tags (1-4094) per host, VNIs for the cluster. */
   tags: `${ROOT}tags/`,
-  tag: (kind: 'vlan' | 'vni', tag: number) => `${ROOT}tags/${kind}/${tag}`,
+  vlanTags: (host: string) => `${ROOT}tags/vlan/${part(host)}/`,
+  vlanTag: (host: string, tag: number) => `${ROOT}tags/vlan/${part(host)}/${tag}`,
+  tag: (kind: 'vni', tag: number) => `${ROOT}tags/${kind}/${tag}`,
 
   /** Logical networks (-o ovsnet.network=NAME): one record each, members included. */
   logicalNetworks: `${ROOT}logical/`,

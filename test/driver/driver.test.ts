@@ -7,7 +7,7 @@ import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { createLogger } from '../../src/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { FakeLinks, FakeNat, FakeOvs } from '../helpers/driver-fakes.js';
+import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from '../helpers/driver-fakes.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-drv-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -20,7 +20,8 @@ function setup(t: Test, datapath: 'system' | 'netdev' = 'netdev') {
   const links = new FakeLinks();
   ovs.links = links;
   const nat = new FakeNat();
-  const driver = new NetworkDriver({ store, log: createLogger('silent'), ovs, links, nat, bridge: 'br0', datapath: () => datapath });
+  const flows = new FakeFlows();
+  const driver = new NetworkDriver({ store, log: createLogger('silent'), ovs, links, nat, flows, host: 'h1', bridge: 'br0', datapath: () => datapath });
   return { store, ovs, links, nat, driver };
 }
 
@@ -42,7 +43,7 @@ t.test('a network: a VLAN tag, a gateway port with its address, masquerading', a
   t.match(ovs.ports.get('ovgaaaaaaaaaaaa'), { tag: 1, type: 'internal', externalIds: { 'ovsnet-network': NET, 'ovsnet-role': 'gateway' } });
   t.same(links.addresses.get('ovgaaaaaaaaaaaa'), ['10.1.0.1/24']);
   t.equal(nat.networks.get(NET), '10.1.0.0/24 via ovgaaaaaaaaaaaa');
-  t.equal((await store.get(keys.tag('vlan', 1)))?.value, NET);
+  t.equal((await store.get(keys.vlanTag('h1', 1)))?.value, NET);
   await driver.createNetwork(net(NET));
   t.equal(ovs.ports.size, 1, 'the same CreateNetwork again changes nothing');
   await driver.createNetwork(net(NET2, {}, '10.2.0.0/24'));
@@ -57,14 +58,18 @@ t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
   t.match(JSON.parse((await store.get(keys.network(NET)))?.value ?? '{}'), { mtu: 1400, tag: 42 });
   await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': { 'ovsnet.tag': '42' } }, '10.2.0.0/24')), {
     code: 'TAG_TAKEN',
-    message: /VLAN tag 42 is used by network aaaaaaaaaaaa: pick another from 1 to 4094, or omit -o ovsnet.tag/,
+    message: /VLAN tag 42 is used by network aaaaaaaaaaaa on this host: pick another from 1 to 4094, or omit -o ovsnet.tag/,
   });
   t.equal(await store.get(keys.network(NET2)), undefined, 'nothing recorded for the refused network');
   for (const [opts, message] of [
     [{ 'ovsnet.tag': '0' }, /-o ovsnet\.tag=0 is not valid: expected a VLAN tag from 1 to 4094/],
     [{ 'ovsnet.tag': 'x' }, /ovsnet\.tag=x/],
     [{ 'ovsnet.vni': '5' }, /-o ovsnet\.vni is not an ovsnet option; valid ones: ovsnet\.tag/],
-    [{ 'ovsnet.encap': 'gre' }, /ovsnet\.encap=gre is not valid: expected vlan/],
+    [{ 'ovsnet.encap': 'gre' }, /ovsnet\.encap=gre is not valid: expected vlan or vxlan/],
+    [{ 'ovsnet.encap': 'vxlan' }, /-o ovsnet\.encap=vxlan needs -o ovsnet\.network=NAME/],
+    [{ 'ovsnet.network': 'blue' }, /-o ovsnet\.network=blue spans hosts over VXLAN: add -o ovsnet\.encap=vxlan/],
+    [{ 'ovsnet.network': 'a/b', 'ovsnet.encap': 'vxlan' }, /-o ovsnet\.network=a\/b is not valid/],
+    [{ 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '16777216' }, /a VNI from 1 to 16777215/],
     [{ 'com.docker.network.driver.mtu': '9' }, /an MTU from 68 to 65535/],
   ] as const) {
     await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': opts }, '10.2.0.0/24')), { code: 'NETWORK_OPTION_INVALID', message });

@@ -4,7 +4,7 @@
  * addressing a link that does not. `failNext` makes the next call of a method fail.
  */
 import { OvsnetError } from '../../src/errors.js';
-import type { LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
+import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links.js';
 
@@ -20,7 +20,7 @@ class Failer {
 
 export class FakeOvs extends Failer implements OvsApi {
   readonly bridges = new Map<string, string>();
-  readonly ports = new Map<string, { bridge: string; tag: number; type: string; externalIds: Record<string, string> }>();
+  readonly ports = new Map<string, { bridge: string; tag: number; type: string; externalIds: Record<string, string>; options?: Record<string, string>; protected?: boolean }>();
   links: FakeLinks | undefined;
 
   async bridgeExists(bridge: string): Promise<boolean> {
@@ -30,12 +30,23 @@ export class FakeOvs extends Failer implements OvsApi {
     this.check('ensureBridge');
     if (!this.bridges.has(bridge)) this.bridges.set(bridge, datapath);
   }
-  async addPort(bridge: string, name: string, opts: { tag: number; type?: string; externalIds: Record<string, string>; mtu?: number }): Promise<void> {
+  async addPort(
+    bridge: string,
+    name: string,
+    opts: { tag: number; type?: string; externalIds: Record<string, string>; mtu?: number; options?: Record<string, string>; protected?: boolean },
+  ): Promise<void> {
     this.check('addPort');
     if (opts.mtu !== undefined) this.mtus.set(name, opts.mtu);
     if (!this.bridges.has(bridge)) throw new OvsnetError('OVS_FAILED', `no bridge ${bridge}`);
     if (this.ports.has(name)) throw new OvsnetError('OVS_FAILED', `port ${name} exists`);
-    this.ports.set(name, { bridge, tag: opts.tag, type: opts.type ?? '', externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds } });
+    this.ports.set(name, {
+      bridge,
+      tag: opts.tag,
+      type: opts.type ?? '',
+      externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds },
+      ...(opts.options === undefined ? {} : { options: opts.options }),
+      ...(opts.protected === undefined ? {} : { protected: opts.protected }),
+    });
     if (opts.type === 'internal') this.links?.names.add(name);
   }
   async deletePort(name: string): Promise<void> {
@@ -114,5 +125,18 @@ export class FakeNat extends Failer implements NatApi {
   }
   async removePorts(endpointId: string): Promise<void> {
     this.ports.delete(endpointId);
+  }
+}
+
+export class FakeFlows extends Failer implements FlowsApi {
+  /** Guarded gateways by bridge and VNI. */
+  readonly guards = new Map<string, readonly string[]>();
+
+  async guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void> {
+    this.check('guardGateway');
+    this.guards.set(`${bridge}/${vni}`, gateways);
+  }
+  async unguardGateway(bridge: string, vni: number): Promise<void> {
+    this.guards.delete(`${bridge}/${vni}`);
   }
 }

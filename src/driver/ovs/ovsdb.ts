@@ -87,12 +87,13 @@ export class Ovsdb {
 
   /**
    * Adds a port (and its interface) to the bridge with a VLAN tag, in one transaction.
-   * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates.
+   * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates, 'vxlan' for a
+   * tunnel (its `options`: remote_ip, local_ip, key).
    */
   async addPort(
     bridge: string,
     name: string,
-    opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string>; mtu?: number },
+    opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string>; mtu?: number; protected?: boolean },
   ): Promise<void> {
     const ids = { ...OWNER, ...opts.externalIds };
     await this.transact([
@@ -110,7 +111,13 @@ export class Ovsdb {
         },
         'uuid-name': 'iface',
       },
-      { op: 'insert', table: 'Port', row: { name, interfaces: named('iface'), tag: opts.tag, external_ids: map(ids) }, 'uuid-name': 'port' },
+      {
+        op: 'insert',
+        table: 'Port',
+        // protected: OVS forwards nothing between two protected ports (the tunnels' split horizon).
+        row: { name, interfaces: named('iface'), tag: opts.tag, external_ids: map(ids), ...(opts.protected === true ? { protected: true } : {}) },
+        'uuid-name': 'port',
+      },
       { op: 'mutate', table: 'Bridge', where: [['name', '==', bridge]], mutations: [['ports', 'insert', ['set', [named('port')]]]] },
       // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },

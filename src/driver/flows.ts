@@ -1,0 +1,47 @@
+/**
+ * OpenFlow rules that keep a logical network's gateway local. Every host holds the same gateway
+ * address on its own gateway port; without these rules an ARP request for it would cross the
+ * tunnels and every host would answer, and containers would send their outbound traffic through
+ * whichever answered last. So frames arriving from a tunnel of the network's VNI that ask for or
+ * announce the gateway (ARP, IPv6 neighbour discovery) are dropped; everything else takes the
+ * bridge's NORMAL (learning switch) path.
+ *
+ * OpenFlow is not OVSDB: ovs-ofctl is run here, at network creation and reconcile only, never
+ * on the container start path. Flows are not persisted by ovs-vswitchd, so reconcile puts them
+ * back after it restarts. Each network's flows carry a cookie of its own (a prefix + the VNI).
+ */
+import { OvsnetError } from '../errors.js';
+import { exec, type ExecResult } from './exec.js';
+
+const COOKIE_PREFIX = 0x0f5en << 48n;
+const cookieOf = (vni: number) => `0x${(COOKIE_PREFIX | BigInt(vni)).toString(16)}`;
+
+/** The flows guarding `gateways` (plain addresses) of the network with this VNI. Pure. */
+export function guardFlows(vni: number, gateways: readonly string[]): string[] {
+  const head = `cookie=${cookieOf(vni)},priority=100,tun_id=${vni}`;
+  return gateways.flatMap((gw) =>
+    gw.includes(':')
+      ? [`${head},icmp6,icmp_type=135,nd_target=${gw},actions=drop`, `${head},icmp6,icmp_type=136,nd_target=${gw},actions=drop`]
+      : [`${head},arp,arp_tpa=${gw},actions=drop`, `${head},arp,arp_spa=${gw},actions=drop`],
+  );
+}
+
+export class Flows {
+  constructor(private readonly run: (cmd: string, args: readonly string[]) => Promise<ExecResult> = exec) {}
+
+  /** Installs (or re-installs: add-flow replaces an identical flow) the gateway guard. */
+  async guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void> {
+    for (const flow of guardFlows(vni, gateways)) await this.ofctl(['add-flow', bridge, flow]);
+  }
+
+  async unguardGateway(bridge: string, vni: number): Promise<void> {
+    await this.ofctl(['del-flows', bridge, `cookie=${cookieOf(vni)}/-1`]);
+  }
+
+  private async ofctl(args: readonly string[]): Promise<void> {
+    const r = await this.run('ovs-ofctl', args);
+    if (r.code !== 0) {
+      throw new OvsnetError('OVS_FAILED', `ovs-ofctl ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running and ovs-ofctl installed (openvswitch-switch)?`);
+    }
+  }
+}

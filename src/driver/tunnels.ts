@@ -1,0 +1,152 @@
+/**
+ * VXLAN tunnels: for every logical network this host is a member of, one OVS `type=vxlan` port
+ * per live peer that is a member too (key = the VNI, access port of the network's local VLAN
+ * tag, so traffic of different VNIs never mixes). Tunnel ports are `protected`: OVS never
+ * forwards from one to another, so a full mesh floods without loops (split horizon).
+ *
+ * Tunnels follow three inputs: the host registry (peers come and go with their leases), the
+ * logical network records (members), and this host's networks. Every change schedules one
+ * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
+ */
+import { createHash } from 'node:crypto';
+import { messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import { keys, unpart } from '../store/keys.js';
+import type { HostRecord } from '../store/hosts.js';
+import type { Store, Watcher } from '../store/types.js';
+import type { LogicalNetwork } from './logical.js';
+import type { NetworkRecord } from './records.js';
+import type { OvsApi } from './network-driver.js';
+
+export interface Tunnel {
+  readonly name: string;
+  readonly bridge: string;
+  readonly tag: number;
+  readonly vni: number;
+  readonly peer: string;
+  readonly remoteIp: string;
+}
+
+/** `ovx` + the VNI in hex + 6 hex of the peer's name: 15 characters, unique per (VNI, peer). */
+export function tunnelName(vni: number, peer: string): string {
+  return `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
+}
+
+/** The tunnels this host should have. Pure. */
+export function wantedTunnels(
+  self: string,
+  networks: readonly NetworkRecord[],
+  logical: ReadonlyMap<string, LogicalNetwork>,
+  hosts: ReadonlyMap<string, HostRecord>,
+): Tunnel[] {
+  const out: Tunnel[] = [];
+  for (const n of networks) {
+    if (n.logical === undefined || n.vni === undefined) continue;
+    const members = logical.get(n.logical)?.members ?? {};
+    for (const peer of Object.keys(members).sort()) {
+      const host = hosts.get(peer);
+      if (peer === self || host === undefined || host.vtepIp === '') continue;
+      out.push({ name: tunnelName(n.vni, peer), bridge: n.bridge, tag: n.tag, vni: n.vni, peer, remoteIp: host.vtepIp });
+    }
+  }
+  return out;
+}
+
+export interface TunnelDeps {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly ovs: OvsApi;
+  readonly self: () => { readonly name: string; readonly vtepIp: string };
+  readonly hosts: () => ReadonlyMap<string, HostRecord>;
+  /** This host's networks. */
+  readonly networks: () => Promise<NetworkRecord[]>;
+}
+
+export class Tunnels {
+  private readonly logical = new Map<string, LogicalNetwork>();
+  private watcher: Watcher | undefined;
+  private running: Promise<void> | undefined;
+  private again = false;
+  private stopped = false;
+  /** Resolves when the sync running or scheduled now has finished (for tests and callers). */
+  settled: Promise<void> = Promise.resolve();
+
+  constructor(private readonly deps: TunnelDeps) {}
+
+  /** Loads the logical networks and follows them. */
+  async start(): Promise<void> {
+    const snapshot = await this.deps.store.list(keys.logicalNetworks);
+    for (const kv of snapshot.kvs) this.set(kv.key, kv.value);
+    this.watcher = await this.deps.store.watch(keys.logicalNetworks, snapshot.revision + 1, {
+      onEvents: (events) => {
+        for (const e of events) this.set(e.kv.key, e.type === 'put' ? e.kv.value : undefined);
+        this.schedule();
+      },
+      onError: (err) => {
+        this.deps.log.warn({ err }, 'logical network watch ended; following again');
+        if (!this.stopped) setTimeout(() => void this.start().catch(() => undefined), 1000).unref();
+      },
+    });
+    this.schedule();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    await this.watcher?.close();
+    await this.settled;
+  }
+
+  /** Brings the tunnel ports in line soon; calls made while a sync runs make one more. */
+  schedule(): void {
+    if (this.running !== undefined) {
+      this.again = true;
+      return;
+    }
+    this.running = this.syncLoop().finally(() => (this.running = undefined));
+    this.settled = this.running;
+  }
+
+  private async syncLoop(): Promise<void> {
+    do {
+      this.again = false;
+      await this.sync().catch((err: unknown) => {
+        this.deps.log.warn({ err }, `cannot bring VXLAN tunnels in line: ${messageOf(err)}; retrying`);
+        setTimeout(() => this.schedule(), 1000).unref();
+      });
+    } while (this.again && !this.stopped);
+  }
+
+  private async sync(): Promise<void> {
+    const self = this.deps.self();
+    const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical, this.deps.hosts());
+    const have = (await this.deps.ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-role'] === 'tunnel');
+    const byName = new Map(wanted.map((w) => [w.name, w]));
+    const added: string[] = [];
+    const removed: string[] = [];
+    for (const port of have) {
+      const w = byName.get(port.name);
+      if (w !== undefined && port.externalIds['ovsnet-remote'] === w.remoteIp && port.tag === w.tag) continue;
+      await this.deps.ovs.deletePort(port.name);
+      removed.push(port.name);
+    }
+    const kept = new Set(have.filter((p) => !removed.includes(p.name)).map((p) => p.name));
+    for (const w of wanted) {
+      if (kept.has(w.name)) continue;
+      await this.deps.ovs.addPort(w.bridge, w.name, {
+        tag: w.tag,
+        type: 'vxlan',
+        protected: true,
+        options: { remote_ip: w.remoteIp, key: String(w.vni), ...(self.vtepIp === '' ? {} : { local_ip: self.vtepIp }) },
+        externalIds: { 'ovsnet-role': 'tunnel', 'ovsnet-peer': w.peer, 'ovsnet-remote': w.remoteIp, 'ovsnet-vni': String(w.vni) },
+      });
+      added.push(w.name);
+    }
+    if (added.length + removed.length > 0) this.deps.log.info({ added, removed, tunnels: wanted.length }, 'VXLAN tunnels changed');
+  }
+
+  private set(key: string, value: string | undefined): void {
+    const name = unpart(key.slice(keys.logicalNetworks.length));
+    if (value === undefined) this.logical.delete(name);
+    else this.logical.set(name, JSON.parse(value) as LogicalNetwork);
+  }
+}
