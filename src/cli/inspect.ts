@@ -10,13 +10,16 @@ import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
 import { messageOf } from '../errors.js';
 import type { EndpointRecord, NetworkRecord } from '../driver/records.js';
-import type { PoolRecord, Reservation } from '../ipam-driver/records.js';
+import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/records.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
 
 export interface NetworkRow {
   network: string;
+  host: string;
+  /** Logical network and VNI (vxlan), '' for a one-host VLAN network. */
+  logical: string;
   tag: number;
   bridge: string;
   subnets: string[];
@@ -41,6 +44,9 @@ export interface PoolRow {
   usable: string;
   percent: string;
   byHost: Record<string, number>;
+  /** Logical network sharing the pool ('' if none), and blocks owned per host. */
+  logical: string;
+  blocks: Record<string, number>;
 }
 
 export interface Check {
@@ -55,6 +61,8 @@ export async function networks(store: Store): Promise<NetworkRow[]> {
   const eps = (await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => JSON.parse(kv.value) as EndpointRecord);
   return nets.map((n) => ({
     network: n.networkId.slice(0, 12),
+    host: n.host ?? '',
+    logical: n.logical === undefined ? '' : `${n.logical} (VNI ${n.vni ?? '?'})`,
     tag: n.tag,
     bridge: n.bridge,
     subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool),
@@ -85,6 +93,11 @@ export async function pools(store: Store): Promise<PoolRow[]> {
     const usable = bounds === undefined ? 0n : bounds.last - bounds.first + 1n;
     const byHost: Record<string, number> = {};
     for (const r of reservations) byHost[r.host] = (byHost[r.host] ?? 0) + 1;
+    const blocks: Record<string, number> = {};
+    for (const kv of snapshot.filter((b) => b.key.startsWith(keys.blocks(p.poolId)))) {
+      const owner = (JSON.parse(kv.value) as BlockRecord).host || '(unowned)';
+      blocks[owner] = (blocks[owner] ?? 0) + 1;
+    }
     const used = reservations.length;
     return {
       pool: p.pool,
@@ -93,6 +106,8 @@ export async function pools(store: Store): Promise<PoolRow[]> {
       usable: usable.toString(),
       percent: size(prefix) > 1n << 40n ? '<0.01%' : `${((used / Number(usable === 0n ? 1n : usable)) * 100).toFixed(1)}%`,
       byHost,
+      logical: p.logical ?? '',
+      blocks,
     };
   });
 }

@@ -97,13 +97,23 @@ export class SharedPools {
     throw new OvsnetError('NOT_READY', `pool ${pool.record.pool} is under heavy contention; retry`);
   }
 
-  /** Deletes the reservation and moves its block's count; an emptied block of ours goes back. */
+  /**
+   * Deletes this host's reservation and moves its block's count; an emptied block of ours goes
+   * back. Another host's reservation is left alone: after a dead host's addresses were reclaimed
+   * and handed out again, its Docker's late release must not free the new holder's address.
+   */
   async release(pool: PoolState, value: bigint): Promise<void> {
     const address = formatAddress(pool.prefix.family, value);
     const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);
     const blockKey = keys.block(pool.record.poolId, formatAddress(pool.prefix.family, start));
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const held = await this.deps.store.get(key);
+      if (held === undefined) {
+        pool.mark(value, false);
+        return; // not reserved: a second release moves nothing
+      }
+      if (parseRecord<Reservation>(held.value, 'reservation').host !== this.deps.host) return;
       const state = pool.blocks.get(start);
       const current = state?.record;
       const count = Math.max((current?.count ?? 1) - 1, 0);
@@ -111,7 +121,7 @@ export class SharedPools {
       const next: BlockRecord | undefined = goesBack || current === undefined ? undefined : { ...current, count };
       const ops: Op[] = [del(key), next === undefined ? del(blockKey) : put(blockKey, JSON.stringify(next))];
       const res = await this.deps.store.txn({
-        compares: [{ key, target: 'present' }, this.blockIs(blockKey, state?.modRevision, current)],
+        compares: [modRevisionIs(key, held.modRevision), this.blockIs(blockKey, state?.modRevision, current)],
         success: ops,
         failure: [get(key), get(blockKey)],
       });
