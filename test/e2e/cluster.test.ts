@@ -1,68 +1,114 @@
 /**
- * Three simulated hosts on one underlay with a shared etcd: every ovsnet registers its host,
- * sees the others, and a host killed with SIGKILL is gone from its peers within the TTL.
- * (The first part of the multi-host work, issue 5; its harness is the one the rest will use.)
+ * Three hosts, each with dockerd, Open vSwitch and ovsnet, sharing one etcd: the host registry,
+ * logical networks over VXLAN (cross-host ping and 10 MiB over TCP, isolation between logical
+ * networks, the MTU, full-size pings), 3 x 30 containers started in parallel, and a teardown
+ * that leaves nothing behind.
  */
 import fs from 'node:fs';
 import t from 'tap';
-import { Cluster, MAIN, run, type Ovsnet } from '../harness/host.js';
+import { IMAGE, MAIN, run } from '../harness/host.js';
+import { MultiHost, rootTraces, TTL_SECONDS, until } from './cluster-setup.js';
 
-const cluster = await Cluster.up('clu', 3);
-const daemons: Ovsnet[] = [];
-let down = false;
-t.teardown(async () => {
-  if (!down) await cluster.down();
-  for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
+const SUBNETS = ['10.210.0.', '10.211.0.'];
+const before = await rootTraces(SUBNETS);
+const m = await MultiHost.up(t, 'clu');
+const marks = [m.cluster.underlay.name, ...m.cluster.hosts.flatMap((h) => [h.name, h.dir])];
+
+t.test('hosts reach each other over the underlay, and see each other in the registry', async (t) => {
+  t.equal((await m.host(0).exec(['busybox', 'ping', '-c', '1', '-W', '2', m.cluster.addresses[1] ?? ''])).code, 0);
+  const status = async () => {
+    const r = await m.host(0).exec(['env', `OVSNET_STORE=${m.cluster.store}`, process.execPath, MAIN, 'status', '--json']);
+    try {
+      return ((JSON.parse(r.stdout) as { hosts?: string[] }).hosts ?? []).sort();
+    } catch {
+      return [];
+    }
+  };
+  t.ok((await until(async () => (await status()).length === 3, 5000)) < 5000, 'three hosts registered');
+  t.same(await status(), ['h1', 'h2', 'h3']);
 });
 
-const status = async (i: number): Promise<string[]> => {
-  const host = cluster.hosts[i];
-  if (host === undefined) return [];
-  const r = await host.exec(['env', `OVSNET_STORE=${cluster.store}`, process.execPath, MAIN, 'status', '--json']);
-  try {
-    return ((JSON.parse(r.stdout) as { hosts: string[] }).hosts ?? []).sort();
-  } catch {
-    return [];
+t.test('logical networks: created on every host, mismatches explained, tunnels to every member', async (t) => {
+  for (let i = 0; i < 3; i++) {
+    await m.createLogical(i, 'blue', '10.210.0.0/24');
+    await m.createLogical(i, 'red', '10.211.0.0/24');
   }
-};
-
-t.test('hosts reach each other over the underlay', async (t) => {
-  const [a, b] = [cluster.hosts[0], cluster.addresses[1]];
-  t.equal((await a?.exec(['busybox', 'ping', '-c', '1', '-W', '2', b ?? '']))?.code, 0);
+  const bad = await m.docker(1, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.212.9.0/24', '-o', 'ovsnet.network=blue', '-o', 'ovsnet.encap=vxlan', 'blue2']);
+  t.not(bad.code, 0);
+  t.match(bad.stderr, /logical network blue is vxlan VNI \d+ with subnet 10\.210\.0\.0\/24 \(created on host h1 .*\); this request has subnet 10\.212\.9\.0\/24: pass --subnet 10\.210\.0\.0\/24/);
+  const plain = await m.docker(2, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.210.0.0/24', 'plain']);
+  t.match(plain.stderr, /already used on this host by logical network blue|belongs to logical network blue/);
+  for (let i = 0; i < 3; i++) {
+    const took = await until(async () => (await m.tunnels(i)).length === 4, 2000);
+    t.ok(took < 2000, `host ${i + 1}: 2 networks x 2 peers = 4 tunnels within 2 s (${took} ms)`);
+  }
 });
 
-t.test('every ovsnet registers its host and sees the others', async (t) => {
-  for (const [i, host] of cluster.hosts.entries()) {
-    daemons.push(
-      await host.startOvsnet({ OVSNET_STORE: cluster.store, OVSNET_HOST: `h${i + 1}`, OVSNET_VTEP_IP: cluster.addresses[i] ?? '', OVSNET_HOST_TTL: '2' }),
-    );
+t.test('containers on different hosts: ping, 10 MiB over TCP, full-MTU pings; logical networks isolated', async (t) => {
+  await Promise.all([m.runOn(0, 'b1', 'blue'), m.runOn(1, 'b2', 'blue'), m.runOn(1, 'r2', 'red'), m.runOn(2, 'r3', 'red')]);
+  const [b1, b2, r2, r3] = await Promise.all([m.ip(0, 'b1', 'blue'), m.ip(1, 'b2', 'blue'), m.ip(1, 'r2', 'red'), m.ip(2, 'r3', 'red')]);
+  t.not(b1, b2, 'two hosts, two addresses');
+  t.equal(await m.dockerOk(0, ['exec', 'b1', 'cat', '/sys/class/net/eth0/mtu']), '1550', 'MTU = underlay 1600 - 50');
+  t.ok(await m.ping(0, 'b1', b2), 'h1 -> h2 over the overlay');
+  t.ok(await m.ping(1, 'r2', r3), 'h2 -> h3 on the other logical network');
+  t.ok(await m.ping(0, 'b1', '10.210.0.1'), 'the gateway answers on every host');
+  // 1522 bytes of ICMP payload + 28 of headers = 1550, the MTU: DF is set (Linux's default
+  // path-MTU discovery for a packet that fits), so it passes only if the overlay carries it whole.
+  t.ok(await m.ping(0, 'b1', b2, 1522), 'full-MTU pings with DF cross hosts');
+  t.notOk(await m.ping(1, 'b2', r2), 'blue -> red on one host: isolated');
+  t.notOk(await m.ping(0, 'b1', r3), 'blue -> red across hosts: isolated');
+
+  const size = 10 * 1024 * 1024;
+  await m.dockerOk(1, ['exec', '-d', 'b2', 'sh', '-c', 'sleep 30 | nc -l -p 5000 > /tmp/got']);
+  await new Promise((r) => setTimeout(r, 300));
+  const t0 = Date.now();
+  await m.dockerOk(0, ['exec', 'b1', 'sh', '-c', `head -c ${size} /dev/zero | nc -w 5 ${b2} 5000`]);
+  let got = '';
+  for (let i = 0; i < 100 && got !== String(size); i++) {
+    got = (await m.docker(1, ['exec', 'b2', 'sh', '-c', 'wc -c < /tmp/got'])).stdout.trim();
+    if (got !== String(size)) await new Promise((r) => setTimeout(r, 100));
   }
-  let seen: string[] = [];
-  for (let i = 0; i < 50 && seen.length < 3; i++) {
-    seen = await status(0);
-    if (seen.length < 3) await new Promise((r) => setTimeout(r, 100));
-  }
-  t.same(seen, ['h1', 'h2', 'h3']);
+  t.equal(got, String(size), `10 MiB over TCP across hosts arrive whole (${Date.now() - t0} ms)`);
 });
 
-t.test('a host killed with SIGKILL is gone from its peers within the TTL', async (t) => {
+t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', async (t) => {
+  const names = (i: number) => Array.from({ length: 30 }, (_, k) => `p${i + 1}-${k}`);
+  const t0 = Date.now();
+  await Promise.all([0, 1, 2].flatMap((i) => names(i).map((n) => m.dockerOk(i, ['run', '-d', '--name', n, '--network', 'blue', IMAGE, 'sleep', '600']))));
+  t.pass(`90 containers up in ${Date.now() - t0} ms`);
+  const addresses: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const out = await m.dockerOk(i, ['inspect', '-f', '{{(index .NetworkSettings.Networks "blue").IPAddress}}', ...names(i)]);
+    addresses.push(...out.split('\n'));
+  }
+  t.equal(addresses.length, 90);
+  t.equal(new Set(addresses).size, 90, '90 distinct addresses');
+  const blue = (await m.pools(0)).find((p) => p.pool === '10.210.0.0/24');
+  t.match(blue, { logical: 'blue', used: 93 }, 'the pool counts 90 + b1 + b2 + the gateway');
+  for (const h of ['h1', 'h2', 'h3']) t.ok((blue?.blocks[h] ?? 0) >= 1, `${h} owns blocks of the shared pool`);
+  for (let i = 0; i < 3; i++) await m.dockerOk(i, ['rm', '-f', ...names(i)]);
+  const after = (await m.pools(0)).find((p) => p.pool === '10.210.0.0/24');
+  t.equal(after?.used, 3, 'every address released once the containers are gone');
+});
+
+t.test('a host killed is gone from its peers within the TTL, its tunnels with it', async (t) => {
   const killedAt = Date.now();
-  await daemons[2]?.kill('SIGKILL');
-  let seen = await status(0);
-  while (seen.includes('h3') && Date.now() - killedAt < 10_000) {
-    await new Promise((r) => setTimeout(r, 200));
-    seen = await status(1);
-  }
-  t.same(seen, ['h1', 'h2']);
-  t.ok(Date.now() - killedAt < 2000 + 3000, `gone after ${Date.now() - killedAt} ms (TTL 2 s)`);
+  await m.daemons[2]?.kill('SIGKILL');
+  const took = await until(async () => (await m.tunnels(0)).every((p) => p !== 'h3') && (await m.tunnels(1)).every((p) => p !== 'h3'), 10_000);
+  t.ok(took < TTL_SECONDS * 1000 + 2000, `tunnels to h3 gone from h1 and h2 after ${took} ms (TTL ${TTL_SECONDS} s)`);
+  t.same(await m.tunnels(0), ['h2', 'h2']);
+  await m.start(2);
+  const back = await until(async () => (await m.tunnels(0)).length === 4 && (await m.tunnels(2)).length === 4, 5000);
+  t.ok(back < 5000, `back: tunnels again within ${back} ms of its start (${Date.now() - killedAt} ms in all)`);
+  t.ok(await m.ping(2, 'r3', await m.ip(1, 'r2', 'red')), 'and traffic flows again');
 });
 
-t.test('down leaves no namespace, directory or etcd of the cluster', async (t) => {
-  t.match((await run('ip', ['netns', 'list'])).stdout, new RegExp(cluster.underlay.name));
-  await cluster.down();
-  down = true;
+t.test('down leaves no namespace, directory, link, route, mount or rule of the cluster', async (t) => {
+  await m.cluster.down();
   const left = (await run('ip', ['netns', 'list'])).stdout;
-  for (const name of [cluster.underlay.name, ...cluster.hosts.map((h) => h.name)]) t.notMatch(left, new RegExp(name), `${name} removed`);
-  t.notOk(fs.existsSync(cluster.underlay.dir));
-  t.notOk(cluster.hosts.some((h) => fs.existsSync(h.dir)), 'host directories removed');
+  for (const name of [m.cluster.underlay.name, ...m.cluster.hosts.map((h) => h.name)]) t.notMatch(left, new RegExp(name), `${name} removed`);
+  t.notOk(fs.existsSync(m.cluster.underlay.dir));
+  t.notOk(m.cluster.hosts.some((h) => fs.existsSync(h.dir)), 'host directories removed');
+  t.same(await rootTraces(marks), [], 'no link, route, mount or rule names the cluster');
+  t.same(await rootTraces(SUBNETS), before, "the machine's own namespace has no route or rule of the overlay subnets");
 });

@@ -249,7 +249,17 @@ export class Cluster {
     throw new Error('etcd in the cluster did not become healthy');
   }
 
+  /** Freezes etcd (SIGSTOP): connections hang, as with a partition, until resumeEtcd(). */
+  pauseEtcd(): void {
+    this.etcd?.kill('SIGSTOP');
+  }
+
+  resumeEtcd(): void {
+    this.etcd?.kill('SIGCONT');
+  }
+
   async down(): Promise<void> {
+    this.resumeEtcd();
     // Hosts first (their teardown sweeps etcd, which lives in the first host's namespace).
     await Promise.all(this.hosts.map((h) => h.down()));
     this.etcd?.kill('SIGKILL');

@@ -1,0 +1,117 @@
+/**
+ * Three simulated hosts with dockerd, Open vSwitch and ovsnet each, sharing one etcd over an
+ * underlay (test/harness), and the helpers the multi-host tests use on them.
+ */
+import type { Test } from 'tap';
+import { Cluster, IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
+
+export const TTL_SECONDS = 3;
+export const GRACE_SECONDS = 20;
+
+export interface PoolView {
+  pool: string;
+  used: number;
+  logical: string;
+  byHost: Record<string, number>;
+  blocks: Record<string, number>;
+}
+
+export class MultiHost {
+  readonly daemons: (Ovsnet | undefined)[] = [];
+
+  private constructor(readonly cluster: Cluster) {}
+
+  static async up(t: Test, prefix: string): Promise<MultiHost> {
+    const cluster = await Cluster.up(prefix, 3);
+    const m = new MultiHost(cluster);
+    t.teardown(async () => {
+      // Hosts go while their ovsnet still answers (a dead plugin socket stalls Docker ~15 s).
+      await cluster.down();
+      for (const d of m.daemons) await d?.kill('SIGTERM').catch(() => undefined);
+    });
+    for (let i = 0; i < 3; i++) await m.start(i);
+    return m;
+  }
+
+  env(i: number): Record<string, string> {
+    return {
+      OVSNET_STORE: this.cluster.store,
+      OVSNET_HOST: `h${i + 1}`,
+      OVSNET_VTEP_IP: this.cluster.addresses[i] ?? '',
+      OVSNET_HOST_TTL: String(TTL_SECONDS),
+      OVSNET_RECLAIM_GRACE: String(GRACE_SECONDS),
+      OVSNET_STORE_TIMEOUT_MS: '2000',
+      OVSNET_LOG_LEVEL: 'info',
+    };
+  }
+
+  async start(i: number): Promise<Ovsnet> {
+    const d = await this.host(i).startOvsnet(this.env(i));
+    this.daemons[i] = d;
+    return d;
+  }
+
+  host(i: number) {
+    const h = this.cluster.hosts[i];
+    if (h === undefined) throw new Error(`no host ${i}`);
+    return h;
+  }
+
+  docker(i: number, args: readonly string[]) {
+    return this.host(i).docker(args);
+  }
+
+  dockerOk(i: number, args: readonly string[]): Promise<string> {
+    return this.host(i).dockerOk(args);
+  }
+
+  /** docker network create of logical network `name` on host i. */
+  createLogical(i: number, name: string, subnet: string, extra: readonly string[] = []): Promise<string> {
+    return this.dockerOk(i, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', subnet, '-o', `ovsnet.network=${name}`, '-o', 'ovsnet.encap=vxlan', ...extra, name]);
+  }
+
+  runOn(i: number, name: string, net: string): Promise<string> {
+    return this.dockerOk(i, ['run', '-d', '--name', name, '--network', net, IMAGE, 'sleep', '600']);
+  }
+
+  ip(i: number, container: string, net: string): Promise<string> {
+    return this.dockerOk(i, ['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, container]);
+  }
+
+  async ping(i: number, from: string, to: string, size = 56): Promise<boolean> {
+    return (await this.docker(i, ['exec', from, 'ping', '-c', '2', '-W', '2', '-s', String(size), to])).code === 0;
+  }
+
+  /** Names of host i's tunnel ports (OVS ports ovsnet made with role tunnel), with their peer. */
+  async tunnels(i: number): Promise<string[]> {
+    const r = await this.host(i).exec(['ovs-vsctl', '--bare', '--columns=external_ids', 'find', 'Port', 'external_ids:ovsnet-role=tunnel']);
+    return r.stdout.split('\n').flatMap((l) => /ovsnet-peer=([^\s,]+)/.exec(l)?.[1] ?? []).sort();
+  }
+
+  /** `ovsnet ipam --json` inside host i, from the shared store. */
+  async pools(i: number): Promise<PoolView[]> {
+    const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'ipam', '--json']);
+    return JSON.parse(r.stdout) as PoolView[];
+  }
+}
+
+/** Polls `cond` every 100 ms until it holds or `ms` pass; returns the milliseconds it took. */
+export async function until(cond: () => Promise<boolean>, ms: number): Promise<number> {
+  const t0 = Date.now();
+  while (!(await cond())) {
+    if (Date.now() - t0 > ms) return Number.POSITIVE_INFINITY;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return Date.now() - t0;
+}
+
+/** Lines of the root namespace's links, routes, mounts and iptables that mention any of `marks`. */
+export async function rootTraces(marks: readonly string[]): Promise<string[]> {
+  const outs = await Promise.all([
+    run('ip', ['-o', 'link', 'show']),
+    run('ip', ['route', 'show', 'table', 'all']),
+    run('findmnt', ['-rn', '-o', 'TARGET,SOURCE']),
+    run('iptables-save', []),
+  ]);
+  return outs.flatMap((o) => o.stdout.split('\n')).filter((l) => marks.some((m) => l.includes(m)));
+}
