@@ -1,0 +1,89 @@
+/**
+ * Three hosts sharing one etcd, under failures: etcd frozen for 20 s in the middle of a run
+ * (requests fail fast and clearly, nothing is duplicated once it is back), and a host killed
+ * (none of its addresses is handed out again before the grace period ends; after it, they are).
+ */
+import t from 'tap';
+import { IMAGE } from '../harness/host.js';
+import { GRACE_SECONDS, MultiHost, until } from './cluster-setup.js';
+
+const m = await MultiHost.up(t, 'clf');
+
+/** Every address on `net` across the three hosts, from Docker. */
+async function addressesOn(net: string): Promise<string[]> {
+  const out: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const ids = (await m.dockerOk(i, ['ps', '-q', '--filter', `network=${net}`])).split('\n').filter((x) => x !== '');
+    if (ids.length === 0) continue;
+    out.push(...(await m.dockerOk(i, ['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, ...ids])).split('\n'));
+  }
+  return out;
+}
+
+t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated once it is back', async (t) => {
+  for (let i = 0; i < 3; i++) await m.createLogical(i, 'green', '10.220.0.0/24');
+  await Promise.all([0, 1, 2].map((i) => m.runOn(i, `g${i + 1}`, 'green')));
+  m.cluster.pauseEtcd();
+  const pausedAt = Date.now();
+  try {
+    const t0 = Date.now();
+    const r = await m.docker(0, ['run', '-d', '--name', 'during', '--network', 'green', IMAGE, 'sleep', '600']);
+    const took = Date.now() - t0;
+    t.not(r.code, 0, 'a container needing a new address cannot start while etcd is frozen');
+    t.match(r.stderr, /store|etcd|unavailable|did not answer|timed out/i, `with a clear error: ${r.stderr.split('\n').find((l) => /error/i.test(l)) ?? r.stderr}`);
+    t.ok(took < 10_000, `and fails fast (${took} ms), well inside Docker's 15 s`);
+    await m.docker(0, ['rm', '-f', 'during']);
+    t.ok(await m.ping(0, 'g1', await m.ip(1, 'g2', 'green')), 'running containers keep talking across hosts meanwhile');
+    await new Promise((r) => setTimeout(r, Math.max(0, 20_000 - (Date.now() - pausedAt))));
+  } finally {
+    m.cluster.resumeEtcd();
+  }
+  // Leases ran out while etcd was frozen: hosts register again and tunnels come back.
+  const back = await until(async () => (await m.tunnels(0)).length === 2 && (await m.tunnels(1)).length === 2 && (await m.tunnels(2)).length === 2, 15_000);
+  t.ok(back < 15_000, `tunnels back ${back} ms after etcd resumed`);
+  await Promise.all([0, 1, 2].flatMap((i) => [0, 1, 2, 3, 4].map((k) => m.runOn(i, `after${i + 1}-${k}`, 'green'))));
+  const all = await addressesOn('green');
+  t.equal(all.length, 18);
+  t.equal(new Set(all).size, 18, 'no address twice across hosts after the outage');
+  const green = (await m.pools(0)).find((p) => p.pool === '10.220.0.0/24');
+  t.equal(green?.used, 19, 'the store holds exactly the 18 containers and the gateway');
+  t.ok(await m.ping(2, 'after3-0', await m.ip(0, 'after1-0', 'green')), 'new containers talk across hosts');
+});
+
+t.test("a host killed: none of its addresses is handed out before the grace period ends; after it, they are", async (t) => {
+  // A small pool of 4-address blocks: 14 usable addresses, one the gateway.
+  for (const i of [0, 2]) await m.createLogical(i, 'tiny', '10.221.0.0/28', ['--ipam-opt', 'ovsnet.block-size=30']);
+  await Promise.all([0, 1, 2].map((k) => m.runOn(2, `t3-${k}`, 'tiny')));
+  const theirs = await Promise.all([0, 1, 2].map((k) => m.ip(2, `t3-${k}`, 'tiny')));
+  await m.daemons[2]?.kill('SIGKILL');
+  const killedAt = Date.now();
+  const mine: string[] = [];
+  for (let k = 0; ; k++) {
+    const r = await m.docker(0, ['run', '-d', '--name', `t1-${k}`, '--network', 'tiny', IMAGE, 'sleep', '600']);
+    if (r.code !== 0) {
+      t.match(r.stderr, /no free address in pool 10\.221\.0\.0\/28/, 'the pool is full while the dead host holds its addresses');
+      await m.docker(0, ['rm', '-f', `t1-${k}`]);
+      break;
+    }
+    mine.push(await m.ip(0, `t1-${k}`, 'tiny'));
+  }
+  t.ok(Date.now() - killedAt < GRACE_SECONDS * 1000, 'all of that within the grace period');
+  t.equal(mine.length, 10, 'h1 got the 10 addresses nobody held');
+  t.notOk(mine.some((a) => theirs.includes(a)), 'none of the dead host\'s addresses');
+  // After the grace period (and a sweep), the dead host's addresses are free again.
+  const took = await until(async () => {
+    const r = await m.docker(0, ['run', '-d', '--name', 'late', '--network', 'tiny', IMAGE, 'sleep', '600']);
+    if (r.code === 0) return true;
+    await m.docker(0, ['rm', '-f', 'late']);
+    await new Promise((res) => setTimeout(res, 1000));
+    return false;
+  }, (GRACE_SECONDS + 30) * 1000);
+  t.ok(Date.now() - killedAt >= GRACE_SECONDS * 1000, `reclaimed only after the grace period (${Date.now() - killedAt} ms after the kill)`);
+  t.ok(took < Number.POSITIVE_INFINITY, 'and then handed out');
+  t.ok(theirs.includes(await m.ip(0, 'late', 'tiny')), "the late container got one of the dead host's former addresses");
+  // The host comes back: its Docker's releases of reclaimed addresses leave the new holders alone.
+  await m.start(2);
+  await m.dockerOk(2, ['rm', '-f', 't3-0', 't3-1', 't3-2']);
+  const tiny = (await m.pools(0)).find((p) => p.pool === '10.221.0.0/28');
+  t.equal(tiny?.byHost.h1, 12, "h1's 11 containers and the gateway keep their reservations through h3's late releases");
+});
