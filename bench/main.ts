@@ -1,9 +1,10 @@
 /** `npm run bench -- <suite>`: runs one benchmark suite and prints its table. */
+import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
 import { benchStore } from './store.js';
 
-const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam, driver: benchDriver };
+const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam, driver: benchDriver, cluster: benchCluster };
 
 const name = process.argv[2];
 const run = name === undefined ? undefined : suites[name];

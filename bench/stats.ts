@@ -5,6 +5,8 @@ export interface Summary {
   readonly perSecond: number;
   readonly p50Ms: number;
   readonly p99Ms: number;
+  /** Every sample, sorted. */
+  readonly latenciesMs: readonly number[];
 }
 
 export function percentile(sortedMs: readonly number[], q: number): number {
@@ -24,7 +26,7 @@ export async function measure(n: number, op: (i: number) => Promise<unknown>): P
   }
   const totalS = Number(process.hrtime.bigint() - start) / 1e9;
   lat.sort((a, b) => a - b);
-  return { n, perSecond: n / totalS, p50Ms: percentile(lat, 0.5), p99Ms: percentile(lat, 0.99) };
+  return { n, perSecond: n / totalS, p50Ms: percentile(lat, 0.5), p99Ms: percentile(lat, 0.99), latenciesMs: lat };
 }
 
 export function table(headers: readonly string[], rows: readonly (readonly string[])[]): string {

@@ -136,12 +136,13 @@ export class Pools {
         `pool ${record.pool} is already used on this host by logical network ${record.logical ?? '?'}: a host takes part in a logical network with one Docker network`,
       );
     }
-    const res = await this.deps.store.txn({
-      compares: [modRevisionIs(keys.pool(record.poolId), modRevision)],
-      success: [put(keys.pool(record.poolId), JSON.stringify({ ...record, users: [...users, this.deps.host] }))],
-    });
-    if (res.succeeded) this.deps.log.info({ poolId: record.poolId, logical: record.logical }, 'joined the shared pool of a logical network');
-    return res.succeeded;
+    const value = JSON.stringify({ ...record, users: [...users, this.deps.host] });
+    const res = await this.deps.store.txn({ compares: [modRevisionIs(keys.pool(record.poolId), modRevision)], success: [put(keys.pool(record.poolId), value)] });
+    if (!res.succeeded) return false;
+    // The index must know the pool is shared before this host's first RequestAddress.
+    this.index.apply({ type: 'put', kv: { key: keys.pool(record.poolId), value, createRevision: 0, modRevision: res.revision, version: 0, lease: '0' } });
+    this.deps.log.info({ poolId: record.poolId, logical: record.logical }, 'joined the shared pool of a logical network');
+    return true;
   }
 
   /** Deletes the pool and everything under it; false if the pool or its space moved meanwhile. */

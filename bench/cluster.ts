@@ -1,0 +1,124 @@
+/**
+ * Multi-host benchmark, in one run:
+ * 1. RequestAddress in a logical network's shared pool, in process against the real etcd this
+ *    run started: when the host owns a block with room (one transaction on its own block) vs
+ *    when every request must claim a new block (blocks of one address). Baseline: RequestAddress
+ *    in a one-host pool (its per-pool count) on the same etcd.
+ * 2. TCP throughput between two containers of one logical network: on two hosts (VXLAN over
+ *    the userspace datapath and the harness's underlay) vs on one host (the same bridge). Three
+ *    hosts' worth of harness: dockerd, Open vSwitch and ovsnet per host, etcd shared.
+ */
+import { EtcdStore } from '../src/store/etcd.js';
+import { createLogger } from '../src/log.js';
+import { Ipam } from '../src/ipam-driver/ipam.js';
+import { loadConfig } from '../src/config.js';
+import { Cluster, IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+import { fmt, measure, percentile, table, type Summary } from './stats.js';
+
+const N = 400;
+
+/**
+ * RequestAddress latency with `hosts` ovsnet instances (each its own etcd client and index)
+ * allocating at once from one pool: a one-host pool (blockBits undefined) or a shared one.
+ */
+async function requestAddress(etcd: string, label: string, blockBits: number | undefined, hosts: number): Promise<Summary> {
+  const stores = Array.from({ length: hosts }, () => new EtcdStore({ endpoints: [`http://${etcd}`], timeoutMs: 3000 }));
+  const ipams = stores.map(
+    (store, i) => new Ipam({ store, log: createLogger('silent'), host: `bench${i}`, defaultPools: loadConfig({}).defaultPools, hostRoutes: () => [], readyTimeoutMs: 5000 }),
+  );
+  const octet = 1 + Math.floor(Math.random() * 250);
+  const cidr = `10.${octet}.0.0/16`;
+  const options = blockBits === undefined ? {} : { 'ovsnet.block-size': String(blockBits) };
+  const req = { addressSpace: 'LocalDefault', pool: cidr, subPool: '', options, v6: false };
+  const [first, ...others] = ipams;
+  if (first === undefined) throw new Error('no host');
+  const { poolId } = await first.requestPool(req);
+  if (blockBits !== undefined) {
+    await first.bindLogical(cidr, `bench-${label}-${octet}`);
+    for (const o of others) await o.requestPool(req);
+  }
+  // Warm: every instance loaded and, for shared pools, holding its first block.
+  for (const ipam of ipams) await ipam.requestAddress({ poolId, address: '', gateway: false });
+  const per = Math.ceil(N / hosts);
+  const parts = await Promise.all(ipams.map((ipam) => measure(per, () => ipam.requestAddress({ poolId, address: '', gateway: false }))));
+  for (const o of others) await o.releasePool(poolId);
+  await first.releasePool(poolId);
+  for (const ipam of ipams) await ipam.stop();
+  for (const store of stores) await store.close();
+  return merge(parts);
+}
+
+/** Per-request percentiles over all hosts' samples; throughput of all of them together. */
+function merge(parts: readonly Summary[]): Summary {
+  const lat = parts.flatMap((p) => p.latenciesMs).sort((a, b) => a - b);
+  return { n: lat.length, perSecond: parts.reduce((s, p) => s + p.perSecond, 0), p50Ms: percentile(lat, 0.5), p99Ms: percentile(lat, 0.99), latenciesMs: lat };
+}
+
+/** Seconds `busybox time` reports for sending `bytes` from container `from` to `to`:port. */
+async function send(host: DockerHost, from: string, to: string, port: number, bytes: number): Promise<number> {
+  const r = await host.docker(['exec', from, 'busybox', 'time', 'sh', '-c', `head -c ${bytes} /dev/zero | nc ${to} ${port}`]);
+  const m = /real\s+(\d+)m\s*([\d.]+)s/.exec(r.stderr);
+  if (r.code !== 0 || m === null) throw new Error(`transfer failed: ${r.stderr}`);
+  return Number(m[1]) * 60 + Number(m[2]);
+}
+
+async function throughput(): Promise<{ same: number; cross: number }> {
+  const cluster = await Cluster.up('bch', 2);
+  const daemons: Ovsnet[] = [];
+  try {
+    for (const [i, h] of cluster.hosts.entries()) {
+      daemons.push(await h.startOvsnet({ OVSNET_STORE: cluster.store, OVSNET_HOST: `b${i + 1}`, OVSNET_VTEP_IP: cluster.addresses[i] ?? '', OVSNET_LOG_LEVEL: 'warn' }));
+      await h.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+    }
+    const [h1, h2] = cluster.hosts;
+    if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
+    for (const [h, name] of [[h1, 'src'], [h1, 'near'], [h2, 'far']] as const) await h.dockerOk(['run', '-d', '--name', name, '--network', 'bench', IMAGE, 'sleep', '600']);
+    const ip = (h: DockerHost, c: string) => h.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "bench").IPAddress}}', c]);
+    const near = await ip(h1, 'near');
+    const far = await ip(h2, 'far');
+    const bytes = 200 * 1024 * 1024;
+    const rate = async (h: DockerHost, c: string, to: string, port: number) => {
+      await h.dockerOk(['exec', '-d', c, 'sh', '-c', `sleep 60 | nc -l -p ${port} > /dev/null`]);
+      await new Promise((r) => setTimeout(r, 300));
+      return bytes / 1024 / 1024 / (await send(h1, 'src', to, port, bytes));
+    };
+    const sames: number[] = [];
+    const crosses: number[] = [];
+    for (let k = 0; k < 3; k++) {
+      sames.push(await rate(h1, 'near', near, 6000 + k));
+      crosses.push(await rate(h2, 'far', far, 7000 + k));
+    }
+    const median = (a: number[]) => [...a].sort((x, y) => x - y)[1] ?? NaN;
+    return { same: median(sames), cross: median(crosses) };
+  } finally {
+    await cluster.down();
+    for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
+  }
+}
+
+export async function benchCluster(): Promise<void> {
+  const etcd = process.env.TEST_ETCD_ENDPOINTS?.split(',')[0];
+  if (etcd === undefined) throw new Error('TEST_ETCD_ENDPOINTS is not set: run through `npm run bench -- cluster`');
+  await requestAddress(etcd, 'warmup', undefined, 1); // etcd's first transactions are slower
+  const rows: string[][] = [];
+  for (const hosts of [1, 3]) {
+    const single = await requestAddress(etcd, 'single', undefined, hosts);
+    const owned = await requestAddress(etcd, 'owned', 22, hosts);
+    const claim = await requestAddress(etcd, 'claim', 32, hosts);
+    const row = (name: string, s: Summary) => [`${hosts} host${hosts > 1 ? 's at once' : ''}: ${name}`, fmt(s.p50Ms), fmt(s.p99Ms), fmt(s.perSecond, 0), fmt(s.p50Ms / single.p50Ms)];
+    rows.push(row('one-host pool, per-pool count [baseline]', single), row('shared pool, own block with room', owned), row('shared pool, every request claims a block', claim));
+  }
+  console.log(`RequestAddress, in process, against etcd (${N} per case):`);
+  console.log(table(['case', 'p50 ms', 'p99 ms', 'per s (all hosts)', 'p50 vs baseline'], rows));
+  const { same, cross } = await throughput();
+  console.log('\nTCP between two containers of one logical network (200 MiB, median of 3):');
+  console.log(
+    table(
+      ['path', 'MiB/s', 'vs same host'],
+      [
+        ['same host (one bridge) [baseline]', fmt(same, 0), '1.00'],
+        ['two hosts (VXLAN, userspace datapath)', fmt(cross, 0), fmt(cross / same)],
+      ],
+    ),
+  );
+}
