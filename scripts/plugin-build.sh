@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `npm run plugin:build [-- DIR]`: the managed plugin's directory, with no container registry:
 # DIR/config.json (plugin/config.json) and DIR/rootfs holding this machine's Node runtime, the
-# built app, its production dependencies, and iptables (nft backend) with the libraries each
-# needs. Then: docker plugin create ovsnet DIR && docker plugin enable ovsnet
+# built app, its production dependencies, iptables (nft backend) and ovs-ofctl with the libraries
+# each needs. Then: docker plugin create ovsnet DIR && docker plugin enable ovsnet
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=$(realpath -m "${1:-build/plugin}")
@@ -25,6 +25,8 @@ copy_bin() {
 }
 copy_bin /usr/bin/node
 copy_bin /usr/sbin/iptables
+# ovs-ofctl: the OpenFlow rules guarding logical networks' gateways (src/driver/flows.ts).
+copy_bin /usr/bin/ovs-ofctl
 for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done
 
 # The app: built code and production dependencies (native modules as built here).

@@ -5,6 +5,7 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
+import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
@@ -14,6 +15,8 @@ import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/record
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
+import { defaultRouteAddress } from '../host-info.js';
+import type { HostRecord } from '../store/hosts.js';
 
 export interface NetworkRow {
   network: string;
@@ -238,6 +241,11 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   } catch {
     // the store is unreachable: reported above
   }
+  try {
+    checks.push(...(await clusterChecks(config, store, ovs, datapath)));
+  } catch {
+    // the store or OVS is unreachable: reported above
+  }
   checks.push({
     check: 'checksum offload',
     ok: true,
@@ -248,6 +256,34 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     checks.push({ check: 'reservations', ok: true, detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools` });
   } catch {
     // the store is unreachable: reported above
+  }
+  return checks;
+}
+
+/** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
+async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
+  const peers = (await store.list(keys.hosts)).kvs.map((kv) => JSON.parse(kv.value) as HostRecord);
+  const logical = (await store.list(keys.logicalNetworks)).kvs.length;
+  if (peers.length <= 1 && logical === 0) return [];
+  const checks: Check[] = [];
+  const mtus = new Set(peers.flatMap((p) => (p.tunnelMtu === undefined ? [] : [p.tunnelMtu])));
+  checks.push({
+    check: 'hosts',
+    ok: mtus.size <= 1,
+    detail: peers.map((p) => `${p.name} (${p.vtepIp}${p.tunnelMtu === undefined ? '' : `, MTU ${p.tunnelMtu}`})`).join(', '),
+    ...(mtus.size <= 1 ? {} : { fix: "give every host's tunnel interface one MTU (VXLAN networks default to it minus 50), or create logical networks with -o com.docker.network.driver.mtu" }),
+  });
+  const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
+  const iface = vtep === undefined ? undefined : Object.entries(os.networkInterfaces()).find(([, l]) => l?.some((a) => a.address === vtep))?.[0];
+  if (datapath === 'netdev' && logical > 0) {
+    const [sel] = await ovs.transact([{ op: 'select', table: 'Interface', where: [['name', '==', iface ?? '']], columns: ['type'] }]);
+    const onOvs = ((sel?.rows as { type?: string }[] | undefined) ?? []).some((r) => r.type === 'internal');
+    checks.push({
+      check: 'vxlan',
+      ok: onOvs,
+      detail: onOvs ? `tunnel address ${vtep ?? ''} is on OVS bridge port ${iface ?? ''} (native tunnelling)` : `tunnel address ${vtep ?? '(none)'} is on ${iface ?? 'no interface'}, not on an OVS bridge`,
+      ...(onOvs ? {} : { fix: 'on the userspace datapath VXLAN needs the tunnel address on an OVS bridge that owns the underlay interface: ovs-vsctl add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy <underlay>; move the address to br-phy' }),
+    });
   }
   return checks;
 }

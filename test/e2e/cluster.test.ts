@@ -42,6 +42,10 @@ t.test('logical networks: created on every host, mismatches explained, tunnels t
     const took = await until(async () => (await m.tunnels(i)).length === 4, 2000);
     t.ok(took < 2000, `host ${i + 1}: 2 networks x 2 peers = 4 tunnels within 2 s (${took} ms)`);
   }
+  const doctor = await m.host(0).exec(['env', ...Object.entries(m.env(0)).map(([k, v]) => `${k}=${v}`), process.execPath, MAIN, 'doctor', '--json']);
+  const checks = JSON.parse(doctor.stdout) as { check: string; ok: boolean; detail: string }[];
+  t.match(checks.find((c) => c.check === 'hosts'), { ok: true, detail: /h1 \(10\.200\.\d+\.1, MTU 1600\)/ }, 'doctor lists the hosts and their tunnel MTU');
+  t.match(checks.find((c) => c.check === 'vxlan'), { ok: true, detail: /on OVS bridge port br-phy/ }, 'doctor: the tunnel address is on OVS (native tunnelling)');
 });
 
 t.test('containers on different hosts: ping, 10 MiB over TCP, full-MTU pings; logical networks isolated', async (t) => {
