@@ -41,7 +41,12 @@ export async function runCommand(command: Command, json: boolean, config: Config
     switch (command) {
       case 'networks': {
         const rows = await networks(store);
-        print(table(rows.map((r) => ({ network: r.network, tag: r.tag, subnets: r.subnets, gateway: r.gateway, mtu: r.mtu, endpoints: r.endpoints }))), rows);
+        // Host and logical network columns only where several hosts share the store.
+        const cluster = rows.some((r) => r.logical !== '' || (r.host !== '' && r.host !== rows[0]?.host));
+        print(
+          table(rows.map((r) => ({ network: r.network, ...(cluster ? { host: r.host, logical: r.logical } : {}), tag: r.tag, subnets: r.subnets, gateway: r.gateway, mtu: r.mtu, endpoints: r.endpoints }))),
+          rows,
+        );
         return 0;
       }
       case 'endpoints': {
@@ -51,7 +56,11 @@ export async function runCommand(command: Command, json: boolean, config: Config
       }
       case 'ipam': {
         const rows = await pools(store);
-        print(table(rows.map((r) => ({ pool: r.pool, range: r.range, used: r.used, usable: r.usable, use: r.percent, hosts: r.byHost }))), rows);
+        const shared = rows.some((r) => r.logical !== '');
+        print(
+          table(rows.map((r) => ({ pool: r.pool, range: r.range, used: r.used, usable: r.usable, use: r.percent, hosts: r.byHost, ...(shared ? { logical: r.logical || '-', blocks: r.blocks } : {}) }))),
+          rows,
+        );
         return 0;
       }
       case 'status': {
