@@ -40,7 +40,14 @@ async function serve(config: Config): Promise<void> {
   const log = createLogger(config.logLevel);
   const raw = openStore(config.store, config.storeTimeoutMs);
   // The IPAM usage gauges read the index at scrape time; `ipam` exists by then.
-  const metrics: Metrics = new Metrics((): PoolUsage[] => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })));
+  const metrics: Metrics = new Metrics(
+    (): PoolUsage[] => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
+    () => ({
+      hosts: registry.hosts().size,
+      tunnels: tunnels.count,
+      blocks: ipam.usage().flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
+    }),
+  );
   const store: Store = metrics.instrument(raw);
   const hostName = config.host.name === '' ? os.hostname() : config.host.name;
   const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;

@@ -15,6 +15,14 @@ export interface PoolUsage {
   readonly capacity: bigint;
 }
 
+/** The multi-host picture, read at scrape time. */
+export interface ClusterStats {
+  readonly hosts: number;
+  readonly tunnels: number;
+  /** Blocks of shared pools this host owns, per pool. */
+  readonly blocks: readonly { readonly pool: string; readonly owned: number }[];
+}
+
 export class Metrics {
   readonly registry = new Registry();
   private readonly calls = this.histogram('ovsnet_docker_call_duration_seconds', 'Latency of Docker plugin calls, by method and HTTP status', ['method', 'status']);
@@ -31,7 +39,10 @@ export class Metrics {
     return new Counter({ name, help, labelNames, registers: [this.registry] });
   }
 
-  constructor(pools: () => readonly PoolUsage[] = () => []) {
+  constructor(
+    pools: () => readonly PoolUsage[] = () => [],
+    cluster: () => ClusterStats = () => ({ hosts: 0, tunnels: 0, blocks: [] }),
+  ) {
     collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
     // Each gauge fills itself at scrape time from the IPAM index.
     new Gauge({
@@ -52,6 +63,32 @@ export class Metrics {
       collect() {
         this.reset();
         for (const p of pools()) this.set({ pool: p.pool }, p.used);
+      },
+    });
+    new Gauge({
+      name: 'ovsnet_hosts',
+      help: 'Hosts registered in the shared store, this one included',
+      registers: [this.registry],
+      collect() {
+        this.set(cluster().hosts);
+      },
+    });
+    new Gauge({
+      name: 'ovsnet_vxlan_tunnels',
+      help: 'VXLAN tunnel ports this host keeps to its peers',
+      registers: [this.registry],
+      collect() {
+        this.set(cluster().tunnels);
+      },
+    });
+    new Gauge({
+      name: 'ovsnet_ipam_blocks_owned',
+      help: 'Blocks of each shared (logical network) pool this host owns',
+      labelNames: ['pool'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const b of cluster().blocks) this.set({ pool: b.pool }, b.owned);
       },
     });
   }

@@ -68,6 +68,8 @@ export class Tunnels {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  /** Tunnel ports as of the last sync (for metrics). */
+  count = 0;
   /** Resolves when the sync running or scheduled now has finished (for tests and callers). */
   settled: Promise<void> = Promise.resolve();
 
@@ -141,6 +143,7 @@ export class Tunnels {
       });
       added.push(w.name);
     }
+    this.count = wanted.length;
     if (added.length + removed.length > 0) this.deps.log.info({ added, removed, tunnels: wanted.length }, 'VXLAN tunnels changed');
   }
 

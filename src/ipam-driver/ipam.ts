@@ -12,7 +12,7 @@
  */
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Op, type Watcher } from '../store/types.js';
+import { absent, del, get, modRevisionIs, put, type Watcher } from '../store/types.js';
 import {
   CidrError,
   containsAddress,
@@ -26,7 +26,7 @@ import {
 } from '../cidr.js';
 import { PoolIndex, PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, parseRecord, type BlockRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
+import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
@@ -180,31 +180,12 @@ export class Ipam {
       if (pool.record.logical !== undefined) {
         throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `subnet ${cidr} belongs to logical network ${pool.record.logical}: use -o ovsnet.network=${pool.record.logical}, or another subnet`);
       }
-      const kv = await this.deps.store.get(keys.pool(poolId));
-      if (kv === undefined) return undefined;
-      const record: PoolRecord = { ...parseRecord<PoolRecord>(kv.value, 'pool'), logical: name, users: [this.deps.host] };
-      const countKv = await this.deps.store.get(keys.poolCount(poolId));
-      const held = await this.deps.store.list(keys.addresses(poolId));
-      const blocks = new Map<bigint, number>();
-      for (const a of held.kvs) {
-        const start = pool.blockOf(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value);
-        blocks.set(start, (blocks.get(start) ?? 0) + 1);
+      const shared = await this.shared.share(pool, name);
+      if (shared === 'gone') return undefined;
+      if (shared === 'shared') {
+        this.deps.log.info({ poolId, logical: name }, 'pool shared by a logical network');
+        return poolId;
       }
-      const ops: Op[] = [put(keys.pool(poolId), JSON.stringify(record)), del(keys.poolCount(poolId))];
-      for (const [start, count] of blocks) {
-        const block: BlockRecord = { host: '', count, claimedAt: this.now().toISOString() };
-        ops.push(put(keys.block(poolId, formatAddress(pool.prefix.family, start)), JSON.stringify(block)));
-      }
-      const res = await this.deps.store.txn({
-        // Every reservation moves the count key: an unchanged count means the list is complete.
-        compares: [modRevisionIs(keys.pool(poolId), kv.modRevision), modRevisionIs(keys.poolCount(poolId), countKv?.modRevision ?? 0)],
-        success: ops,
-      });
-      if (!res.succeeded) continue;
-      pool.record = record;
-      for (const [start, count] of blocks) pool.setBlock(start, { host: '', count, claimedAt: this.now().toISOString() }, res.revision);
-      this.deps.log.info({ poolId, logical: name }, 'pool shared by a logical network');
-      return poolId;
     }
     throw new OvsnetError('NOT_READY', `pool ${cidr} is changing too fast to share; retry`);
   }

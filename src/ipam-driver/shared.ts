@@ -15,9 +15,9 @@
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
-import { formatAddress } from '../cidr.js';
+import { formatAddress, parseAddress } from '../cidr.js';
 import type { PoolState } from './pool-index.js';
-import { parseRecord, type BlockRecord, type Reservation } from './records.js';
+import { parseRecord, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
 
 const MAX_RETRIES = 64;
 /** How many blocks one search looks at: enough to find an unclaimed one past the claimed. */
@@ -38,6 +38,39 @@ interface Pick {
 
 export class SharedPools {
   constructor(private readonly deps: SharedDeps) {}
+
+  /**
+   * Makes a one-host pool shared: its reservations so far (the gateway, aux addresses) move
+   * from the pool's count into unowned blocks, in one transaction with the pool record's new
+   * `logical` and `users`. 'moved' when the pool or its count changed meanwhile (try again).
+   */
+  async share(pool: PoolState, name: string): Promise<'shared' | 'moved' | 'gone'> {
+    const { poolId } = pool.record;
+    const kv = await this.deps.store.get(keys.pool(poolId));
+    if (kv === undefined) return 'gone';
+    const record: PoolRecord = { ...parseRecord<PoolRecord>(kv.value, 'pool'), logical: name, users: [this.deps.host] };
+    const countKv = await this.deps.store.get(keys.poolCount(poolId));
+    const held = await this.deps.store.list(keys.addresses(poolId));
+    const counts = new Map<bigint, number>();
+    for (const a of held.kvs) {
+      const start = pool.blockOf(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value);
+      counts.set(start, (counts.get(start) ?? 0) + 1);
+    }
+    const blocks = [...counts].map(([start, count]) => ({ start, block: { host: '', count, claimedAt: this.deps.now().toISOString() } satisfies BlockRecord }));
+    const res = await this.deps.store.txn({
+      // Every reservation moves the count key: an unchanged count means the list is complete.
+      compares: [modRevisionIs(keys.pool(poolId), kv.modRevision), modRevisionIs(keys.poolCount(poolId), countKv?.modRevision ?? 0)],
+      success: [
+        put(keys.pool(poolId), JSON.stringify(record)),
+        del(keys.poolCount(poolId)),
+        ...blocks.map((b) => put(keys.block(poolId, formatAddress(pool.prefix.family, b.start)), JSON.stringify(b.block))),
+      ],
+    });
+    if (!res.succeeded) return 'moved';
+    pool.record = record;
+    for (const b of blocks) pool.setBlock(b.start, b.block, res.revision);
+    return 'shared';
+  }
 
   /** A free address of this host's blocks, claiming a block when they are full. */
   async allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined> {

@@ -7,7 +7,10 @@
  */
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
-import { ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
+import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
+
+/** How long a call waits before trying again while the endpoint's circuit is open. */
+const CIRCUIT_WAIT_MS = 200;
 import { OvsnetError, messageOf } from '../errors.js';
 import { prefixEnd } from './keys.js';
 import { MAX_PAGE } from './common.js';
@@ -276,8 +279,21 @@ export class EtcdStore implements Store {
         this.timeoutMs,
       );
     });
+    const deadline = Date.now() + this.timeoutMs;
+    const attempt = async (): Promise<T> => {
+      for (;;) {
+        try {
+          return await fn();
+        } catch (err) {
+          // An open circuit means the call was never sent (safe to repeat, even a txn): after an
+          // outage, wait for the circuit to half-open within the bound rather than fail at once.
+          if (!(err instanceof BrokenCircuitError) || Date.now() + CIRCUIT_WAIT_MS > deadline) throw err;
+          await new Promise((r) => setTimeout(r, CIRCUIT_WAIT_MS));
+        }
+      }
+    };
     try {
-      return await Promise.race([fn(), timeout]);
+      return await Promise.race([attempt(), timeout]);
     } catch (err) {
       throw this.convert(what, err);
     } finally {

@@ -46,6 +46,9 @@ t.test('logical networks: created on every host, mismatches explained, tunnels t
   const checks = JSON.parse(doctor.stdout) as { check: string; ok: boolean; detail: string }[];
   t.match(checks.find((c) => c.check === 'hosts'), { ok: true, detail: /h1 \(10\.200\.\d+\.1, MTU 1600\)/ }, 'doctor lists the hosts and their tunnel MTU');
   t.match(checks.find((c) => c.check === 'vxlan'), { ok: true, detail: /on OVS bridge port br-phy/ }, 'doctor: the tunnel address is on OVS (native tunnelling)');
+  const scraped = (await m.host(0).exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  t.match(scraped, /^ovsnet_hosts 3$/m, 'metrics: hosts registered');
+  t.match(scraped, /^ovsnet_vxlan_tunnels 4$/m, 'metrics: tunnel ports');
 });
 
 t.test('containers on different hosts: ping, 10 MiB over TCP, full-MTU pings; logical networks isolated', async (t) => {
@@ -90,6 +93,8 @@ t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', 
   const blue = (await m.pools(0)).find((p) => p.pool === '10.210.0.0/24');
   t.match(blue, { logical: 'blue', used: 93 }, 'the pool counts 90 + b1 + b2 + the gateway');
   for (const h of ['h1', 'h2', 'h3']) t.ok((blue?.blocks[h] ?? 0) >= 1, `${h} owns blocks of the shared pool`);
+  const scraped = (await m.host(0).exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  t.match(scraped, /^ovsnet_ipam_blocks_owned\{pool="10\.210\.0\.0\/24"\} [1-9]/m, 'metrics: blocks this host owns');
   for (let i = 0; i < 3; i++) await m.dockerOk(i, ['rm', '-f', ...names(i)]);
   const after = (await m.pools(0)).find((p) => p.pool === '10.210.0.0/24');
   t.equal(after?.used, 3, 'every address released once the containers are gone');

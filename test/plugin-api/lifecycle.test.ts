@@ -35,6 +35,7 @@ t.test('an embedded store that cannot be opened stops the process with the reaso
   fs.writeFileSync(file, '');
   const socket = path.join(dir, 'bad', 'ovsnet.sock');
   const o = await Ovsnet.start(socket, { OVSNET_STORE: `sqlite:${file}/state.db`, OVSNET_OVSDB: NO_OVS, OVSNET_LOG_LEVEL: 'warn' }).catch((e: Error) => e);
-  const log = o instanceof Error ? o.message : `${o.log}${String(await o.kill('SIGTERM'))}`;
+  // Read the log after the exit: the store fails (and says so) after the socket is up.
+  const log = o instanceof Error ? o.message : `exit ${String(await o.kill('SIGTERM'))}: ${o.log}`;
   t.match(log, /cannot open the embedded store at .*a-file\/state\.db/);
 });
