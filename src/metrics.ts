@@ -44,51 +44,24 @@ export class Metrics {
     cluster: () => ClusterStats = () => ({ hosts: 0, tunnels: 0, blocks: [] }),
   ) {
     collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
-    // Each gauge fills itself at scrape time from the IPAM index.
+    // Each gauge fills itself at scrape time: from the IPAM index, the registry, the tunnels.
+    this.gauge('ovsnet_ipam_pool_size', 'Usable addresses of each pool', () => pools().map((p) => [{ pool: p.pool }, Number(p.capacity)]));
+    this.gauge('ovsnet_ipam_pool_used', 'Reserved addresses of each pool', () => pools().map((p) => [{ pool: p.pool }, p.used]));
+    this.gauge('ovsnet_hosts', 'Hosts registered in the shared store, this one included', () => [[{}, cluster().hosts]]);
+    this.gauge('ovsnet_vxlan_tunnels', 'VXLAN tunnel ports this host keeps to its peers', () => [[{}, cluster().tunnels]]);
+    this.gauge('ovsnet_ipam_blocks_owned', 'Blocks of each shared (logical network) pool this host owns', () => cluster().blocks.map((b) => [{ pool: b.pool }, b.owned]));
+  }
+
+  /** A gauge whose values (by label set) are read at scrape time. */
+  private gauge(name: string, help: string, values: () => [Record<string, string>, number][]): void {
     new Gauge({
-      name: 'ovsnet_ipam_pool_size',
-      help: 'Usable addresses of each pool',
-      labelNames: ['pool'] as const,
+      name,
+      help,
+      labelNames: ['pool'],
       registers: [this.registry],
       collect() {
         this.reset();
-        for (const p of pools()) this.set({ pool: p.pool }, Number(p.capacity));
-      },
-    });
-    new Gauge({
-      name: 'ovsnet_ipam_pool_used',
-      help: 'Reserved addresses of each pool',
-      labelNames: ['pool'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const p of pools()) this.set({ pool: p.pool }, p.used);
-      },
-    });
-    new Gauge({
-      name: 'ovsnet_hosts',
-      help: 'Hosts registered in the shared store, this one included',
-      registers: [this.registry],
-      collect() {
-        this.set(cluster().hosts);
-      },
-    });
-    new Gauge({
-      name: 'ovsnet_vxlan_tunnels',
-      help: 'VXLAN tunnel ports this host keeps to its peers',
-      registers: [this.registry],
-      collect() {
-        this.set(cluster().tunnels);
-      },
-    });
-    new Gauge({
-      name: 'ovsnet_ipam_blocks_owned',
-      help: 'Blocks of each shared (logical network) pool this host owns',
-      labelNames: ['pool'] as const,
-      registers: [this.registry],
-      collect() {
-        this.reset();
-        for (const b of cluster().blocks) this.set({ pool: b.pool }, b.owned);
+        for (const [labels, value] of values()) this.set(labels, value);
       },
     });
   }
