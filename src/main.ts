@@ -36,6 +36,9 @@ ${Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(10)}  ${d}`).join('\n')
 
 Settings are OVSNET_* environment variables; see the README.`;
 
+/** How often the gateway guard flows of logical networks are checked (and put back if lost). */
+const GUARD_CHECK_MS = 10_000;
+
 async function serve(config: Config): Promise<void> {
   const log = createLogger(config.logLevel);
   const raw = openStore(config.store, config.storeTimeoutMs);
@@ -135,6 +138,13 @@ async function serve(config: Config): Promise<void> {
     });
   };
   follow(1000);
+  // ovs-vswitchd keeps no OpenFlow rules across a restart: check the gateway guards now and then.
+  const guards = setInterval(() => {
+    driver.checkGuards().then(
+      (r) => metrics.observeRepairs(r.length, 0),
+      (err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`),
+    );
+  }, GUARD_CHECK_MS).unref();
   // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
   reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000));
   const register = (delayMs: number) => {
@@ -162,6 +172,7 @@ async function serve(config: Config): Promise<void> {
       metricsServer?.close();
       await ipam.stop();
       reclaimer.stop();
+      clearInterval(guards);
       await tunnels.stop().catch(() => undefined);
       await registry.stop(true).catch(() => undefined);
       ovs.close();

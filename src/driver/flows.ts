@@ -7,8 +7,9 @@
  * bridge's NORMAL (learning switch) path.
  *
  * OpenFlow is not OVSDB: ovs-ofctl is run here, at network creation and reconcile only, never
- * on the container start path. Flows are not persisted by ovs-vswitchd, so reconcile puts them
- * back after it restarts. Each network's flows carry a cookie of its own (a prefix + the VNI).
+ * on the container start path. Flows are not persisted by ovs-vswitchd: a periodic check
+ * (NetworkDriver.checkGuards) puts them back after it restarts. Each network's flows carry a
+ * cookie of its own (a prefix + the VNI).
  */
 import { OvsnetError } from '../errors.js';
 import { exec, type ExecResult } from './exec.js';
@@ -32,6 +33,13 @@ export class Flows {
   /** Installs (or re-installs: add-flow replaces an identical flow) the gateway guard. */
   async guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void> {
     for (const flow of guardFlows(vni, gateways)) await this.ofctl(['add-flow', bridge, flow]);
+  }
+
+  /** How many of this VNI's guard flows the bridge has now (0 after ovs-vswitchd restarted). */
+  async guardCount(bridge: string, vni: number): Promise<number> {
+    const r = await this.run('ovs-ofctl', ['dump-flows', bridge, `cookie=${cookieOf(vni)}/-1`]);
+    if (r.code !== 0) throw new OvsnetError('OVS_FAILED', `ovs-ofctl dump-flows ${bridge} failed (${r.code}): ${r.stderr.trim()}`);
+    return r.stdout.split('\n').filter((l) => l.includes('cookie=')).length;
   }
 
   async unguardGateway(bridge: string, vni: number): Promise<void> {

@@ -21,14 +21,14 @@ import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortB
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
-import type { Flows } from './flows.js';
+import { guardFlows, type Flows } from './flows.js';
 import { joinLogical, leaveLogical } from './logical.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
 export type LinksApi = Pick<Links, 'createVeth' | 'disableTxChecksum' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
 export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
-export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway'>;
+export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway' | 'guardCount'>;
 
 /** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
 export interface SharedPoolsApi {
@@ -354,6 +354,25 @@ export class NetworkDriver {
     return { repaired, removed };
   }
 
+  /**
+   * Puts back the gateway guard flows of this host's logical networks where the bridge lost
+   * them (ovs-vswitchd keeps no flows across a restart). Returns the networks repaired.
+   */
+  checkGuards(): Promise<string[]> {
+    return this.ports.run(async () => {
+      const repaired: string[] = [];
+      for (const n of await this.localNetworks()) {
+        if (n.vni === undefined || n.gatewayPort === undefined) continue;
+        const wanted = guardFlowCount(n);
+        if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
+        await this.guardGateway(n);
+        repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
+      }
+      if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
+      return repaired;
+    });
+  }
+
   /** This host's networks (hosts sharing etcd see every host's records). */
   async localNetworks(): Promise<NetworkRecord[]> {
     const all = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
@@ -364,8 +383,7 @@ export class NetworkDriver {
 
   private async guardGateway(n: NetworkRecord): Promise<void> {
     if (n.vni === undefined || n.gatewayPort === undefined) return;
-    const gateways = [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
-    await this.deps.flows.guardGateway(n.bridge, n.vni, gateways);
+    await this.deps.flows.guardGateway(n.bridge, n.vni, gatewaysOf(n));
   }
 
   private async ensureGateway(n: NetworkRecord): Promise<void> {
@@ -427,4 +445,12 @@ export class NetworkDriver {
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
     await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));
   }
+}
+
+function gatewaysOf(n: NetworkRecord): string[] {
+  return [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
+}
+
+function guardFlowCount(n: NetworkRecord): number {
+  return n.vni === undefined ? 0 : guardFlows(n.vni, gatewaysOf(n)).length;
 }

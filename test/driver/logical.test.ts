@@ -125,6 +125,12 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   }
   t.match(Object.fromEntries(tunnelPorts(h1)), { [tunnelName(1, 'h2')]: { options: { remote_ip: '192.0.2.2', local_ip: '192.0.2.1' } } });
 
+  // ovs-vswitchd restarted: the guard flows are gone until the periodic check puts them back.
+  h1.flows.guards.clear();
+  t.same(await h1.driver.checkGuards(), ['gateway guard of blue']);
+  t.same(h1.flows.guards.get('br0/1'), ['10.80.0.1'], 'guard back');
+  t.same(await h1.driver.checkGuards(), [], 'nothing to repair when they are there');
+
   // A peer gone from the registry loses its tunnels; back, it gets them again.
   alive.delete('h3');
   h1.tunnels.schedule();

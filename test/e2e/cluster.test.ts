@@ -113,6 +113,14 @@ t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', 
   t.equal(after?.used, 3, 'every address released once the containers are gone');
 });
 
+t.test('ovs-vswitchd restarted: tunnels come back with it, the gateway guard within the check period', async (t) => {
+  await m.host(1).restartVswitchd();
+  const guarded = async () => /arp_tpa=10\.210\.0\.1 actions=drop/.test((await m.host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout);
+  const took = await until(guarded, 15_000);
+  t.ok(took < 15_000, `guard flows back ${took} ms after the restart (checked every 10 s)`);
+  t.ok(await m.ping(0, 'b1', await m.ip(1, 'b2', 'blue')), 'cross-host traffic flows again');
+});
+
 t.test('a host killed is gone from its peers within the TTL, its tunnels with it', async (t) => {
   const killedAt = Date.now();
   await m.daemons[2]?.kill('SIGKILL');

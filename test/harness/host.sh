@@ -8,6 +8,7 @@
 #   host.sh restart-dockerd NAME DIR   stop dockerd (SIGTERM) and start it again
 #   host.sh underlay-up NAME DIR          a namespace with a bridge that hosts attach to
 #   host.sh attach NAME DIR UNDERLAY ADDR  give host NAME an underlay link (ul0) with ADDR
+#   host.sh restart-vswitchd NAME DIR   restart ovs-vswitchd (its database stays)
 #   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
 #
 # Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
@@ -163,6 +164,11 @@ case $cmd in
   attach) attach "$@" ;;
   exec) [ "${1:-}" = -- ] && shift; enter "$@" ;;
   restart-dockerd) stop_pid "$(cat "$D/dockerd.pid")"; start_dockerd ;;
+  restart-vswitchd) # ovs-vswitchd only: the database (ports, tunnels) stays, OpenFlow rules go
+    stop_pid "$(cat "$D/ovs-vswitchd.pid")"
+    enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
+      --detach --log-file="$D/log/ovs-vswitchd.log"
+    cp "$D/run/openvswitch/ovs-vswitchd.pid" "$D/ovs-vswitchd.pid" ;;
   down) down ;;
   *) echo "usage: host.sh up|exec|down NAME DIR" >&2; exit 2 ;;
 esac

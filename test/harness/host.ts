@@ -116,6 +116,10 @@ export class DockerHost {
     await must('bash', [SCRIPT, 'restart-dockerd', this.name, this.dir], { ...process.env, DOCKERD_ARGS: dockerdArgs });
   }
 
+  async restartVswitchd(): Promise<void> {
+    await must('bash', [SCRIPT, 'restart-vswitchd', this.name, this.dir]);
+  }
+
   async down(): Promise<void> {
     await run('bash', [SCRIPT, 'down', this.name, this.dir], { timeoutMs: 120_000 });
   }

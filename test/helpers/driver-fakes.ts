@@ -139,4 +139,7 @@ export class FakeFlows extends Failer implements FlowsApi {
   async unguardGateway(bridge: string, vni: number): Promise<void> {
     this.guards.delete(`${bridge}/${vni}`);
   }
+  async guardCount(bridge: string, vni: number): Promise<number> {
+    return (this.guards.get(`${bridge}/${vni}`)?.length ?? 0) * 2;
+  }
 }
