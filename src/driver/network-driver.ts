@@ -22,7 +22,7 @@ import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
 import { guardFlows, type Flows } from './flows.js';
-import { joinLogical, leaveLogical } from './logical.js';
+import { joinLogical, leaveLogical, type LogicalNetwork } from './logical.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
@@ -314,6 +314,7 @@ export class NetworkDriver {
     if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
     await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
     for (const n of networks) {
+      if (n.logical !== undefined && (await this.rejoinLogical(n))) repaired.push(`member of logical network ${n.logical}`);
       if (n.gatewayPort === undefined) continue;
       if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
       await this.ensureGateway(n);
@@ -380,6 +381,28 @@ export class NetworkDriver {
   }
 
   // --- internals -------------------------------------------------------------------------
+
+  /**
+   * A host away longer than the reclaim grace period was removed from its logical networks'
+   * members by its peers: back, it joins again (with its VNI), so that tunnels reach it.
+   */
+  private async rejoinLogical(n: NetworkRecord): Promise<boolean> {
+    const name = n.logical;
+    if (name === undefined) return false;
+    try {
+      const kv = await this.deps.store.get(keys.logicalNetwork(name));
+      const members = kv === undefined ? {} : (JSON.parse(kv.value) as LogicalNetwork).members;
+      if (members[this.deps.host]?.networkId === n.networkId) return false;
+      await joinLogical(this.deps.store, {
+        name, vni: n.vni, subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool), internal: n.internal,
+        host: this.deps.host, networkId: n.networkId, now: this.now(),
+      });
+      return true;
+    } catch (err) {
+      this.deps.log.warn({ err, logical: name }, `cannot join logical network ${name} again: ${messageOf(err)}`);
+      return false;
+    }
+  }
 
   private async guardGateway(n: NetworkRecord): Promise<void> {
     if (n.vni === undefined || n.gatewayPort === undefined) return;

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { leaveLogical } from '../../src/driver/logical.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { tunnelName, Tunnels, wantedTunnels } from '../../src/driver/tunnels.js';
 import type { Ipam } from '../../src/ipam-driver/ipam.js';
@@ -130,6 +131,11 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   t.same(await h1.driver.checkGuards(), ['gateway guard of blue']);
   t.same(h1.flows.guards.get('br0/1'), ['10.80.0.1'], 'guard back');
   t.same(await h1.driver.checkGuards(), [], 'nothing to repair when they are there');
+
+  // Reclaimed by its peers after a long absence, a host joins again at its next reconcile.
+  await leaveLogical(h2.store, 'blue', 'h2', undefined);
+  t.match(await h2.driver.reconcile(), { repaired: ['member of logical network blue'] });
+  t.ok((JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: Record<string, unknown> }).members.h2, 'h2 is a member again');
 
   // A peer gone from the registry loses its tunnels; back, it gets them again.
   alive.delete('h3');
