@@ -21,8 +21,10 @@ import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortB
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
-import { guardFlows, type Flows } from './flows.js';
-import { joinLogical, leaveLogical, type LogicalNetwork } from './logical.js';
+import type { Flows } from './flows.js';
+import { Gateways } from './gateway.js';
+import { Reconciler } from './reconcile.js';
+import { joinLogical, leaveLogical } from './logical.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
@@ -92,8 +94,13 @@ export class NetworkDriver {
    */
   private readonly ports = new Mutex();
 
+  private readonly gateways: Gateways;
+  private readonly reconciler: Reconciler;
+
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
+    this.gateways = new Gateways(deps);
+    this.reconciler = new Reconciler(deps, this.gateways, () => this.localNetworks(), this.now);
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -153,13 +160,12 @@ export class NetworkDriver {
       };
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
       if (record.gatewayPort !== undefined) {
-        undo.push(() => this.removeGateway(record));
-        await this.ensureGateway(record);
+        undo.push(() => this.gateways.remove(record));
+        await this.gateways.ensure(record);
       }
       if (record.vni !== undefined && record.gatewayPort !== undefined) {
-        const vniOf = record.vni;
-        undo.push(() => this.deps.flows.unguardGateway(record.bridge, vniOf));
-        await this.guardGateway(record);
+        undo.push(() => this.gateways.unguard(record));
+        await this.gateways.guard(record);
       }
       const res = await this.deps.store.txn({
         compares: [absent(keys.network(req.networkId))],
@@ -181,9 +187,8 @@ export class NetworkDriver {
   private async deleteNetworkLocked(networkId: string): Promise<void> {
     const record = await this.network(networkId, false);
     if (record === undefined) return;
-    await this.bestEffort('remove gateway', () => this.removeGateway(record));
-    const vni = record.vni;
-    if (vni !== undefined) await this.bestEffort('remove the gateway guard', () => this.deps.flows.unguardGateway(record.bridge, vni));
+    await this.bestEffort('remove gateway', () => this.gateways.remove(record));
+    await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
     await this.deps.store.txn({
       compares: [],
       success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
@@ -303,56 +308,7 @@ export class NetworkDriver {
    * the store no longer has. Returns what it repaired.
    */
   reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
-    return this.ports.run(() => this.reconcileLocked());
-  }
-
-  private async reconcileLocked(): Promise<{ repaired: string[]; removed: string[] }> {
-    const repaired: string[] = [];
-    const removed: string[] = [];
-    const networks = await this.localNetworks();
-    const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
-    if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
-    await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
-    for (const n of networks) {
-      if (n.logical !== undefined && (await this.rejoinLogical(n))) repaired.push(`member of logical network ${n.logical}`);
-      if (n.gatewayPort === undefined) continue;
-      if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
-      await this.ensureGateway(n);
-      // ovs-vswitchd keeps no flows across a restart: put the gateway guard back.
-      await this.guardGateway(n);
-    }
-    for (const port of await this.deps.ovs.ownPorts()) {
-      const ep = port.externalIds['ovsnet-endpoint'];
-      if (ep !== undefined && !endpoints.has(ep)) {
-        await this.deps.ovs.deletePort(port.name);
-        await this.deps.links.deleteLink(port.name);
-        removed.push(port.name);
-      } else if (ep !== undefined && !(await this.deps.links.exists(port.name))) {
-        // A joined endpoint whose veth is gone: its container's namespace died with it (a
-        // dockerd restart without live-restore). Docker releases the address, but sends
-        // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
-        const net = port.externalIds['ovsnet-network'] ?? '';
-        await this.deps.ovs.deletePort(port.name);
-        await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(net, ep))] });
-        removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
-      }
-      const role = port.externalIds['ovsnet-role'];
-      const net = port.externalIds['ovsnet-network'];
-      if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
-        await this.deps.ovs.deletePort(port.name);
-        removed.push(port.name);
-      }
-    }
-    const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
-    for (const link of await this.deps.links.list('ovh')) {
-      const id = link.slice(3);
-      if (![...endpoints].some((e) => e.startsWith(id)) && !ours.has(link)) {
-        await this.deps.links.deleteLink(link);
-        removed.push(link);
-      }
-    }
-    this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
-    return { repaired, removed };
+    return this.ports.run(() => this.reconciler.reconcile());
   }
 
   /**
@@ -360,18 +316,7 @@ export class NetworkDriver {
    * them (ovs-vswitchd keeps no flows across a restart). Returns the networks repaired.
    */
   checkGuards(): Promise<string[]> {
-    return this.ports.run(async () => {
-      const repaired: string[] = [];
-      for (const n of await this.localNetworks()) {
-        if (n.vni === undefined || n.gatewayPort === undefined) continue;
-        const wanted = guardFlowCount(n);
-        if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
-        await this.guardGateway(n);
-        repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
-      }
-      if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
-      return repaired;
-    });
+    return this.ports.run(() => this.reconciler.checkGuards());
   }
 
   /** This host's networks (hosts sharing etcd see every host's records). */
@@ -381,63 +326,6 @@ export class NetworkDriver {
   }
 
   // --- internals -------------------------------------------------------------------------
-
-  /**
-   * A host away longer than the reclaim grace period was removed from its logical networks'
-   * members by its peers: back, it joins again (with its VNI), so that tunnels reach it.
-   */
-  private async rejoinLogical(n: NetworkRecord): Promise<boolean> {
-    const name = n.logical;
-    if (name === undefined) return false;
-    try {
-      const kv = await this.deps.store.get(keys.logicalNetwork(name));
-      const members = kv === undefined ? {} : (JSON.parse(kv.value) as LogicalNetwork).members;
-      if (members[this.deps.host]?.networkId === n.networkId) return false;
-      await joinLogical(this.deps.store, {
-        name, vni: n.vni, subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool), internal: n.internal,
-        host: this.deps.host, networkId: n.networkId, now: this.now(),
-      });
-      return true;
-    } catch (err) {
-      this.deps.log.warn({ err, logical: name }, `cannot join logical network ${name} again: ${messageOf(err)}`);
-      return false;
-    }
-  }
-
-  private async guardGateway(n: NetworkRecord): Promise<void> {
-    if (n.vni === undefined || n.gatewayPort === undefined) return;
-    await this.deps.flows.guardGateway(n.bridge, n.vni, gatewaysOf(n));
-  }
-
-  private async ensureGateway(n: NetworkRecord): Promise<void> {
-    const port = n.gatewayPort;
-    if (port === undefined) return;
-    if (!(await this.deps.links.exists(port))) {
-      await this.deps.ovs.deletePort(port);
-      await this.deps.ovs.addPort(n.bridge, port, {
-        tag: n.tag,
-        type: 'internal',
-        mtu: n.mtu,
-        externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' },
-      });
-    } else {
-      await this.deps.ovs.setMtu(port, n.mtu);
-    }
-    // The kernel device of an internal port, and its MTU, exist once ovs-vswitchd applied them.
-    await this.deps.ovs.waitApplied();
-    for (const d of [...n.ipv4, ...n.ipv6]) {
-      if (d.gateway === undefined) continue;
-      const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
-      await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
-    }
-    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port);
-  }
-
-  private async removeGateway(n: NetworkRecord): Promise<void> {
-    if (n.gatewayPort === undefined) return;
-    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
-    await this.deps.ovs.deletePort(n.gatewayPort);
-  }
 
   private async unpublish(ep: EndpointRecord): Promise<void> {
     if (ep.portmap.length > 0 && ep.address !== undefined) await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
@@ -470,10 +358,3 @@ export class NetworkDriver {
   }
 }
 
-function gatewaysOf(n: NetworkRecord): string[] {
-  return [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
-}
-
-function guardFlowCount(n: NetworkRecord): number {
-  return n.vni === undefined ? 0 : guardFlows(n.vni, gatewaysOf(n)).length;
-}

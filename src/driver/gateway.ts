@@ -1,0 +1,67 @@
+/**
+ * A network's way out: the gateway port (an OVS internal port holding the gateway addresses on
+ * the host, its MTU pinned), masquerading for its IPv4 subnets, and for logical networks the
+ * OpenFlow guard that keeps the gateway local (flows.ts). Every step is idempotent, so network
+ * creation and reconcile share them.
+ */
+import { guardFlows } from './flows.js';
+import { parseCidrAddress } from './addresses.js';
+import type { DriverDeps } from './network-driver.js';
+import type { NetworkRecord } from './records.js';
+
+export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;
+
+/** The gateway addresses of a network, without their prefix lengths. */
+export function gatewaysOf(n: NetworkRecord): string[] {
+  return [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
+}
+
+/** How many guard flows a logical network with a gateway has when all is well. */
+export function guardFlowCount(n: NetworkRecord): number {
+  return n.vni === undefined ? 0 : guardFlows(n.vni, gatewaysOf(n)).length;
+}
+
+export class Gateways {
+  constructor(private readonly deps: GatewayDeps) {}
+
+  /** Creates (or repairs) the gateway port, its addresses and MTU, and masquerading. */
+  async ensure(n: NetworkRecord): Promise<void> {
+    const port = n.gatewayPort;
+    if (port === undefined) return;
+    if (!(await this.deps.links.exists(port))) {
+      await this.deps.ovs.deletePort(port);
+      await this.deps.ovs.addPort(n.bridge, port, {
+        tag: n.tag,
+        type: 'internal',
+        mtu: n.mtu,
+        externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' },
+      });
+    } else {
+      await this.deps.ovs.setMtu(port, n.mtu);
+    }
+    // The kernel device of an internal port, and its MTU, exist once ovs-vswitchd applied them.
+    await this.deps.ovs.waitApplied();
+    for (const d of [...n.ipv4, ...n.ipv6]) {
+      if (d.gateway === undefined) continue;
+      const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
+      await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
+    }
+    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port);
+  }
+
+  async remove(n: NetworkRecord): Promise<void> {
+    if (n.gatewayPort === undefined) return;
+    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
+    await this.deps.ovs.deletePort(n.gatewayPort);
+  }
+
+  /** A logical network's gateway guard flows (none for other networks). */
+  async guard(n: NetworkRecord): Promise<void> {
+    if (n.vni === undefined || n.gatewayPort === undefined) return;
+    await this.deps.flows.guardGateway(n.bridge, n.vni, gatewaysOf(n));
+  }
+
+  async unguard(n: NetworkRecord): Promise<void> {
+    if (n.vni !== undefined) await this.deps.flows.unguardGateway(n.bridge, n.vni);
+  }
+}

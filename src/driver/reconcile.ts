@@ -1,0 +1,113 @@
+/**
+ * Bringing OVS and the kernel in line with the store (NetworkDriver runs these under its port
+ * mutex): at start and on every Plugin.Activate, and the gateway guard flows every few seconds.
+ */
+import { messageOf } from '../errors.js';
+import { keys } from '../store/keys.js';
+import { del } from '../store/types.js';
+import { Gateways, guardFlowCount } from './gateway.js';
+import { joinLogical, type LogicalNetwork } from './logical.js';
+import type { DriverDeps } from './network-driver.js';
+import type { EndpointRecord, NetworkRecord } from './records.js';
+
+export class Reconciler {
+  constructor(
+    private readonly deps: DriverDeps,
+    private readonly gateways: Gateways,
+    private readonly localNetworks: () => Promise<NetworkRecord[]>,
+    private readonly now: () => Date,
+  ) {}
+
+  /**
+   * After a restart: the bridge, every network's gateway port, address, NAT rules and guard,
+   * its logical network membership; removes ports and veths of endpoints the store no longer
+   * has, and endpoints whose veth is gone. Returns what it repaired and removed.
+   */
+  async reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
+    const repaired: string[] = [];
+    const removed: string[] = [];
+    const networks = await this.localNetworks();
+    const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
+    if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
+    await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+    for (const n of networks) {
+      if (n.logical !== undefined && (await this.rejoinLogical(n))) repaired.push(`member of logical network ${n.logical}`);
+      if (n.gatewayPort === undefined) continue;
+      if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
+      await this.gateways.ensure(n);
+      // ovs-vswitchd keeps no flows across a restart: put the gateway guard back.
+      await this.gateways.guard(n);
+    }
+    for (const port of await this.deps.ovs.ownPorts()) {
+      const ep = port.externalIds['ovsnet-endpoint'];
+      if (ep !== undefined && !endpoints.has(ep)) {
+        await this.deps.ovs.deletePort(port.name);
+        await this.deps.links.deleteLink(port.name);
+        removed.push(port.name);
+      } else if (ep !== undefined && !(await this.deps.links.exists(port.name))) {
+        // A joined endpoint whose veth is gone: its container's namespace died with it (a
+        // dockerd restart without live-restore). Docker releases the address, but sends
+        // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
+        const net = port.externalIds['ovsnet-network'] ?? '';
+        await this.deps.ovs.deletePort(port.name);
+        await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(net, ep))] });
+        removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
+      }
+      const role = port.externalIds['ovsnet-role'];
+      const net = port.externalIds['ovsnet-network'];
+      if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
+        await this.deps.ovs.deletePort(port.name);
+        removed.push(port.name);
+      }
+    }
+    const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
+    for (const link of await this.deps.links.list('ovh')) {
+      const id = link.slice(3);
+      if (![...endpoints].some((e) => e.startsWith(id)) && !ours.has(link)) {
+        await this.deps.links.deleteLink(link);
+        removed.push(link);
+      }
+    }
+    this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
+    return { repaired, removed };
+  }
+
+  /**
+   * Puts back the gateway guard flows of this host's logical networks where the bridge lost
+   * them (ovs-vswitchd keeps no flows across a restart). Returns what it repaired.
+   */
+  async checkGuards(): Promise<string[]> {
+      const repaired: string[] = [];
+      for (const n of await this.localNetworks()) {
+        if (n.vni === undefined || n.gatewayPort === undefined) continue;
+        const wanted = guardFlowCount(n);
+        if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
+        await this.gateways.guard(n);
+        repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
+      }
+      if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
+      return repaired;
+  }
+
+  /**
+   * A host away longer than the reclaim grace period was removed from its logical networks'
+   * members by its peers: back, it joins again (with its VNI), so that tunnels reach it.
+   */
+  private async rejoinLogical(n: NetworkRecord): Promise<boolean> {
+    const name = n.logical;
+    if (name === undefined) return false;
+    try {
+      const kv = await this.deps.store.get(keys.logicalNetwork(name));
+      const members = kv === undefined ? {} : (JSON.parse(kv.value) as LogicalNetwork).members;
+      if (members[this.deps.host]?.networkId === n.networkId) return false;
+      await joinLogical(this.deps.store, {
+        name, vni: n.vni, subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool), internal: n.internal,
+        host: this.deps.host, networkId: n.networkId, now: this.now(),
+      });
+      return true;
+    } catch (err) {
+      this.deps.log.warn({ err, logical: name }, `cannot join logical network ${name} again: ${messageOf(err)}`);
+      return false;
+    }
+  }
+}
