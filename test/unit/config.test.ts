@@ -15,6 +15,8 @@ t.test('defaults: embedded store, info logs, the standard socket', async (t) => 
   t.equal(c.metrics, undefined, 'metrics off');
   t.same(loadConfig({ OVSNET_METRICS_ADDR: '9477' }).metrics, { host: '127.0.0.1', port: 9477 }, 'a bare port is on loopback');
   t.same(loadConfig({ OVSNET_METRICS_ADDR: '0.0.0.0:9100' }).metrics, { host: '0.0.0.0', port: 9100 });
+  t.match(loadConfig({}).host, { ttlSeconds: 10, reclaimGraceSeconds: 600 }, 'a dead host is reclaimed after 10 minutes by default');
+  t.equal(loadConfig({ OVSNET_RECLAIM_GRACE: '0' }).host.reclaimGraceSeconds, 0);
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
 });
 
@@ -47,6 +49,9 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_SOCKET: 'ovsnet.sock' }, /OVSNET_SOCKET.*absolute path ending in \.sock/],
   [{ OVSNET_METRICS_ADDR: 'everywhere' }, /OVSNET_METRICS_ADDR="everywhere" is not valid: expected PORT \(on 127\.0\.0\.1\) or HOST:PORT/],
   [{ OVSNET_DATAPATH: 'kernel' }, /OVSNET_DATAPATH="kernel" is not valid: expected auto\|system\|netdev/],
+  [{ OVSNET_HOST_TTL: '1' }, /OVSNET_HOST_TTL="1" is not valid: expected seconds, an integer from 2 to 300/],
+  [{ OVSNET_RECLAIM_GRACE: '10m' }, /OVSNET_RECLAIM_GRACE="10m" is not valid: expected seconds, an integer from 0 to 86400/],
+  [{ OVSNET_VTEP_IP: '10.0.0' }, /OVSNET_VTEP_IP="10\.0\.0" is not valid/],
   [{ OVSNET_BRIDGE: 'a-bridge-name-too-long' }, /OVSNET_BRIDGE/],
   [{ OVSNET_OVSDB: '/var/run/db.sock' }, /OVSNET_OVSDB.*unix:\/absolute\/path or tcp:host:port/],
   [{ OVSNET_SOKET: '/x.sock' }, /OVSNET_SOKET is not a setting of ovsnet: valid ones are OVSNET_STORE/],
