@@ -10,7 +10,8 @@
  * - The in-memory PoolIndex finds free addresses; a watch keeps it current with other
  *   processes' writes.
  */
-import { OvsnetError } from '../errors.js';
+import { randomBytes } from 'node:crypto';
+import { OvsnetError, isOvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Watcher } from '../store/types.js';
 import {
@@ -28,6 +29,7 @@ import { PoolIndex, PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
 import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
+import { Doubts, type Doubt } from './doubts.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
@@ -58,11 +60,13 @@ export class Ipam {
 
   private readonly pools: Pools;
   private readonly shared: SharedPools;
+  private readonly doubts: Doubts;
 
   constructor(private readonly deps: IpamDeps) {
     this.now = deps.now ?? (() => new Date());
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
+    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log);
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
@@ -77,6 +81,7 @@ export class Ipam {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.doubts.stop();
     await this.watcher?.close();
   }
 
@@ -95,13 +100,60 @@ export class Ipam {
   }
 
   async requestAddress(req: AddressRequest): Promise<{ address: string }> {
+    const token = randomBytes(8).toString('hex');
+    try {
+      return await this.requestAddressOnce(req, token);
+    } catch (err) {
+      // The store may still apply a reservation whose answer was lost: settle it later.
+      if (isOvsnetError(err) && err.retryable) this.doubts.add({ kind: 'request', poolId: req.poolId, token, at: this.now() });
+      throw err;
+    }
+  }
+
+  async releaseAddress(poolId: string, address: string): Promise<void> {
+    const at = this.now();
+    try {
+      await this.releaseAddressOnce(poolId, address, undefined);
+    } catch (err) {
+      // Docker only logs a failed release: do it again once the store answers.
+      if (isOvsnetError(err) && err.retryable) this.doubts.add({ kind: 'release', poolId, address, at });
+      throw err;
+    }
+  }
+
+  /** Unconfirmed changes not settled yet (tests, status). */
+  get unsettled(): number {
+    return this.doubts.size;
+  }
+
+  /** Settles unconfirmed changes now (the background does it on its own). */
+  settle(): Promise<void> {
+    return this.doubts.settleAll();
+  }
+
+  private async settleDoubt(d: Doubt): Promise<void> {
+    if (d.kind === 'release') {
+      // Only the reservation Docker released: this host's, made before the failed release.
+      await this.releaseAddressOnce(d.poolId, d.address, (r) => r.host === this.deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
+      return;
+    }
+    const made = (await this.deps.store.list(keys.addresses(d.poolId))).kvs
+      .map((kv) => parseRecord<Reservation>(kv.value, 'reservation'))
+      .filter((r) => r.token === d.token);
+    for (const r of made) {
+      await this.releaseAddressOnce(d.poolId, r.address, (cur) => cur.token === d.token);
+      this.deps.log.warn({ poolId: d.poolId, address: r.address }, 'released an address reserved by a request that failed while the store was unreachable');
+    }
+  }
+
+  private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {
     await this.ready();
     const pool = await this.pool(req.poolId);
     const bits = pool.prefix.bits;
     if (req.gateway || req.address !== '') {
       const value = req.address === '' ? defaultGateway(pool.prefix) : this.checkAddress(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
-      const taken = pool.shared ? await this.shared.reserve(pool, value, this.reservation(pool, kind, req.name)) : await this.reserve(pool, value, kind, req.name);
+      const taken = pool.shared ? await this.shared.reserve(pool, value, this.reservation(pool, kind, req.name, token)) : await this.reserve(pool, value, kind, req.name, token);
       // A logical network has one gateway, the same on every host: each host's Docker asks for it.
       const sharedGateway = pool.shared && req.gateway && taken?.kind === 'gateway';
       if (taken !== undefined && !sharedGateway) {
@@ -113,14 +165,14 @@ export class Ipam {
       return { address: formatWithLength(pool.prefix.family, value, bits) };
     }
     if (pool.shared) {
-      const value = await this.shared.allocate(pool, this.reservation(pool, 'dynamic', req.name));
+      const value = await this.shared.allocate(pool, this.reservation(pool, 'dynamic', req.name, token));
       if (value !== undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
     }
     for (let attempt = 0; attempt < MAX_RETRIES * 16 && !pool.shared; attempt++) {
       const value = pool.candidate();
       if (value === undefined) break;
       pool.cursor = value + 1n;
-      const taken = await this.reserve(pool, value, 'dynamic', req.name);
+      const taken = await this.reserve(pool, value, 'dynamic', req.name, token);
       if (taken === undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
     }
     const range = pool.record.subPool === undefined ? '' : ` (range ${pool.record.subPool})`;
@@ -130,7 +182,8 @@ export class Ipam {
     );
   }
 
-  async releaseAddress(poolId: string, address: string): Promise<void> {
+  /** Releases the address; with `onlyIf`, only a reservation that passes it (settling a doubt). */
+  private async releaseAddressOnce(poolId: string, address: string, onlyIf: ((r: Reservation) => boolean) | undefined): Promise<void> {
     await this.ready();
     const pool = this.index.pools.get(poolId) ?? (await this.loadPool(poolId));
     if (pool === undefined) return; // the pool is gone, and its reservations with it
@@ -140,13 +193,16 @@ export class Ipam {
       // The shared gateway stays while another host's network uses the pool.
       const users = pool.record.users ?? [];
       if (users.some((u) => u !== this.deps.host) && value === (await this.gatewayOf(pool))) return;
-      await this.shared.release(pool, value);
+      await this.shared.release(pool, value, onlyIf);
       return;
     }
+    // Settling a doubt: only the reservation that passes `onlyIf`, unchanged since it was read.
+    const held = onlyIf === undefined ? undefined : await this.deps.store.get(key);
+    if (onlyIf !== undefined && (held === undefined || !onlyIf(parseRecord<Reservation>(held.value, 'reservation')))) return;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const next = pool.count - 1;
       const res = await this.deps.store.txn({
-        compares: [{ key, target: 'present' }, modRevisionIs(keys.poolCount(poolId), pool.countRevision)],
+        compares: [held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision), modRevisionIs(keys.poolCount(poolId), pool.countRevision)],
         success: [del(key), put(keys.poolCount(poolId), String(next))],
         failure: [get(key), get(keys.poolCount(poolId))],
       });
@@ -215,7 +271,7 @@ export class Ipam {
   // --- internals -------------------------------------------------------------------------
 
   /** The reservation record of an address of `pool`. */
-  private reservation(pool: PoolState, kind: ReservationKind, name: string | undefined): (address: string) => Reservation {
+  private reservation(pool: PoolState, kind: ReservationKind, name: string | undefined, token: string): (address: string) => Reservation {
     return (address) => ({
       address,
       poolId: pool.record.poolId,
@@ -223,6 +279,7 @@ export class Ipam {
       host: this.deps.host,
       ...(name === undefined ? {} : { name }),
       reservedAt: this.now().toISOString(),
+      token,
     });
   }
 
@@ -237,11 +294,11 @@ export class Ipam {
   }
 
   /** Creates the reservation; returns the holder when the address is taken. */
-  private async reserve(pool: PoolState, value: bigint, kind: ReservationKind, name: string | undefined): Promise<Reservation | undefined> {
+  private async reserve(pool: PoolState, value: bigint, kind: ReservationKind, name: string | undefined, token: string): Promise<Reservation | undefined> {
     const address = formatAddress(pool.prefix.family, value);
     const key = keys.address(pool.record.poolId, address);
     const countKey = keys.poolCount(pool.record.poolId);
-    const record = this.reservation(pool, kind, name)(address);
+    const record = this.reservation(pool, kind, name, token)(address);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       // The count written is the one compared: the watch may move pool.count during the await.
       const next = pool.count + 1;

@@ -42,6 +42,8 @@ export interface Reservation {
   /** Docker's endpoint name, when Docker sends it (v29+). */
   readonly name?: string;
   readonly reservedAt: string;
+  /** Unique to the request that made it: finds it again when the store did not confirm it. */
+  readonly token?: string;
   /** Endpoint bound to it by the network driver's CreateEndpoint. */
   readonly endpoint?: string;
 }

@@ -135,7 +135,7 @@ export class SharedPools {
    * back. Another host's reservation is left alone: after a dead host's addresses were reclaimed
    * and handed out again, its Docker's late release must not free the new holder's address.
    */
-  async release(pool: PoolState, value: bigint): Promise<void> {
+  async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
     const address = formatAddress(pool.prefix.family, value);
     const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);
@@ -146,7 +146,8 @@ export class SharedPools {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }
-      if (parseRecord<Reservation>(held.value, 'reservation').host !== this.deps.host) return;
+      const r = parseRecord<Reservation>(held.value, 'reservation');
+      if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
       const state = pool.blocks.get(start);
       const current = state?.record;
       const count = Math.max((current?.count ?? 1) - 1, 0);

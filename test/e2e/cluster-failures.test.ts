@@ -45,8 +45,11 @@ t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated
   const all = await addressesOn('green');
   t.equal(all.length, 18);
   t.equal(new Set(all).size, 18, 'no address twice across hosts after the outage');
-  const green = (await m.pools(0)).find((p) => p.pool === '10.220.0.0/24');
-  t.equal(green?.used, 19, 'the store holds exactly the 18 containers and the gateway');
+  // A reservation sent to the frozen etcd may be applied when it resumes, though its request
+  // failed: ovsnet releases it once etcd answers again (ipam-driver/doubts.ts).
+  const used = async () => (await m.pools(0)).find((p) => p.pool === '10.220.0.0/24')?.used;
+  const settled = await until(async () => (await used()) === 19, 15_000);
+  t.equal(await used(), 19, `the store holds exactly the 18 containers and the gateway (settled in ${settled} ms)`);
   t.ok(await m.ping(2, 'after3-0', await m.ip(0, 'after1-0', 'green')), 'new containers talk across hosts');
 });
 

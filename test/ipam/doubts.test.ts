@@ -1,0 +1,108 @@
+/**
+ * Unconfirmed outcomes: a store that applies a transaction but loses its answer (a frozen etcd
+ * that resumes), or never applies it. No address leaks either way once the store answers again.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { OvsnetError } from '../../src/errors.js';
+import { keys } from '../../src/store/keys.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import type { Store, TxnRequest, TxnResult } from '../../src/store/types.js';
+import { makeIpam, pool } from '../helpers/ipam.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-doubts-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+/** A store whose next transactions fail after (`lost`) or before (`refused`) being applied. */
+class Flaky implements Store {
+  readonly kind;
+  mode: 'ok' | 'lost' | 'refused' = 'ok';
+
+  constructor(private readonly inner: Store) {
+    this.kind = inner.kind;
+  }
+
+  async txn(req: TxnRequest): Promise<TxnResult> {
+    if (this.mode === 'refused') throw new OvsnetError('STORE_UNAVAILABLE', 'injected: etcd unreachable');
+    const res = await this.inner.txn(req);
+    if (this.mode === 'lost') throw new OvsnetError('STORE_TIMEOUT', 'injected: the answer was lost');
+    return res;
+  }
+  get: Store['get'] = (k) => this.inner.get(k);
+  range: Store['range'] = (p, o) => this.inner.range(p, o);
+  list: Store['list'] = (p) => this.inner.list(p);
+  watch: Store['watch'] = (p, r, h) => this.inner.watch(p, r, h);
+  grantLease: Store['grantLease'] = (ttl) => this.inner.grantLease(ttl);
+  keepAlive: Store['keepAlive'] = (l) => this.inner.keepAlive(l);
+  revokeLease: Store['revokeLease'] = (l) => this.inner.revokeLease(l);
+  revision: Store['revision'] = () => this.inner.revision();
+  close: Store['close'] = () => this.inner.close();
+}
+
+function setup(t: Test) {
+  const inner = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
+  const store = new Flaky(inner);
+  const ipam = makeIpam(store, { host: 'h1' });
+  t.teardown(async () => {
+    await ipam.stop();
+    await inner.close();
+  });
+  return { inner, store, ipam };
+}
+
+async function held(store: Store, poolId: string): Promise<string[]> {
+  return (await store.list(keys.addresses(poolId))).kvs.map((kv) => (JSON.parse(kv.value) as { address: string }).address).sort();
+}
+
+for (const shared of [false, true]) {
+  const label = shared ? 'a shared pool' : 'a one-host pool';
+  const create = async (ipam: ReturnType<typeof setup>['ipam'], cidr: string) => {
+    const { poolId } = await ipam.requestPool(pool(cidr));
+    if (shared) await ipam.bindLogical(cidr, `n${n}`);
+    return poolId;
+  };
+
+  t.test(`${label}: a reservation applied but unconfirmed is released once the store answers`, async (t) => {
+    const { store, ipam } = setup(t);
+    const poolId = await create(ipam, '10.77.0.0/24');
+    await ipam.requestAddress({ poolId, address: '', gateway: false });
+    store.mode = 'lost';
+    await t.rejects(ipam.requestAddress({ poolId, address: '', gateway: false }), { code: 'STORE_TIMEOUT' });
+    await t.rejects(ipam.requestAddress({ poolId, address: '10.77.0.50', gateway: false }), { code: 'STORE_TIMEOUT' });
+    t.same(await held(store, poolId), ['10.77.0.1', '10.77.0.2', '10.77.0.50'], 'the store applied both: Docker thinks they failed');
+    t.equal(ipam.unsettled, 2);
+    store.mode = 'refused';
+    await ipam.settle();
+    t.equal(ipam.unsettled, 2, 'still unsettled while the store is unreachable');
+    store.mode = 'ok';
+    await ipam.settle();
+    t.equal(ipam.unsettled, 0);
+    t.same(await held(store, poolId), ['10.77.0.1'], 'both released: no leak');
+    t.equal(ipam.usage().find((u) => u.poolId === poolId)?.count, 1, 'and the count with them');
+  });
+
+  t.test(`${label}: a release that never reached the store is done again, and only that one`, async (t) => {
+    const { store, ipam } = setup(t);
+    const poolId = await create(ipam, '10.78.0.0/24');
+    const a = (await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '';
+    store.mode = 'refused';
+    await t.rejects(ipam.releaseAddress(poolId, a), { code: 'STORE_UNAVAILABLE' });
+    store.mode = 'ok';
+    t.same(await held(store, poolId), [a], 'the release did not happen');
+    await ipam.settle();
+    t.same(await held(store, poolId), [], 'done again once the store answers');
+
+    // A release lost, then the same address reserved anew: settling leaves the new holder.
+    const b = (await ipam.requestAddress({ poolId, address: a, gateway: false })).address.split('/')[0] ?? '';
+    store.mode = 'lost';
+    await t.rejects(ipam.releaseAddress(poolId, b));
+    store.mode = 'ok';
+    await new Promise((r) => setTimeout(r, 5));
+    await ipam.requestAddress({ poolId, address: b, gateway: false });
+    await ipam.settle();
+    t.same(await held(store, poolId), [b], 'the new reservation of the address stays');
+  });
+}
