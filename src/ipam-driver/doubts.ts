@@ -1,16 +1,17 @@
 /**
  * Outcomes the store could not confirm. When a reservation's transaction times out, etcd may
  * still apply it (a frozen or partitioned etcd processes the request once it is back), while
- * Docker was told the request failed and will never release that address: a leak. When a
+ * Docker was told the request failed and will never release that address (or pool): a leak. When a
  * release times out, Docker treats the address as released (it only logs release errors): the
  * reservation would stay forever. So each such failure is remembered here and settled in the
- * background once the store answers again: a reservation the failed request made (found by its
- * token) is released, a release is done again. Each settle step is idempotent.
+ * background once the store answers again: a reservation or pool the failed request made (found
+ * by its token) is released, a release is done again. Each settle step is idempotent.
  */
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 
 export type Doubt =
+  | { readonly kind: 'pool'; readonly token: string; readonly at: Date }
   | { readonly kind: 'request'; readonly poolId: string; readonly token: string; readonly at: Date }
   | { readonly kind: 'release'; readonly poolId: string; readonly address: string; readonly at: Date };
 

@@ -90,8 +90,15 @@ export class Ipam {
   }
 
   async requestPool(req: PoolRequest): Promise<{ poolId: string; pool: string }> {
-    await this.ready();
-    return this.pools.request(req);
+    const token = randomBytes(8).toString('hex');
+    try {
+      await this.ready();
+      return await this.pools.request(req, token);
+    } catch (err) {
+      // A pool created but unconfirmed would block this subnet for good: settle it later.
+      if (isOvsnetError(err) && err.retryable) this.doubts.add({ kind: 'pool', token, at: this.now() });
+      throw err;
+    }
   }
 
   async releasePool(poolId: string): Promise<void> {
@@ -132,6 +139,14 @@ export class Ipam {
   }
 
   private async settleDoubt(d: Doubt): Promise<void> {
+    if (d.kind === 'pool') {
+      const made = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool')).filter((p) => p.token === d.token);
+      for (const p of made) {
+        await this.pools.release(p.poolId);
+        this.deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
+      }
+      return;
+    }
     if (d.kind === 'release') {
       // Only the reservation Docker released: this host's, made before the failed release.
       await this.releaseAddressOnce(d.poolId, d.address, (r) => r.host === this.deps.host && Date.parse(r.reservedAt) <= d.at.getTime());

@@ -53,7 +53,7 @@ export class Pools {
     private readonly index: PoolIndex,
   ) {}
 
-  async request(req: PoolRequest): Promise<{ poolId: string; pool: string }> {
+  async request(req: PoolRequest, token: string): Promise<{ poolId: string; pool: string }> {
     const space = checkSpace(req.addressSpace);
     checkOptions(req.options);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
@@ -77,6 +77,7 @@ export class Pools {
         options: normalOptions(req.options),
         host: this.deps.host,
         createdAt: this.deps.now().toISOString(),
+        token,
       };
       const ops: Op[] = [put(keys.pool(poolId), JSON.stringify(record)), put(keys.space(space), String((spaceKv?.version ?? 0) + 1))];
       if (chosen.cursor !== undefined) ops.push(put(keys.poolCursor(chosen.pool.family), chosen.cursor.toString()));

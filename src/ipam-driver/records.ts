@@ -13,6 +13,8 @@ export interface PoolRecord {
   readonly options: Readonly<Record<string, string>>;
   readonly host: string;
   readonly createdAt: string;
+  /** Unique to the request that created it: finds it again when the store did not confirm it. */
+  readonly token?: string;
   /** Set when a logical network (several hosts) shares the pool: its name. */
   readonly logical?: string;
   /** Hosts whose Docker networks use the pool (logical pools); the pool goes with the last. */

@@ -106,3 +106,13 @@ for (const shared of [false, true]) {
     t.same(await held(store, poolId), [b], 'the new reservation of the address stays');
   });
 }
+
+t.test('a pool created but unconfirmed is released, so the subnet can be asked for again', async (t) => {
+  const { store, ipam } = setup(t);
+  store.mode = 'lost';
+  await t.rejects(ipam.requestPool(pool('10.79.0.0/24')), { code: 'STORE_TIMEOUT' });
+  store.mode = 'ok';
+  await t.rejects(ipam.requestPool(pool('10.79.0.0/24')), { code: 'IPAM_POOL_OVERLAP' }, 'the unconfirmed pool blocks the subnet meanwhile');
+  await ipam.settle();
+  t.same((await ipam.requestPool(pool('10.79.0.0/24'))).pool, '10.79.0.0/24', 'free again once settled');
+});
