@@ -37,6 +37,11 @@ export interface JoinRequest {
   readonly host: string;
   readonly networkId: string;
   readonly now: Date;
+  /**
+   * Whether this host's member with another NetworkID is a leftover (a create that failed after
+   * joining, or whose answer was lost): then the new network takes its place.
+   */
+  readonly isLeftover?: (networkId: string) => Promise<boolean>;
 }
 
 const MAX_RETRIES = 32;
@@ -90,7 +95,7 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
     if (why !== '') throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `${describeLogical(current)}; ${why}`);
     const mine = current.members[req.host];
     if (mine?.networkId === req.networkId) return current;
-    if (mine !== undefined) {
+    if (mine !== undefined && !(await req.isLeftover?.(mine.networkId))) {
       throw new OvsnetError(
         'LOGICAL_NETWORK_MISMATCH',
         `this host already takes part in logical network ${req.name} with network ${mine.networkId.slice(0, 12)}: one Docker network per host joins it; use that one`,

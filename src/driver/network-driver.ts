@@ -118,7 +118,11 @@ export class NetworkDriver {
       let vni: number | undefined;
       if (opts.logical !== undefined) {
         const name = opts.logical;
-        const logical = await joinLogical(store, { name, vni: opts.tag, subnets, internal: opts.internal, host, networkId: req.networkId, now: this.now() });
+        const logical = await joinLogical(store, {
+          name, vni: opts.tag, subnets, internal: opts.internal, host, networkId: req.networkId, now: this.now(),
+          // Under the port mutex no other create runs here: a member without a record is a leftover.
+          isLeftover: async (other) => (await this.network(other, false)) === undefined,
+        });
         undo.push(() => leaveLogical(store, name, host, req.networkId));
         for (const s of subnets) {
           if ((await this.deps.pools?.bindLogical(s, name)) === undefined) {

@@ -60,6 +60,13 @@ export class Reconciler {
         removed.push(port.name);
       }
     }
+    // VLAN tags of this host held by no network: a create that failed, or whose answer was lost.
+    const ids = new Set(networks.map((n) => n.networkId));
+    for (const kv of (await this.deps.store.list(keys.vlanTags(this.deps.host))).kvs) {
+      if (ids.has(kv.value)) continue;
+      await this.deps.store.txn({ compares: [{ key: kv.key, target: 'value', op: '==', value: kv.value }], success: [del(kv.key)] });
+      removed.push(`VLAN tag ${kv.key.split('/').pop() ?? '?'} of no network`);
+    }
     const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
     for (const link of await this.deps.links.list('ovh')) {
       const id = link.slice(3);

@@ -148,7 +148,7 @@ t.test('DeleteNetwork removes the gateway, NAT and the tag; twice is fine', asyn
 });
 
 t.test('reconcile: recreates what is missing, removes what no endpoint owns', async (t) => {
-  const { ovs, links, driver } = setup(t);
+  const { ovs, links, driver, store } = setup(t);
   await driver.createNetwork(net(NET));
   await driver.createEndpoint(ep());
   await driver.join(NET, EP);
@@ -157,8 +157,11 @@ t.test('reconcile: recreates what is missing, removes what no endpoint owns', as
   await ovs.addPort('br0', 'ovh999999999999', { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': '9'.repeat(64) } });
   // And the gateway port vanished (OVS database reset).
   await ovs.deletePort('ovgaaaaaaaaaaaa');
+  // And a VLAN tag is held by a network that was never recorded (a create whose answer was lost).
+  await store.txn({ compares: [], success: [{ type: 'put', key: keys.vlanTag('h1', 77), value: 'ghost' }] });
   const res = await driver.reconcile();
-  t.same(res.removed, ['ovh999999999999']);
+  t.same(res.removed, ['ovh999999999999', 'VLAN tag 77 of no network']);
+  t.equal(await store.get(keys.vlanTag('h1', 77)), undefined, 'the tag is free again');
   t.same(res.repaired, ['gateway ovgaaaaaaaaaaaa']);
   t.ok(ovs.ports.has('ovgaaaaaaaaaaaa') && links.addresses.get('ovgaaaaaaaaaaaa')?.includes('10.1.0.1/24'), 'gateway back with its address');
   t.ok(ovs.ports.has('ovhcccccccccccc'), "a live endpoint's port stays");

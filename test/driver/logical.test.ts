@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { leaveLogical } from '../../src/driver/logical.js';
+import { joinLogical, leaveLogical } from '../../src/driver/logical.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { tunnelName, Tunnels, wantedTunnels } from '../../src/driver/tunnels.js';
 import type { Ipam } from '../../src/ipam-driver/ipam.js';
@@ -98,7 +98,10 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   const [h1, h2, h3] = cluster(t, 3, alive);
   if (h1 === undefined || h2 === undefined || h3 === undefined) throw new Error('three hosts');
   await Promise.all([h1, h2, h3].map((h) => h.tunnels.start()));
+  // A leftover member of h1 (a create whose answer was lost): the real one takes its place.
+  await joinLogical(h1.store, { name: 'blue', vni: undefined, subnets: ['10.80.0.0/24'], internal: false, host: 'h1', networkId: 'ghost', now: new Date() });
   await create(h1, id('a'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' });
+  t.match(JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}'), { members: { h1: { networkId: id('a') } } }, 'the leftover member was replaced');
   const rec = JSON.parse((await h1.store.get(keys.network(id('a'))))?.value ?? '{}') as { vni: number; mtu: number; logical: string; host: string };
   t.match(rec, { vni: 1, mtu: 1550, logical: 'blue', host: 'h1' }, 'VNI allocated; MTU = tunnel MTU - 50');
   t.same(h1.flows.guards.get('br0/1'), ['10.80.0.1'], 'the gateway is guarded against the tunnels');
