@@ -1,19 +1,19 @@
 /**
  * Address management: pools and one reservation record per address in the store.
  *
- * - A reservation is made by one transaction: create-if-absent on the address key, and the
- *   pool's count moved from the value this process last saw (compare on its mod revision). A
- *   repeated request finds the key present and moves nothing; a release deletes the key and
- *   moves the count only if the key was there. So count == reservations, always (contiv's
- *   EpAddrCount rule), across processes sharing one store.
- * - Pools (creation, release, overlap checks, dynamic pools) are in pools.ts.
+ * - A reservation is one transaction: create-if-absent on the address key and a count moved
+ *   by compare-and-swap, so count == reservations, always (contiv's EpAddrCount rule), across
+ *   processes and hosts sharing one store. One-host pools keep one count (one-host.ts); pools
+ *   shared by a logical network keep one per block, each block owned by a host (shared.ts).
+ * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools.ts.
  * - The in-memory PoolIndex finds free addresses; a watch keeps it current with other
  *   processes' writes.
+ * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Watcher } from '../store/types.js';
+import type { Watcher } from '../store/types.js';
 import {
   CidrError,
   containsAddress,
@@ -29,6 +29,7 @@ import { PoolIndex, PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
 import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
+import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
 import { Doubts, type Doubt } from './doubts.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
@@ -60,12 +61,14 @@ export class Ipam {
 
   private readonly pools: Pools;
   private readonly shared: SharedPools;
+  private readonly local: OneHostPools;
   private readonly doubts: Doubts;
 
   constructor(private readonly deps: IpamDeps) {
     this.now = deps.now ?? (() => new Date());
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
+    this.local = new OneHostPools(deps.store);
     this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log);
   }
 
@@ -168,7 +171,7 @@ export class Ipam {
     if (req.gateway || req.address !== '') {
       const value = req.address === '' ? defaultGateway(pool.prefix) : this.checkAddress(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
-      const taken = pool.shared ? await this.shared.reserve(pool, value, this.reservation(pool, kind, req.name, token)) : await this.reserve(pool, value, kind, req.name, token);
+      const taken = await this.strategy(pool).reserve(pool, value, this.reservation(pool, kind, req.name, token));
       // A logical network has one gateway, the same on every host: each host's Docker asks for it.
       const sharedGateway = pool.shared && req.gateway && taken?.kind === 'gateway';
       if (taken !== undefined && !sharedGateway) {
@@ -179,17 +182,8 @@ export class Ipam {
       }
       return { address: formatWithLength(pool.prefix.family, value, bits) };
     }
-    if (pool.shared) {
-      const value = await this.shared.allocate(pool, this.reservation(pool, 'dynamic', req.name, token));
-      if (value !== undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
-    }
-    for (let attempt = 0; attempt < MAX_RETRIES * 16 && !pool.shared; attempt++) {
-      const value = pool.candidate();
-      if (value === undefined) break;
-      pool.cursor = value + 1n;
-      const taken = await this.reserve(pool, value, 'dynamic', req.name, token);
-      if (taken === undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
-    }
+    const value = await this.strategy(pool).allocate(pool, this.reservation(pool, 'dynamic', req.name, token));
+    if (value !== undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
     const range = pool.record.subPool === undefined ? '' : ` (range ${pool.record.subPool})`;
     throw new OvsnetError(
       'IPAM_POOL_EXHAUSTED',
@@ -203,36 +197,9 @@ export class Ipam {
     const pool = this.index.pools.get(poolId) ?? (await this.loadPool(poolId));
     if (pool === undefined) return; // the pool is gone, and its reservations with it
     const value = this.parseIn(pool, address);
-    const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
-    if (pool.shared) {
-      // The shared gateway stays while another host's network uses the pool.
-      const users = pool.record.users ?? [];
-      if (users.some((u) => u !== this.deps.host) && value === (await this.gatewayOf(pool))) return;
-      await this.shared.release(pool, value, onlyIf);
-      return;
-    }
-    // Settling a doubt: only the reservation that passes `onlyIf`, unchanged since it was read.
-    const held = onlyIf === undefined ? undefined : await this.deps.store.get(key);
-    if (onlyIf !== undefined && (held === undefined || !onlyIf(parseRecord<Reservation>(held.value, 'reservation')))) return;
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const next = pool.count - 1;
-      const res = await this.deps.store.txn({
-        compares: [held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision), modRevisionIs(keys.poolCount(poolId), pool.countRevision)],
-        success: [del(key), put(keys.poolCount(poolId), String(next))],
-        failure: [get(key), get(keys.poolCount(poolId))],
-      });
-      if (res.succeeded) {
-        pool.mark(value, false);
-        this.setCount(pool, next, res.revision);
-        return;
-      }
-      if (res.gets[0] === undefined) {
-        pool.mark(value, false);
-        return; // not reserved: a second release moves nothing
-      }
-      this.refreshCount(pool, res.gets[1]);
-    }
-    throw new OvsnetError('NOT_READY', `address ${address} of pool ${poolId} could not be released under contention; retry`);
+    // The shared gateway stays while another host's network uses the pool.
+    if (pool.shared && (pool.record.users ?? []).some((u) => u !== this.deps.host) && value === (await this.gatewayOf(pool))) return;
+    await this.strategy(pool).release(pool, value, onlyIf);
   }
 
   /**
@@ -308,45 +275,9 @@ export class Ipam {
     return found === undefined ? undefined : parseAddress(found.address).value;
   }
 
-  /** Creates the reservation; returns the holder when the address is taken. */
-  private async reserve(pool: PoolState, value: bigint, kind: ReservationKind, name: string | undefined, token: string): Promise<Reservation | undefined> {
-    const address = formatAddress(pool.prefix.family, value);
-    const key = keys.address(pool.record.poolId, address);
-    const countKey = keys.poolCount(pool.record.poolId);
-    const record = this.reservation(pool, kind, name, token)(address);
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      // The count written is the one compared: the watch may move pool.count during the await.
-      const next = pool.count + 1;
-      const res = await this.deps.store.txn({
-        compares: [absent(key), modRevisionIs(countKey, pool.countRevision)],
-        success: [put(key, JSON.stringify(record)), put(countKey, String(next))],
-        failure: [get(key), get(countKey)],
-      });
-      if (res.succeeded) {
-        pool.mark(value, true);
-        this.setCount(pool, next, res.revision);
-        return undefined;
-      }
-      const holder = res.gets[0];
-      if (holder !== undefined) {
-        pool.mark(value, true);
-        return parseRecord<Reservation>(holder.value, 'reservation');
-      }
-      this.refreshCount(pool, res.gets[1]);
-    }
-    throw new OvsnetError('NOT_READY', `pool ${pool.record.pool} is under heavy contention; retry`);
-  }
-
-  private setCount(pool: PoolState, count: number, revision: number): void {
-    if (revision >= pool.countRevision) {
-      pool.count = count;
-      pool.countRevision = revision;
-    }
-  }
-
-  private refreshCount(pool: PoolState, kv: { value: string; modRevision: number } | undefined): void {
-    pool.count = kv === undefined ? 0 : Number(kv.value);
-    pool.countRevision = kv === undefined ? 0 : kv.modRevision;
+  /** How a pool's addresses are reserved: per-host blocks when shared, else the pool's count. */
+  private strategy(pool: PoolState): AddressStrategy {
+    return pool.shared ? this.shared : this.local;
   }
 
   private async pool(poolId: string): Promise<PoolState> {
@@ -365,7 +296,7 @@ export class Ipam {
     const pool = this.index.pools.get(poolId) ?? new PoolState(parseRecord<PoolRecord>(kv.value, 'pool'));
     this.index.pools.set(poolId, pool);
     for (const a of snapshot.kvs) pool.mark(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value, true);
-    this.refreshCount(pool, await this.deps.store.get(keys.poolCount(poolId)));
+    refreshCount(pool, await this.deps.store.get(keys.poolCount(poolId)));
     return pool;
   }
 

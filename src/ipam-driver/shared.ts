@@ -16,6 +16,7 @@ import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
 import { formatAddress, parseAddress } from '../cidr.js';
+import type { AddressStrategy } from './one-host.js';
 import type { PoolState } from './pool-index.js';
 import { parseRecord, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
 
@@ -36,7 +37,7 @@ interface Pick {
   readonly claim: boolean;
 }
 
-export class SharedPools {
+export class SharedPools implements AddressStrategy {
   constructor(private readonly deps: SharedDeps) {}
 
   /**
