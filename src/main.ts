@@ -78,6 +78,7 @@ async function serve(config: Config): Promise<void> {
     host: hostName,
     flows: new Flows(),
     pools: ipam,
+    vtepIp,
     tunnelMtu: () => mtuOfAddress(vtepIp),
     onNetworksChanged: () => tunnels.schedule(),
   });

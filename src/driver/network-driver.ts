@@ -52,6 +52,8 @@ export interface DriverDeps {
   readonly host: string;
   readonly flows: FlowsApi;
   readonly pools?: SharedPoolsApi;
+  /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
+  readonly vtepIp?: string;
   /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
   readonly tunnelMtu?: () => number | undefined;
   /** Called after a network of this host is created or deleted (tunnels follow). */
@@ -118,6 +120,12 @@ export class NetworkDriver {
       let vni: number | undefined;
       if (opts.logical !== undefined) {
         const name = opts.logical;
+        if (this.deps.vtepIp === '') {
+          throw new OvsnetError(
+            'LOGICAL_NETWORK_INVALID',
+            `logical network ${name} needs this host's tunnel address, and none was found (no default route): set OVSNET_VTEP_IP to the address other hosts reach this one at`,
+          );
+        }
         const logical = await joinLogical(store, {
           name, vni: opts.tag, subnets, internal: opts.internal, host, networkId: req.networkId, now: this.now(),
           // Under the port mutex no other create runs here: a member without a record is a leftover.

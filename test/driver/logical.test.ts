@@ -159,6 +159,18 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'no tunnel left');
 });
 
+t.test('a logical network needs a tunnel address', async (t) => {
+  const store = new SqliteStore({ file: path.join(dir, `v${n++}.db`) });
+  t.teardown(() => store.close());
+  const ovs = new FakeOvs();
+  const driver = new NetworkDriver({ store, log, ovs, links: new FakeLinks(), nat: new FakeNat(), flows: new FakeFlows(), host: 'h1', bridge: 'br0', datapath: () => 'netdev', vtepIp: '' });
+  await t.rejects(
+    driver.createNetwork({ networkId: id('g'), options: generic({ 'ovsnet.network': 'x', 'ovsnet.encap': 'vxlan' }), ipv4: [{ pool: '10.93.0.0/24', gateway: '10.93.0.1/24' }], ipv6: [] }),
+    { code: 'LOGICAL_NETWORK_INVALID', message: /set OVSNET_VTEP_IP/ },
+  );
+  t.equal(await store.get(keys.logicalNetwork('x')), undefined);
+});
+
 t.test('a logical network needs ovsnet IPAM, and a refused one leaves nothing', async (t) => {
   const [h1] = cluster(t, 1, new Map());
   if (h1 === undefined) throw new Error('one host');
