@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# `npm run bench -- <suite>`: starts the services a benchmark needs (its own etcd), runs it,
-# stops them. Suites: store, ipam, driver, cluster.
+# `npm run bench -- <suite>`: installs what the benchmarks need if missing (as the test command
+# does: the driver and cluster suites run dockerd and Open vSwitch in simulated hosts), starts
+# their own etcd, runs the suite, stops what it started. Suites: store, ipam, driver, cluster.
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 trap services_cleanup EXIT
+ensure_packages
 start_etcd
 node dist/bench/main.js "$@"
