@@ -32,9 +32,14 @@ export function defaultRouteAddress(procNet = '/proc/net/route'): string | undef
   return os.networkInterfaces()[iface]?.find((a) => a.family === 'IPv4' && !a.internal)?.address;
 }
 
+/** The name of the interface holding `address`, or undefined. */
+export function interfaceOf(address: string): string | undefined {
+  return Object.entries(os.networkInterfaces()).find(([, list]) => list?.some((a) => a.address === address))?.[0];
+}
+
 /** The MTU of the interface holding `address` (the tunnel interface for the VTEP), or undefined. */
 export function mtuOfAddress(address: string, sysNet = '/sys/class/net'): number | undefined {
-  const iface = Object.entries(os.networkInterfaces()).find(([, list]) => list?.some((a) => a.address === address))?.[0];
+  const iface = interfaceOf(address);
   if (iface === undefined) return undefined;
   try {
     const mtu = Number(fs.readFileSync(`${sysNet}/${iface}/mtu`, 'utf8').trim());

@@ -131,6 +131,7 @@ async function serve(config: Config): Promise<void> {
     hosts: () => registry.names(),
     graceMs: config.host.reclaimGraceSeconds * 1000,
     leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
+    leavePool: (poolId, host) => ipam.leavePool(poolId, host),
   });
   const follow = (delayMs: number) => {
     tunnels.start().catch((err: unknown) => {

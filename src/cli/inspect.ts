@@ -5,7 +5,6 @@
  */
 import fs from 'node:fs';
 import http from 'node:http';
-import os from 'node:os';
 import path from 'node:path';
 import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
@@ -15,7 +14,7 @@ import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/record
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
-import { defaultRouteAddress } from '../host-info.js';
+import { defaultRouteAddress, interfaceOf } from '../host-info.js';
 import type { HostRecord } from '../store/hosts.js';
 
 export interface NetworkRow {
@@ -274,7 +273,7 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
     ...(mtus.size <= 1 ? {} : { fix: "give every host's tunnel interface one MTU (VXLAN networks default to it minus 50), or create logical networks with -o com.docker.network.driver.mtu" }),
   });
   const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
-  const iface = vtep === undefined ? undefined : Object.entries(os.networkInterfaces()).find(([, l]) => l?.some((a) => a.address === vtep))?.[0];
+  const iface = vtep === undefined ? undefined : interfaceOf(vtep);
   if (datapath === 'netdev' && logical > 0) {
     const [sel] = await ovs.transact([{ op: 'select', table: 'Interface', where: [['name', '==', iface ?? '']], columns: ['type'] }]);
     const onOvs = ((sel?.rows as { type?: string }[] | undefined) ?? []).some((r) => r.type === 'internal');

@@ -109,6 +109,12 @@ export class Ipam {
     await this.pools.release(poolId);
   }
 
+  /** A dead host leaves a logical network's pool (reclaim.ts); the last user removes it. */
+  async leavePool(poolId: string, host: string): Promise<void> {
+    await this.ready();
+    await this.pools.release(poolId, host);
+  }
+
   async requestAddress(req: AddressRequest): Promise<{ address: string }> {
     const token = randomBytes(8).toString('hex');
     try {
@@ -172,9 +178,7 @@ export class Ipam {
       const value = req.address === '' ? defaultGateway(pool.prefix) : this.checkAddress(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
       const taken = await this.strategy(pool).reserve(pool, value, this.reservation(pool, kind, req.name, token));
-      // A logical network has one gateway, the same on every host: each host's Docker asks for it.
-      const sharedGateway = pool.shared && req.gateway && taken?.kind === 'gateway';
-      if (taken !== undefined && !sharedGateway) {
+      if (taken !== undefined) {
         throw new OvsnetError(
           'IPAM_ADDRESS_TAKEN',
           `address ${formatAddress(pool.prefix.family, value)} is already in use in pool ${pool.record.pool}: reserved by ${describeHolder(taken)}; choose another address or let ovsnet pick one`,
@@ -196,10 +200,7 @@ export class Ipam {
     await this.ready();
     const pool = this.index.pools.get(poolId) ?? (await this.loadPool(poolId));
     if (pool === undefined) return; // the pool is gone, and its reservations with it
-    const value = this.parseIn(pool, address);
-    // The shared gateway stays while another host's network uses the pool.
-    if (pool.shared && (pool.record.users ?? []).some((u) => u !== this.deps.host) && value === (await this.gatewayOf(pool))) return;
-    await this.strategy(pool).release(pool, value, onlyIf);
+    await this.strategy(pool).release(pool, this.parseIn(pool, address), onlyIf);
   }
 
   /**
@@ -263,16 +264,6 @@ export class Ipam {
       reservedAt: this.now().toISOString(),
       token,
     });
-  }
-
-  /** The gateway address of a shared pool (its reservation of kind gateway), if any. */
-  private async gatewayOf(pool: PoolState): Promise<bigint | undefined> {
-    const gw = defaultGateway(pool.prefix);
-    const kv = await this.deps.store.get(keys.address(pool.record.poolId, formatAddress(pool.prefix.family, gw)));
-    if (kv !== undefined && parseRecord<Reservation>(kv.value, 'reservation').kind === 'gateway') return gw;
-    const all = await this.deps.store.list(keys.addresses(pool.record.poolId));
-    const found = all.kvs.map((a) => parseRecord<Reservation>(a.value, 'reservation')).find((r) => r.kind === 'gateway');
-    return found === undefined ? undefined : parseAddress(found.address).value;
   }
 
   /** How a pool's addresses are reserved: per-host blocks when shared, else the pool's count. */

@@ -94,23 +94,28 @@ export class Pools {
     throw new OvsnetError('NOT_READY', 'pools are being created too fast by other hosts to pick one; retry the network creation');
   }
 
-  async release(poolId: string): Promise<void> {
+  /**
+   * Releases the pool for `host` (this one, or a dead one being reclaimed): a logical network's
+   * pool loses that user and goes with the last one; any other pool goes at once.
+   */
+  async release(poolId: string, host = this.deps.host): Promise<void> {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const kv = await this.deps.store.get(keys.pool(poolId));
       if (kv === undefined) return; // already released: idempotent
       const record = parseRecord<PoolRecord>(kv.value, 'pool');
+      if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
       if (record.logical !== undefined) {
         // A logical network's pool stays while another host's network uses it.
         const users = record.users ?? [];
-        const others = users.filter((u) => u !== this.deps.host);
+        if (!users.includes(host)) return; // not a user: released already
+        const others = users.filter((u) => u !== host);
         if (others.length > 0) {
-          if (others.length === users.length) return; // not a user: released already
           const res = await this.deps.store.txn({
             compares: [modRevisionIs(keys.pool(poolId), kv.modRevision)],
             success: [put(keys.pool(poolId), JSON.stringify({ ...record, users: others }))],
           });
           if (res.succeeded) {
-            this.deps.log.info({ poolId, users: others }, 'left the shared pool of a logical network');
+            this.deps.log.info({ poolId, host, users: others }, 'left the shared pool of a logical network');
             return;
           }
           continue;

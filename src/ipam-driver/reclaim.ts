@@ -33,6 +33,8 @@ export interface ReclaimDeps {
   readonly graceMs: number;
   /** Removes a reclaimed host from the logical networks' members. */
   readonly leaveLogical: (name: string, host: string) => Promise<void>;
+  /** Removes a reclaimed host from a shared pool's users (the last one removes the pool). */
+  readonly leavePool: (poolId: string, host: string) => Promise<void>;
   readonly now?: () => Date;
 }
 
@@ -144,20 +146,7 @@ export class Reclaimer {
       // A block that moved meanwhile is retried on the next sweep (the departed record stays).
       else throw new Error(`block ${start} of pool ${pool.pool} changed while reclaiming host ${host}; the next sweep retries`);
     }
-    await this.leaveUsers(host, pool.poolId);
+    await this.deps.leavePool(pool.poolId, host);
     return freed;
-  }
-
-  private async leaveUsers(host: string, poolId: string): Promise<void> {
-    const kv = await this.deps.store.get(keys.pool(poolId));
-    if (kv === undefined) return;
-    const record = parseRecord<PoolRecord>(kv.value, 'pool');
-    if (!(record.users ?? []).includes(host)) return;
-    const users = (record.users ?? []).filter((u) => u !== host);
-    const ops: Op[] =
-      users.length > 0
-        ? [put(keys.pool(poolId), JSON.stringify({ ...record, users }))]
-        : [del(keys.pool(poolId)), { type: 'deletePrefix', prefix: keys.addresses(poolId) }, { type: 'deletePrefix', prefix: keys.blocks(poolId) }, del(keys.poolCount(poolId))];
-    await this.deps.store.txn({ compares: [modRevisionIs(keys.pool(poolId), kv.modRevision)], success: ops });
   }
 }

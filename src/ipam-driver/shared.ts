@@ -89,7 +89,9 @@ export class SharedPools implements AddressStrategy {
    */
   async reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined> {
     const r = await this.tryReserve(pool, value, record, false);
-    return r === 'ok' || r === 'lost' ? undefined : r;
+    if (r === 'ok' || r === 'lost') return undefined;
+    // A logical network has one gateway, the same on every host: each host's Docker asks for it.
+    return r.kind === 'gateway' && record(r.address).kind === 'gateway' ? undefined : r;
   }
 
   /**
@@ -133,7 +135,7 @@ export class SharedPools implements AddressStrategy {
 
   /**
    * Deletes this host's reservation and moves its block's count; an emptied block of ours goes
-   * back. Another host's reservation is left alone: after a dead host's addresses were reclaimed
+   * back. The gateway stays while another host uses the pool. Another host's reservation is left alone: after a dead host's addresses were reclaimed
    * and handed out again, its Docker's late release must not free the new holder's address.
    */
   async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
@@ -149,6 +151,8 @@ export class SharedPools implements AddressStrategy {
       }
       const r = parseRecord<Reservation>(held.value, 'reservation');
       if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
+      // The shared gateway stays while another host's network uses the pool.
+      if (r.kind === 'gateway' && (pool.record.users ?? []).some((u) => u !== this.deps.host)) return;
       const state = pool.blocks.get(start);
       const current = state?.record;
       const count = Math.max((current?.count ?? 1) - 1, 0);

@@ -52,6 +52,7 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
     hosts: () => alive,
     graceMs: 60_000,
     leaveLogical: (name, host) => leaveLogical(sa, name, host, undefined),
+    leavePool: (poolId, host) => a.leavePool(poolId, host),
     now: () => new Date(clock),
   });
   t.same(await reclaimer.sweep(), [], 'first sighting: nothing reclaimed');
@@ -88,7 +89,7 @@ t.test('a host back before the grace period ends keeps everything', async (t) =>
   await b.requestAddress({ poolId, address: '', gateway: false });
   const alive = new Set(['a']);
   let clock = 0;
-  const reclaimer = new Reclaimer({ store, log: createLogger('silent'), self: 'a', hosts: () => alive, graceMs: 1000, leaveLogical: async () => undefined, now: () => new Date(clock) });
+  const reclaimer = new Reclaimer({ store, log: createLogger('silent'), self: 'a', hosts: () => alive, graceMs: 1000, leaveLogical: async () => undefined, leavePool: async () => undefined, now: () => new Date(clock) });
   await reclaimer.sweep();
   t.ok(await store.get(keys.departedHost('b')));
   alive.add('b');
