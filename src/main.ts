@@ -54,6 +54,7 @@ async function serve(config: Config): Promise<void> {
   const store: Store = metrics.instrument(raw);
   const hostName = config.host.name === '' ? os.hostname() : config.host.name;
   const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;
+  const tunnelMtu = mtuOfAddress(vtepIp);
   const ipam: Ipam = new Ipam({
     store,
     log: log.child({ component: 'ipam' }),
@@ -79,7 +80,7 @@ async function serve(config: Config): Promise<void> {
     flows: new Flows(),
     pools: ipam,
     vtepIp,
-    tunnelMtu: () => mtuOfAddress(vtepIp),
+    tunnelMtu: () => tunnelMtu,
     onNetworksChanged: () => tunnels.schedule(),
   });
   const app = buildServer({
@@ -98,16 +99,13 @@ async function serve(config: Config): Promise<void> {
     process.exit(1);
   });
   ipam.start();
-  const reconcile = (delayMs: number) => {
-    driver.reconcile().then(
-      (r) => metrics.observeRepairs(r.repaired.length, r.removed.length),
-      (err: unknown) => {
-      log.warn({ err }, `cannot reconcile with Open vSwitch yet (${messageOf(err)}); retrying`);
-        setTimeout(() => reconcile(Math.min(delayMs * 2, 30_000)), delayMs).unref();
-      },
-    );
+  /** Runs `fn` in the background until it succeeds, backing off from 1 s to 30 s. */
+  const keepTrying = (what: string, fn: () => Promise<unknown>, delayMs = 1000): void => {
+    fn().catch((err: unknown) => {
+      log.warn({ err }, `cannot ${what} yet (${messageOf(err)}); retrying`);
+      setTimeout(() => keepTrying(what, fn, Math.min(delayMs * 2, 30_000)), delayMs).unref();
+    });
   };
-  const tunnelMtu = mtuOfAddress(vtepIp);
   const registry = new HostRegistry({
     store,
     log: log.child({ component: 'hosts' }),
@@ -133,13 +131,7 @@ async function serve(config: Config): Promise<void> {
     leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
     leavePool: (poolId, host) => ipam.leavePool(poolId, host),
   });
-  const follow = (delayMs: number) => {
-    tunnels.start().catch((err: unknown) => {
-      log.warn({ err }, `cannot follow logical networks yet (${messageOf(err)}); retrying`);
-      setTimeout(() => follow(Math.min(delayMs * 2, 30_000)), delayMs).unref();
-    });
-  };
-  follow(1000);
+  keepTrying('follow logical networks', () => tunnels.start());
   // ovs-vswitchd keeps no OpenFlow rules across a restart: check the gateway guards now and then.
   const guards = setInterval(() => {
     driver.checkGuards().then(
@@ -149,15 +141,9 @@ async function serve(config: Config): Promise<void> {
   }, GUARD_CHECK_MS).unref();
   // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
   reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000));
-  const register = (delayMs: number) => {
-    registry.start().catch((err: unknown) => {
-      log.warn({ err }, `cannot register this host yet (${messageOf(err)}); retrying`);
-      setTimeout(() => register(Math.min(delayMs * 2, 30_000)), delayMs).unref();
-    });
-  };
-  register(1000);
+  keepTrying('register this host', () => registry.start());
   const metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port);
-  reconcile(1000);
+  keepTrying('reconcile with Open vSwitch', () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)));
   // startupMs: from process start to the socket answering (Docker's first call waits on it).
   log.info(
     { store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid, startupMs: Math.round(performance.now()) },
