@@ -21,6 +21,7 @@ import { defaultRouteAddress, machineId, mtuOfAddress } from './host-info.js';
 import { Flows } from './driver/flows.js';
 import { leaveLogical } from './driver/logical.js';
 import { Tunnels } from './driver/tunnels.js';
+import { Vswitchd } from './driver/ovs/vswitchd.js';
 import { Reclaimer } from './ipam-driver/reclaim.js';
 import { HostRegistry } from './store/hosts.js';
 import type { Store } from './store/types.js';
@@ -64,10 +65,17 @@ async function serve(config: Config): Promise<void> {
     readyTimeoutMs: config.storeTimeoutMs,
   });
   const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs, (m, ok, s) => metrics.observeOvsdb(m, ok, s));
-  const links = new Links();
   // auto: the kernel datapath when its module is loaded, else the userspace one.
   const datapath: DatapathType =
     config.datapath === 'auto' ? (fs.existsSync('/sys/module/openvswitch') ? 'system' : 'netdev') : config.datapath;
+  // The userspace datapath can keep flows cached from before a tunnel port existed: after adding
+  // tunnels or after ovs-vswitchd restarted, they are dropped (Vswitchd.purgeFlows).
+  const vswitchd = datapath === 'netdev' ? Vswitchd.besideOvsdb(config.ovsdb, config.storeTimeoutMs) : undefined;
+  const refreshDatapath = async (v: Vswitchd): Promise<void> => {
+    await ovs.waitApplied();
+    await v.purgeFlows();
+  };
+  const links = new Links();
   const driver = new NetworkDriver({
     store,
     log: log.child({ component: 'driver' }),
@@ -120,6 +128,7 @@ async function serve(config: Config): Promise<void> {
     self: () => ({ name: hostName, vtepIp }),
     hosts: () => registry.hosts(),
     networks: () => driver.localNetworks(),
+    ...(vswitchd === undefined ? {} : { afterAdding: () => refreshDatapath(vswitchd) }),
   });
   registry.onChange = () => tunnels.schedule();
   const reclaimer = new Reclaimer({
@@ -134,10 +143,13 @@ async function serve(config: Config): Promise<void> {
   keepTrying('follow logical networks', () => tunnels.start());
   // ovs-vswitchd keeps no OpenFlow rules across a restart: check the gateway guards now and then.
   const guards = setInterval(() => {
-    driver.checkGuards().then(
-      (r) => metrics.observeRepairs(r.length, 0),
-      (err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`),
-    );
+    driver
+      .checkGuards()
+      .then(async (repaired) => {
+        metrics.observeRepairs(repaired.length, 0);
+        if (repaired.length > 0 && vswitchd !== undefined) await refreshDatapath(vswitchd);
+      })
+      .catch((err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`));
   }, GUARD_CHECK_MS).unref();
   // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
   reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000));

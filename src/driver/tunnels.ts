@@ -60,6 +60,11 @@ export interface TunnelDeps {
   readonly hosts: () => ReadonlyMap<string, HostRecord>;
   /** This host's networks. */
   readonly networks: () => Promise<NetworkRecord[]>;
+  /**
+   * Called after tunnel ports were added, until it succeeds: on the userspace datapath, waits
+   * for ovs-vswitchd to apply them and drops its cached flows (see Vswitchd.purgeFlows).
+   */
+  readonly afterAdding?: () => Promise<void>;
 }
 
 export class Tunnels {
@@ -68,6 +73,8 @@ export class Tunnels {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  /** Ports were added and afterAdding has not succeeded since. */
+  private addedUnsettled = false;
   /** Tunnel ports as of the last sync (for metrics). */
   count = 0;
   /** Resolves when the sync running or scheduled now has finished (for tests and callers). */
@@ -145,6 +152,11 @@ export class Tunnels {
     }
     this.count = wanted.length;
     if (added.length + removed.length > 0) this.deps.log.info({ added, removed, tunnels: wanted.length }, 'VXLAN tunnels changed');
+    if (added.length > 0) this.addedUnsettled = true;
+    if (this.addedUnsettled && this.deps.afterAdding !== undefined) {
+      await this.deps.afterAdding();
+      this.addedUnsettled = false;
+    }
   }
 
   private set(key: string, value: string | undefined): void {

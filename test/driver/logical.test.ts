@@ -36,7 +36,7 @@ interface Host {
 }
 
 /** Hosts h1..hN on one store file; `alive` is the registry every host sees. */
-function cluster(t: Test, count: number, alive: Map<string, HostRecord>): Host[] {
+function cluster(t: Test, count: number, alive: Map<string, HostRecord>, afterAdding?: (h: Host) => Promise<void>): Host[] {
   const file = path.join(dir, `c${n++}.db`);
   return Array.from({ length: count }, (_, i) => {
     const name = `h${i + 1}`;
@@ -47,7 +47,10 @@ function cluster(t: Test, count: number, alive: Map<string, HostRecord>): Host[]
     const flows = new FakeFlows();
     const ipam = makeIpam(store, { host: name });
     const host: Host = { name, store, ovs, flows, ipam, driver: undefined as unknown as NetworkDriver, tunnels: undefined as unknown as Tunnels };
-    host.tunnels = new Tunnels({ store, log, ovs, self: () => ({ name, vtepIp: `192.0.2.${i + 1}` }), hosts: () => alive, networks: () => host.driver.localNetworks() });
+    host.tunnels = new Tunnels({
+      store, log, ovs, self: () => ({ name, vtepIp: `192.0.2.${i + 1}` }), hosts: () => alive, networks: () => host.driver.localNetworks(),
+      ...(afterAdding === undefined ? {} : { afterAdding: () => afterAdding(host) }),
+    });
     host.driver = new NetworkDriver({
       store, log, ovs, links, nat: new FakeNat(), flows, host: name, bridge: 'br0', datapath: () => 'netdev',
       pools: ipam, tunnelMtu: () => 1600, onNetworksChanged: () => host.tunnels.schedule(),
@@ -157,6 +160,29 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   t.equal(await h1.store.get(keys.logicalNetwork('blue')), undefined, 'the last member deleted the logical network');
   t.equal(await h1.store.get(keys.tag('vni', 1)), undefined, 'and freed its VNI');
   await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'no tunnel left');
+});
+
+t.test('after adding tunnel ports (never after removing them) the datapath is refreshed, until that succeeds', async (t) => {
+  const alive = new Map<string, HostRecord>();
+  const calls: string[] = [];
+  let failures = 1;
+  const [h1, h2] = cluster(t, 2, alive, async (h) => {
+    calls.push(`${h.name} with ${tunnelPorts(h).length} tunnel`);
+    if (h.name === 'h1' && failures-- > 0) throw new Error('ovs-vswitchd is restarting');
+  });
+  if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
+  await Promise.all([h1, h2].map((h) => h.tunnels.start()));
+  await create(h1, id('p'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
+  await h1.tunnels.settled;
+  t.same(calls, [], 'no tunnel, nothing to refresh');
+  await create(h2, id('q'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
+  await waitFor(() => calls.length === 3, 5000, 'refreshed again after a failure');
+  t.same(calls.sort(), ['h1 with 1 tunnel', 'h1 with 1 tunnel', 'h2 with 1 tunnel'], 'each host once its port was there; the failed call retried');
+  alive.delete('h2');
+  h1.tunnels.schedule();
+  await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'the tunnel goes with the peer');
+  await h1.tunnels.settled;
+  t.equal(calls.length, 3, 'a removal refreshes nothing');
 });
 
 t.test('a logical network needs a tunnel address', async (t) => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import t from 'tap';
 import { JsonRpcClient, JsonSplitter } from '../../src/driver/ovs/jsonrpc.js';
 import { Ovsdb } from '../../src/driver/ovs/ovsdb.js';
+import { Vswitchd } from '../../src/driver/ovs/vswitchd.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-ovsdb-'));
 const db = path.join(dir, 'conf.db');
@@ -103,4 +104,21 @@ t.test('a lost server fails requests fast and is re-dialled', async (t) => {
   let ok = false;
   for (let i = 0; i < 40 && !ok; i++) ok = await ovs.bridgeExists('br0').catch(() => false);
   t.ok(ok, 'works again once the server is back');
+});
+
+t.test('control commands over an OVS unixctl socket, found through the PID file beside the OVSDB socket', async (t) => {
+  // ovsdb-server's control socket speaks what ovs-vswitchd's does; the run directory names it as
+  // ovs-vswitchd's would be (ovs-vswitchd.pid, ovs-vswitchd.PID.ctl).
+  await serverAndClient(t, 1000);
+  const run = fs.mkdtempSync(path.join(dir, 'run-'));
+  t.equal(Vswitchd.besideOvsdb('tcp:192.0.2.1:6640', 1000), undefined, 'no control socket for a remote OVSDB');
+  const v = Vswitchd.besideOvsdb(`unix:${path.join(run, 'db.sock')}`, 1000);
+  if (v === undefined) throw new Error('a unix OVSDB socket has one');
+  await t.rejects(v.command('version'), { code: 'OVS_UNAVAILABLE', message: /cannot read .*ovs-vswitchd\.pid.*is ovs-vswitchd running\?/ });
+  fs.writeFileSync(path.join(run, 'ovs-vswitchd.pid'), '4242\n');
+  await t.rejects(v.command('version'), { code: 'OVS_UNAVAILABLE', message: /cannot reach ovs-vswitchd at unix:.*ovs-vswitchd\.4242\.ctl.*PID 4242/ });
+  fs.symlinkSync(path.join(dir, 'ctl'), path.join(run, 'ovs-vswitchd.4242.ctl'));
+  t.match(await v.command('version'), /\(Open vSwitch\) \d+\.\d+/);
+  await t.rejects(v.command('no/such-command'), { code: 'OVS_FAILED', message: /ovs-vswitchd no\/such-command failed: "no\/such-command" is not a valid command/ });
+  t.match(await v.command('list-commands'), /version/, 'one connection per command: still answers');
 });

@@ -88,6 +88,27 @@ export class MultiHost {
     return r.stdout.split('\n').flatMap((l) => /ovsnet-peer=([^\s,]+)/.exec(l)?.[1] ?? []).sort();
   }
 
+  /** The hosts registered now, as `ovsnet status` on host i reports them. */
+  async registered(i = 0): Promise<string[]> {
+    const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'status', '--json']);
+    try {
+      return ((JSON.parse(r.stdout) as { hosts?: string[] }).hosts ?? []).sort();
+    } catch {
+      return [];
+    }
+  }
+
+  /** What to look at when traffic between hosts fails: printed by tests as a comment. */
+  async diagnostics(): Promise<string> {
+    const out = [`registered: ${(await this.registered()).join(' ')}`];
+    for (const [i, h] of this.cluster.hosts.entries()) {
+      const flows = (await h.exec(['ovs-appctl', 'dpctl/dump-flows'])).stdout.split('\n').filter((l) => l.includes('4789'));
+      const warnings = (this.daemons[i]?.log ?? '').split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-8);
+      out.push(`h${i + 1} tunnels to: ${(await this.tunnels(i)).join(' ')}`, `h${i + 1} datapath flows of VXLAN:`, ...flows, `h${i + 1} ovsnet warnings:`, ...warnings);
+    }
+    return out.join('\n');
+  }
+
   /** `ovsnet ipam --json` inside host i, from the shared store. */
   async pools(i: number): Promise<PoolView[]> {
     const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'ipam', '--json']);

@@ -9,6 +9,7 @@
 #   host.sh underlay-up NAME DIR          a namespace with a bridge that hosts attach to
 #   host.sh attach NAME DIR UNDERLAY ADDR  give host NAME an underlay link (ul0) with ADDR
 #   host.sh restart-vswitchd NAME DIR   restart ovs-vswitchd (its database stays)
+#   host.sh stop-vswitchd|start-vswitchd NAME DIR   the two halves of a restart
 #   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
 #
 # Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
@@ -57,16 +58,20 @@ start_dockerd() {
   return 1
 }
 
+start_vswitchd() {
+  enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
+    --detach --log-file="$D/log/ovs-vswitchd.log"
+  cp "$D/run/openvswitch/ovs-vswitchd.pid" "$D/ovs-vswitchd.pid"
+}
+
 # Open vSwitch inside the host: its own database and ovs-vswitchd (userspace datapath here).
 start_ovs() {
   enter ovsdb-tool create /run/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
   enter ovsdb-server /run/openvswitch/conf.db --remote=punix:/var/run/openvswitch/db.sock \
     --pidfile=/var/run/openvswitch/ovsdb-server.pid --detach --log-file="$D/log/ovsdb-server.log"
   enter ovs-vsctl --no-wait init
-  enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
-    --detach --log-file="$D/log/ovs-vswitchd.log"
   cp "$D/run/openvswitch/ovsdb-server.pid" "$D/ovsdb-server.pid"
-  cp "$D/run/openvswitch/ovs-vswitchd.pid" "$D/ovs-vswitchd.pid"
+  start_vswitchd
 }
 
 up() {
@@ -164,11 +169,11 @@ case $cmd in
   attach) attach "$@" ;;
   exec) [ "${1:-}" = -- ] && shift; enter "$@" ;;
   restart-dockerd) stop_pid "$(cat "$D/dockerd.pid")"; start_dockerd ;;
-  restart-vswitchd) # ovs-vswitchd only: the database (ports, tunnels) stays, OpenFlow rules go
-    stop_pid "$(cat "$D/ovs-vswitchd.pid")"
-    enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
-      --detach --log-file="$D/log/ovs-vswitchd.log"
-    cp "$D/run/openvswitch/ovs-vswitchd.pid" "$D/ovs-vswitchd.pid" ;;
+  # ovs-vswitchd only: the database (ports, tunnels) stays, OpenFlow rules go. On the userspace
+  # datapath the host's underlay (br-phy) is down while it is stopped.
+  restart-vswitchd) stop_pid "$(cat "$D/ovs-vswitchd.pid")"; start_vswitchd ;;
+  stop-vswitchd) stop_pid "$(cat "$D/ovs-vswitchd.pid")" ;;
+  start-vswitchd) start_vswitchd ;;
   down) down ;;
   *) echo "usage: host.sh up|exec|down NAME DIR" >&2; exit 2 ;;
 esac

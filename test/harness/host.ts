@@ -116,8 +116,9 @@ export class DockerHost {
     await must('bash', [SCRIPT, 'restart-dockerd', this.name, this.dir], { ...process.env, DOCKERD_ARGS: dockerdArgs });
   }
 
-  async restartVswitchd(): Promise<void> {
-    await must('bash', [SCRIPT, 'restart-vswitchd', this.name, this.dir]);
+  /** Restarts ovs-vswitchd, or stops or starts it (on the userspace datapath its underlay is down meanwhile). */
+  async vswitchd(what: 'restart' | 'stop' | 'start'): Promise<void> {
+    await must('bash', [SCRIPT, `${what}-vswitchd`, this.name, this.dir]);
   }
 
   async down(): Promise<void> {

@@ -4,7 +4,7 @@
  * requests ("echo") that must be answered. Every request has a timeout; a lost connection fails
  * the requests in flight and is re-dialled with backoff on the next request.
  *
- * Owner of the OVSDB socket: nothing else in ovsnet opens it.
+ * The same protocol serves ovs-vswitchd's control socket (the one ovs-appctl talks to).
  */
 import net from 'node:net';
 import { OvsnetError, messageOf } from '../../errors.js';
@@ -13,6 +13,10 @@ export interface RpcOptions {
   /** unix:/path or tcp:host:port */
   readonly target: string;
   readonly timeoutMs: number;
+  /** Who answers, for messages ("OVSDB" unless said). */
+  readonly peer?: string;
+  /** What to check when the socket cannot be reached, for the message. */
+  readonly hint?: string;
   /** Called with every request's method, outcome and duration (metrics). */
   readonly observe?: (method: string, ok: boolean, seconds: number) => void;
 }
@@ -75,7 +79,11 @@ export class JsonRpcClient {
   /** Called for every notification (e.g. "update" of a monitor). */
   onNotification: ((method: string, params: unknown) => void) | undefined;
 
-  constructor(private readonly options: RpcOptions) {}
+  private readonly peer: string;
+
+  constructor(private readonly options: RpcOptions) {
+    this.peer = options.peer ?? 'OVSDB';
+  }
 
   async request(method: string, params: unknown[]): Promise<unknown> {
     const observe = this.options.observe;
@@ -98,7 +106,7 @@ export class JsonRpcClient {
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => {
         this.pending.delete(id);
-        reject(new OvsnetError('OVS_UNAVAILABLE', `OVSDB at ${this.options.target} did not answer ${method} within ${this.options.timeoutMs} ms`));
+        reject(new OvsnetError('OVS_UNAVAILABLE', `${this.peer} at ${this.options.target} did not answer ${method} within ${this.options.timeoutMs} ms`));
       }, this.options.timeoutMs);
       this.pending.set(id, { resolve, reject, timer, method });
       socket.write(JSON.stringify({ id, method, params }));
@@ -108,12 +116,12 @@ export class JsonRpcClient {
   close(): void {
     this.closed = true;
     this.socket?.destroy();
-    this.failAll(new OvsnetError('OVS_UNAVAILABLE', 'the OVSDB connection was closed'));
+    this.failAll(new OvsnetError('OVS_UNAVAILABLE', `the ${this.peer} connection was closed`));
   }
 
   private connect(): Promise<net.Socket> {
     if (this.socket !== undefined) return Promise.resolve(this.socket);
-    if (this.closed) return Promise.reject(new OvsnetError('OVS_UNAVAILABLE', 'the OVSDB connection was closed'));
+    if (this.closed) return Promise.reject(new OvsnetError('OVS_UNAVAILABLE', `the ${this.peer} connection was closed`));
     this.connecting ??= this.dial().finally(() => (this.connecting = undefined));
     return this.connecting;
   }
@@ -141,7 +149,7 @@ export class JsonRpcClient {
       this.backoffMs = Math.min(Math.max(this.backoffMs * 2, 50), 2000);
       throw new OvsnetError(
         'OVS_UNAVAILABLE',
-        `cannot reach OVSDB at ${target}: ${messageOf(err)} (is ovsdb-server running? OVSNET_OVSDB names its socket)`,
+        `cannot reach ${this.peer} at ${target}: ${messageOf(err)} (${this.options.hint ?? 'is ovsdb-server running? OVSNET_OVSDB names its socket'})`,
         { cause: err },
       );
     }
@@ -153,7 +161,7 @@ export class JsonRpcClient {
     });
     const lost = () => {
       if (this.socket === socket) this.socket = undefined;
-      this.failAll(new OvsnetError('OVS_UNAVAILABLE', `the OVSDB connection to ${target} was lost`));
+      this.failAll(new OvsnetError('OVS_UNAVAILABLE', `the ${this.peer} connection to ${target} was lost`));
     };
     socket.on('close', lost);
     socket.on('error', lost);
@@ -175,7 +183,7 @@ export class JsonRpcClient {
     this.pending.delete(msg.id as number);
     clearTimeout(p.timer);
     if (msg.error !== null && msg.error !== undefined) {
-      p.reject(new OvsnetError('OVS_FAILED', `OVSDB ${p.method} failed: ${JSON.stringify(msg.error)}`));
+      p.reject(new OvsnetError('OVS_FAILED', `${this.peer} ${p.method} failed: ${typeof msg.error === 'string' ? msg.error.trim() : JSON.stringify(msg.error)}`));
     } else p.resolve(msg.result);
   }
 
