@@ -18,7 +18,12 @@ export function createLogger(level: LogLevel, destination?: DestinationStream): 
     base: { name: 'ovsnet' },
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label: string) => ({ level: label }) },
-    mixin: () => requestContext.getStore() ?? {},
+    // A fresh object per line: pino merges each line's fields into what the mixin returns, and
+    // returning the context itself let every line of a call add its fields to all later ones.
+    mixin: () => {
+      const context = requestContext.getStore();
+      return context === undefined ? {} : { requestId: context.requestId };
+    },
   };
   return destination === undefined ? pino(options) : pino(options, destination);
 }

@@ -55,6 +55,9 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     genReqId: () => randomUUID().slice(0, 8),
     // One line per Docker call comes from the onResponse hook below, with the method in it.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
+    // req.log is the logger itself: the requestId comes from the request context (src/log.ts),
+    // once; a child bound with it too wrote the key twice on every line.
+    childLoggerFactory: (logger) => logger,
     return503OnClosing: true,
   });
 

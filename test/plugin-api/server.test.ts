@@ -16,9 +16,14 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-srv-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 
 const lines: Record<string, unknown>[] = [];
+const texts: string[] = [];
 const sink = new Writable({
   write(chunk: Buffer, _enc, cb) {
-    for (const l of chunk.toString().split('\n')) if (l.trim() !== '') lines.push(JSON.parse(l) as Record<string, unknown>);
+    for (const l of chunk.toString().split('\n')) {
+      if (l.trim() === '') continue;
+      texts.push(l);
+      lines.push(JSON.parse(l) as Record<string, unknown>);
+    }
     cb();
   },
 });
@@ -100,6 +105,7 @@ t.test('bad requests: the field and the expected form, as {"Err"}', async (t) =>
 
 t.test('one request id per Docker call in the logs', async (t) => {
   lines.length = 0;
+  texts.length = 0;
   await docker('IpamDriver.RequestPool', { Pool: '10.81.0.0/24', V6: false });
   await docker('IpamDriver.RequestPool', { Pool: '10.81.0.0/24', V6: false });
   const calls = lines.filter((l) => l.msg === 'docker call');
@@ -111,6 +117,8 @@ t.test('one request id per Docker call in the logs', async (t) => {
   const made = lines.find((l) => l.msg === 'pool requested');
   t.equal(made?.requestId, calls[0]?.requestId, "a line of the IPAM module, logged during the call, carries the call's id");
   t.equal(made?.component, 'ipam');
+  t.same(texts.filter((l) => l.split('"requestId"').length > 2), [], 'no line names its call twice');
+  t.notOk('poolId' in (calls[0] ?? {}), "a line does not inherit the fields of the call's earlier lines");
 });
 
 function post(socketPath: string, method: string): Promise<{ status: number; body: string }> {
