@@ -32,6 +32,8 @@ export interface Config {
   readonly host: { readonly name: string; readonly vtepIp: string; readonly ttlSeconds: number; readonly reclaimGraceSeconds: number };
   /** Where /metrics is served; undefined = off. */
   readonly metrics: { readonly host: string; readonly port: number } | undefined;
+  /** File keeping IPAM changes the store did not confirm until they are settled; '' = memory only. */
+  readonly journal: string;
 }
 
 export interface DefaultPool {
@@ -102,6 +104,11 @@ export const SETTINGS = {
     form: 'seconds, an integer from 0 to 86400',
     doc: "How long a dead host's address blocks and reservations in logical networks are kept (its containers may still run) before peers reclaim them.",
   },
+  OVSNET_JOURNAL: {
+    default: '/var/lib/ovsnet/unconfirmed.json',
+    form: 'an absolute file path, or off (kept in memory only)',
+    doc: 'Where IPAM changes the store did not confirm (a timeout: applied or not?) are kept until settled, so that a restart during a store outage leaks no address.',
+  },
   OVSNET_METRICS_ADDR: {
     default: '',
     form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',
@@ -159,6 +166,9 @@ export function loadConfig(env: Env): Config {
   if (ttlSeconds === undefined) bad('OVSNET_HOST_TTL', value('OVSNET_HOST_TTL'));
   const reclaimGraceSeconds = parseIntIn(value('OVSNET_RECLAIM_GRACE'), 0, 86400);
   if (reclaimGraceSeconds === undefined) bad('OVSNET_RECLAIM_GRACE', value('OVSNET_RECLAIM_GRACE'));
+  const journalRaw = value('OVSNET_JOURNAL');
+  const journal = journalRaw === 'off' ? '' : journalRaw;
+  if (journal !== '' && (!path.isAbsolute(journal) || journal.endsWith('/'))) bad('OVSNET_JOURNAL', journal);
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -171,7 +181,7 @@ export function loadConfig(env: Env): Config {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
   const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics });
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics, journal });
 }
 
 function parseStore(

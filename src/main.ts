@@ -63,6 +63,7 @@ async function serve(config: Config): Promise<void> {
     defaultPools: config.defaultPools,
     hostRoutes: () => hostRoutes(),
     readyTimeoutMs: config.storeTimeoutMs,
+    journal: config.journal,
   });
   const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs, (m, ok, s) => metrics.observeOvsdb(m, ok, s));
   // auto: the kernel datapath when its module is loaded, else the userspace one.

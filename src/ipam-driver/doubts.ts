@@ -6,7 +6,13 @@
  * reservation would stay forever. So each such failure is remembered here and settled in the
  * background once the store answers again: a reservation or pool the failed request made (found
  * by its token) is released, a release is done again. Each settle step is idempotent.
+ *
+ * What is pending is also kept in a journal file (OVSNET_JOURNAL), rewritten whole (a temporary
+ * file renamed over it) whenever it changes, so that ovsnet restarted during a store outage
+ * still settles it. Failures are rare, so are these writes; none happens on a request that works.
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 
@@ -23,24 +29,50 @@ export class Doubts {
   private timer: NodeJS.Timeout | undefined;
   private delayMs = FIRST_DELAY_MS;
   private stopped = false;
+  private loaded = false;
 
+  /** `journal`: the file that keeps pending doubts across restarts ('' or absent: memory only). */
   constructor(
     private readonly settle: (d: Doubt) => Promise<void>,
     private readonly log: Logger,
+    private readonly journal = '',
   ) {}
 
   get size(): number {
     return this.pending.length;
   }
 
+  /** Takes up what an earlier run left in the journal; settled in the background. */
+  load(): void {
+    if (this.loaded) return;
+    this.loaded = true;
+    if (this.journal === '' || !fs.existsSync(this.journal)) return;
+    let loaded: Doubt[];
+    try {
+      const raw = JSON.parse(fs.readFileSync(this.journal, 'utf8')) as (Omit<Doubt, 'at'> & { at: string })[];
+      loaded = raw.map((d) => ({ ...d, at: new Date(d.at) }) as Doubt);
+      if (loaded.some((d) => Number.isNaN(d.at.getTime()) || !['pool', 'request', 'release'].includes(d.kind))) throw new Error('an entry is not a doubt');
+    } catch (err) {
+      const aside = `${this.journal}.unreadable-${Date.now()}`;
+      fs.renameSync(this.journal, aside);
+      this.log.error({ err }, `cannot read the journal ${this.journal} (${messageOf(err)}); moved to ${aside} for inspection`);
+      return;
+    }
+    this.pending.push(...loaded);
+    if (loaded.length > 0) this.log.warn({ doubts: loaded }, `${loaded.length} unconfirmed IPAM change(s) from before the restart; settled once the store answers`);
+    this.schedule();
+  }
+
   add(d: Doubt): void {
     this.pending.push(d);
+    this.persist();
     this.log.warn({ doubt: d }, 'the store did not confirm an IPAM change; it is settled once the store answers');
     this.schedule();
   }
 
   /** Settles everything pending now; those that fail again stay. */
   async settleAll(): Promise<void> {
+    const before = this.pending.length;
     for (const d of [...this.pending]) {
       try {
         await this.settle(d);
@@ -48,6 +80,30 @@ export class Doubts {
       } catch (err) {
         this.log.debug({ err }, `cannot settle an unconfirmed IPAM change yet: ${messageOf(err)}`);
       }
+    }
+    if (this.pending.length !== before) this.persist();
+  }
+
+  /** Writes what is pending to the journal (removes it when nothing is); never throws. */
+  private persist(): void {
+    if (this.journal === '') return;
+    try {
+      if (this.pending.length === 0) {
+        fs.rmSync(this.journal, { force: true });
+        return;
+      }
+      fs.mkdirSync(path.dirname(this.journal), { recursive: true });
+      const tmp = `${this.journal}.tmp`;
+      const fd = fs.openSync(tmp, 'w', 0o600);
+      try {
+        fs.writeSync(fd, JSON.stringify(this.pending));
+        fs.fsyncSync(fd);
+      } finally {
+        fs.closeSync(fd);
+      }
+      fs.renameSync(tmp, this.journal);
+    } catch (err) {
+      this.log.error({ err }, `cannot write the journal ${this.journal} (${messageOf(err)}): unconfirmed IPAM changes are kept in memory only; check OVSNET_JOURNAL`);
     }
   }
 

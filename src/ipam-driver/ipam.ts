@@ -38,6 +38,8 @@ export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   readonly now?: () => Date;
   /** How long a request waits for the first load of the index. */
   readonly readyTimeoutMs: number;
+  /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
+  readonly journal?: string;
 }
 
 export interface AddressRequest {
@@ -69,11 +71,12 @@ export class Ipam {
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
     this.local = new OneHostPools(deps.store);
-    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log);
+    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log, deps.journal);
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
   start(): void {
+    this.doubts.load();
     this.readyPromise ??= this.sync();
     this.readyPromise.catch((err: unknown) => {
       this.deps.log.warn({ err }, 'IPAM index not loaded yet; retrying');

@@ -98,6 +98,7 @@ export class DockerHost {
       {
         OVSNET_SOCKET: '/run/docker/plugins/ovsnet.sock',
         OVSNET_STORE: 'sqlite:/run/ovsnet/state.db',
+        OVSNET_JOURNAL: '/run/ovsnet/unconfirmed.json', // per host (/var/lib is the machine's)
         OVSNET_LOG_LEVEL: 'warn',
         // On the host's own loopback: every host can use the same port.
         OVSNET_METRICS_ADDR: '9477',

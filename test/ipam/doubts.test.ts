@@ -10,6 +10,7 @@ import { OvsnetError } from '../../src/errors.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import type { Store, TxnRequest, TxnResult } from '../../src/store/types.js';
+import { createLogger } from '../../src/log.js';
 import { makeIpam, pool } from '../helpers/ipam.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-doubts-'));
@@ -42,10 +43,10 @@ class Flaky implements Store {
   close: Store['close'] = () => this.inner.close();
 }
 
-function setup(t: Test) {
+function setup(t: Test, journal?: string) {
   const inner = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
   const store = new Flaky(inner);
-  const ipam = makeIpam(store, { host: 'h1' });
+  const ipam = makeIpam(store, { host: 'h1', ...(journal === undefined ? {} : { journal }) });
   t.teardown(async () => {
     await ipam.stop();
     await inner.close();
@@ -115,4 +116,42 @@ t.test('a pool created but unconfirmed is released, so the subnet can be asked f
   await t.rejects(ipam.requestPool(pool('10.79.0.0/24')), { code: 'IPAM_POOL_OVERLAP' }, 'the unconfirmed pool blocks the subnet meanwhile');
   await ipam.settle();
   t.same((await ipam.requestPool(pool('10.79.0.0/24'))).pool, '10.79.0.0/24', 'free again once settled');
+});
+
+t.test('unconfirmed changes outlive a restart during the outage, through the journal', async (t) => {
+  const journal = path.join(dir, `j${n}`, 'unconfirmed.json');
+  const { inner, store, ipam } = setup(t, journal);
+  const { poolId } = await ipam.requestPool(pool('10.76.0.0/24'));
+  const kept = (await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '';
+  const gone = (await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '';
+  t.notOk(fs.existsSync(journal), 'nothing written while the store answers');
+  store.mode = 'lost';
+  await t.rejects(ipam.requestAddress({ poolId, address: '', gateway: false }), { code: 'STORE_TIMEOUT' });
+  store.mode = 'refused';
+  await t.rejects(ipam.releaseAddress(poolId, gone), { code: 'STORE_UNAVAILABLE' });
+  t.equal((JSON.parse(fs.readFileSync(journal, 'utf8')) as unknown[]).length, 2, 'both doubts in the journal');
+  await ipam.stop(); // ovsnet restarted while the store is still unreachable
+
+  const again = makeIpam(new Flaky(inner), { host: 'h1', journal });
+  t.teardown(() => again.stop());
+  again.start();
+  await again.settle();
+  t.equal(again.unsettled, 0, 'the new process settled what the old one could not');
+  t.same(await held(inner, poolId), [kept], 'the unconfirmed reservation and the failed release are both undone: no leak');
+  t.equal(again.usage().find((u) => u.poolId === poolId)?.count, 1);
+  t.notOk(fs.existsSync(journal), 'the journal is removed once nothing is pending');
+});
+
+t.test('an unreadable journal is moved aside, named in the log, and ovsnet starts anyway', async (t) => {
+  const journal = path.join(dir, `bad${n++}.json`);
+  fs.writeFileSync(journal, '{not json');
+  const lines: string[] = [];
+  const log = createLogger('info', { write: (l: string) => void lines.push(l) });
+  const ipam = makeIpam(new SqliteStore({ file: path.join(dir, `d${n++}.db`) }), { journal, log });
+  t.teardown(() => ipam.stop());
+  ipam.start();
+  t.notOk(fs.existsSync(journal));
+  t.equal(fs.readdirSync(dir).filter((f) => f.startsWith(`${path.basename(journal)}.unreadable-`)).length, 1, 'kept for inspection');
+  t.match(lines.join(''), /cannot read the journal .* moved to .*unreadable/);
+  t.same((await ipam.requestPool(pool('10.75.0.0/24'))).pool, '10.75.0.0/24', 'and it serves requests');
 });

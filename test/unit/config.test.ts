@@ -17,6 +17,8 @@ t.test('defaults: embedded store, info logs, the standard socket', async (t) => 
   t.same(loadConfig({ OVSNET_METRICS_ADDR: '0.0.0.0:9100' }).metrics, { host: '0.0.0.0', port: 9100 });
   t.match(loadConfig({}).host, { ttlSeconds: 10, reclaimGraceSeconds: 600 }, 'a dead host is reclaimed after 10 minutes by default');
   t.equal(loadConfig({ OVSNET_RECLAIM_GRACE: '0' }).host.reclaimGraceSeconds, 0);
+  t.equal(loadConfig({}).journal, '/var/lib/ovsnet/unconfirmed.json');
+  t.equal(loadConfig({ OVSNET_JOURNAL: 'off' }).journal, '', 'off: memory only');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
 });
 
@@ -50,6 +52,7 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_METRICS_ADDR: 'everywhere' }, /OVSNET_METRICS_ADDR="everywhere" is not valid: expected PORT \(on 127\.0\.0\.1\) or HOST:PORT/],
   [{ OVSNET_DATAPATH: 'kernel' }, /OVSNET_DATAPATH="kernel" is not valid: expected auto\|system\|netdev/],
   [{ OVSNET_HOST_TTL: '1' }, /OVSNET_HOST_TTL="1" is not valid: expected seconds, an integer from 2 to 300/],
+  [{ OVSNET_JOURNAL: 'unconfirmed.json' }, /OVSNET_JOURNAL="unconfirmed.json" is not valid: expected an absolute file path, or off/],
   [{ OVSNET_RECLAIM_GRACE: '10m' }, /OVSNET_RECLAIM_GRACE="10m" is not valid: expected seconds, an integer from 0 to 86400/],
   [{ OVSNET_VTEP_IP: '10.0.0' }, /OVSNET_VTEP_IP="10\.0\.0" is not valid/],
   [{ OVSNET_BRIDGE: 'a-bridge-name-too-long' }, /OVSNET_BRIDGE/],
