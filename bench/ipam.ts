@@ -5,6 +5,8 @@
  * 2. RequestAddress + ReleaseAddress over the real plugin socket against `ovsnet serve` (a child
  *    process), embedded and etcd: p50 and p99. Baseline: Plugin.Activate on the same socket,
  *    i.e. the HTTP round trip with no work behind it.
+ * 3. Binding a reservation to its endpoint (CreateEndpoint's store work) against etcd with many
+ *    pools: the pools found in the IPAM index vs every pool record read (the baseline, as before).
  */
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,9 +14,13 @@ import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { loadConfig } from '../src/config.js';
 import { PoolState } from '../src/ipam-driver/pool-index.js';
+import { bindReservation } from '../src/store/reservations.js';
+import { openStore } from '../src/store/open.js';
+import { makeIpam, pool } from '../test/helpers/ipam.js';
 import { NO_OVS } from '../test/harness/host.js';
-import { fmt, percentile, table } from './stats.js';
+import { fmt, measure, percentile, table } from './stats.js';
 
 const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
@@ -106,6 +112,36 @@ async function overSocket(store: string, n: number): Promise<{ activate: number[
   }
 }
 
+/** p50/p99 of binding one address's reservation `n` times, pools found either way. */
+async function binding(endpoints: string, pools: number, n: number, octet: number): Promise<string[][]> {
+  const config = loadConfig({ OVSNET_STORE: `etcd://${endpoints}` });
+  const store = await openStore(config.store, 3000).loaded();
+  const ipam = makeIpam(store, { host: 'bench' });
+  try {
+    ipam.start();
+    for (let i = 0; i < pools; i++) await ipam.requestPool(pool(`10.${octet + (i >> 8)}.${i & 255}.0/24`));
+    const poolId = `LocalDefault/10.${octet}.0.0/24`;
+    const address = (await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '';
+    const ways = [
+      ['every pool record read (baseline)', () => undefined],
+      ['pools from the IPAM index', () => ipam.poolsHolding(address)],
+    ] as const;
+    const out: string[][] = [];
+    let base = NaN;
+    for (const [name, poolsOf] of ways) {
+      // A new endpoint id each time: every bind writes, as CreateEndpoint's does.
+      for (let i = 0; i < 20; i++) await bindReservation(store, address, `warm${i}`, poolsOf());
+      const r = await measure(n, (i) => bindReservation(store, address, `${name}${i}`, poolsOf()));
+      if (Number.isNaN(base)) base = r.p50Ms;
+      out.push([String(pools), name, fmt(r.p50Ms, 3), fmt(r.p99Ms, 3), `${fmt(r.p50Ms / base)}x`]);
+    }
+    return out;
+  } finally {
+    await ipam.stop();
+    await store.close();
+  }
+}
+
 export async function benchIpam(): Promise<void> {
   const endpoints = process.env.TEST_ETCD_ENDPOINTS;
   if (endpoints === undefined) throw new Error('TEST_ETCD_ENDPOINTS is not set: run through `npm run bench -- ipam`');
@@ -132,4 +168,9 @@ export async function benchIpam(): Promise<void> {
   }
   console.log(`\nover the plugin socket (ovsnet serve, one keep-alive connection, ${n} rounds after 100 warm-up)\n`);
   console.log(table(['store', 'call', 'p50 ms', 'p99 ms', 'p50 vs Activate', 'target'], rows));
+
+  const binds: string[][] = [];
+  for (const [pools, octet] of [[10, 160], [500, 170]] as const) binds.push(...(await binding(endpoints, pools, 300, octet)));
+  console.log('\nCreateEndpoint binding its reservation, etcd: finding the pool (300 binds, each a get + a txn)\n');
+  console.log(table(['pools', 'how the pool is found', 'p50 ms', 'p99 ms', 'p50 vs baseline'], binds));
 }

@@ -38,6 +38,8 @@ export interface SharedPoolsApi {
   bindLogical(cidr: string, name: string): Promise<string | undefined>;
   /** The logical network whose pool `cidr` is, if any. */
   logicalOf(cidr: string): string | undefined;
+  /** The ovsnet pools whose subnet holds `address`; undefined when not known without the store. */
+  poolsHolding(address: string): string[] | undefined;
 }
 
 export interface DriverDeps {
@@ -241,7 +243,9 @@ export class NetworkDriver {
     }
     // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
     for (const a of [req.address, req.addressV6]) {
-      if (a !== '') await this.bestEffort('bind the reservation', async () => void (await bindReservation(this.deps.store, a, req.endpointId)));
+      if (a === '') continue;
+      const pools = this.deps.pools?.poolsHolding(a.split('/')[0] ?? '');
+      await this.bestEffort('bind the reservation', async () => void (await bindReservation(this.deps.store, a, req.endpointId, pools)));
     }
     return req.mac === '' ? { mac } : {};
   }

@@ -237,6 +237,16 @@ export class Ipam {
     return [...this.index.pools.values()].find((p) => p.record.pool === cidr && p.record.logical !== undefined)?.record.logical;
   }
 
+  /**
+   * The pools whose subnet holds `address` (plain form), from the index: no store round trip.
+   * Undefined while the index is not loaded (the caller then asks the store).
+   */
+  poolsHolding(address: string): string[] | undefined {
+    if (!this.isReady) return undefined;
+    const { family, value } = parseAddress(address);
+    return [...this.index.pools.values()].filter((p) => containsAddress(p.prefix, family, value)).map((p) => p.record.poolId);
+  }
+
   /** Pool usage, for status output and tests. */
   usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint; logical?: string; blocks?: { start: string; host: string; count: number }[] }[] {
     return [...this.index.pools.values()].map((p) => ({

@@ -11,13 +11,13 @@ import { modRevisionIs, put, type Store } from './types.js';
 /**
  * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Returns false when
  * no ovsnet reservation holds the address (Docker's default IPAM gave it). Idempotent.
+ * `poolIds`: the pools whose subnet holds the address, when the caller knows them (the IPAM
+ * index); else every pool record is read to find them.
  */
-export async function bindReservation(store: Store, address: string, endpointId: string): Promise<boolean> {
-  const { family, value } = parseAddress(address.split('/')[0] ?? '');
-  const pools = (await store.list(keys.pools)).kvs.map((kv) => JSON.parse(kv.value) as { poolId: string; pool: string });
-  for (const p of pools) {
-    if (!containsAddress(parseCidr(p.pool), family, value)) continue;
-    const key = keys.address(p.poolId, address.split('/')[0] ?? '');
+export async function bindReservation(store: Store, address: string, endpointId: string, poolIds?: readonly string[]): Promise<boolean> {
+  const plain = address.split('/')[0] ?? '';
+  for (const poolId of poolIds ?? (await poolsHolding(store, plain))) {
+    const key = keys.address(poolId, plain);
     for (let attempt = 0; attempt < 8; attempt++) {
       const kv = await store.get(key);
       if (kv === undefined) break;
@@ -28,4 +28,10 @@ export async function bindReservation(store: Store, address: string, endpointId:
     }
   }
   return false;
+}
+
+async function poolsHolding(store: Store, address: string): Promise<string[]> {
+  const { family, value } = parseAddress(address);
+  const pools = (await store.list(keys.pools)).kvs.map((kv) => JSON.parse(kv.value) as { poolId: string; pool: string });
+  return pools.filter((p) => containsAddress(parseCidr(p.pool), family, value)).map((p) => p.poolId);
 }

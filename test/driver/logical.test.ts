@@ -185,6 +185,21 @@ t.test('after adding tunnel ports (never after removing them) the datapath is re
   t.equal(calls.length, 3, 'a removal refreshes nothing');
 });
 
+t.test('CreateEndpoint binds the reservation to the endpoint, finding its pool in the IPAM index', async (t) => {
+  const [h1] = cluster(t, 1, new Map());
+  if (h1 === undefined) throw new Error('one host');
+  await create(h1, id('k'), '10.83.0.0/24', {});
+  for (let i = 0; i < 20; i++) await h1.ipam.requestPool(pool(`10.84.${i}.0/24`)); // other pools
+  const { address } = await h1.ipam.requestAddress({ poolId: 'LocalDefault/10.83.0.0/24', address: '', gateway: false });
+  const listed: string[] = [];
+  const list = h1.store.list.bind(h1.store);
+  h1.store.list = (prefix) => (listed.push(prefix), list(prefix));
+  await h1.driver.createEndpoint({ networkId: id('k'), endpointId: id('e'), address, addressV6: '', mac: '', portmap: [] });
+  const rec = JSON.parse((await h1.store.get(keys.address('LocalDefault/10.83.0.0/24', address.split('/')[0] ?? '')))?.value ?? '{}') as { endpoint?: string };
+  t.equal(rec.endpoint, id('e'), 'the reservation names its endpoint');
+  t.same(listed.filter((p) => p === keys.pools), [], 'without reading every pool record');
+});
+
 t.test('a logical network needs a tunnel address', async (t) => {
   const store = new SqliteStore({ file: path.join(dir, `v${n++}.db`) });
   t.teardown(() => store.close());
