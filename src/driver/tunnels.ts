@@ -13,7 +13,8 @@ import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keys, unpart } from '../store/keys.js';
 import type { HostRecord } from '../store/hosts.js';
-import type { Store, Watcher } from '../store/types.js';
+import { FollowedRecords } from '../store/follow.js';
+import type { Store } from '../store/types.js';
 import type { LogicalNetwork } from './logical.js';
 import type { NetworkRecord } from './records.js';
 import type { OvsApi } from './network-driver.js';
@@ -68,8 +69,7 @@ export interface TunnelDeps {
 }
 
 export class Tunnels {
-  private readonly logical = new Map<string, LogicalNetwork>();
-  private watcher: Watcher | undefined;
+  private readonly logical: FollowedRecords<LogicalNetwork>;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
@@ -80,28 +80,25 @@ export class Tunnels {
   /** Resolves when the sync running or scheduled now has finished (for tests and callers). */
   settled: Promise<void> = Promise.resolve();
 
-  constructor(private readonly deps: TunnelDeps) {}
-
-  /** Loads the logical networks and follows them. */
-  async start(): Promise<void> {
-    const snapshot = await this.deps.store.list(keys.logicalNetworks);
-    for (const kv of snapshot.kvs) this.set(kv.key, kv.value);
-    this.watcher = await this.deps.store.watch(keys.logicalNetworks, snapshot.revision + 1, {
-      onEvents: (events) => {
-        for (const e of events) this.set(e.kv.key, e.type === 'put' ? e.kv.value : undefined);
-        this.schedule();
-      },
-      onError: (err) => {
-        this.deps.log.warn({ err }, 'logical network watch ended; following again');
-        if (!this.stopped) setTimeout(() => void this.start().catch(() => undefined), 1000).unref();
-      },
+  constructor(private readonly deps: TunnelDeps) {
+    this.logical = new FollowedRecords<LogicalNetwork>({
+      store: deps.store,
+      prefix: keys.logicalNetworks,
+      nameOf: unpart,
+      log: deps.log,
+      what: 'logical networks',
+      onChange: () => this.schedule(),
     });
-    this.schedule();
+  }
+
+  /** Loads the logical networks and follows them (again after a lost watch). */
+  start(): Promise<void> {
+    return this.logical.start();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
-    await this.watcher?.close();
+    await this.logical.stop();
     await this.settled;
   }
 
@@ -127,7 +124,7 @@ export class Tunnels {
 
   private async sync(): Promise<void> {
     const self = this.deps.self();
-    const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical, this.deps.hosts());
+    const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical.records, this.deps.hosts());
     const have = (await this.deps.ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-role'] === 'tunnel');
     const byName = new Map(wanted.map((w) => [w.name, w]));
     const added: string[] = [];
@@ -157,11 +154,5 @@ export class Tunnels {
       await this.deps.afterAdding();
       this.addedUnsettled = false;
     }
-  }
-
-  private set(key: string, value: string | undefined): void {
-    const name = unpart(key.slice(keys.logicalNetworks.length));
-    if (value === undefined) this.logical.delete(name);
-    else this.logical.set(name, JSON.parse(value) as LogicalNetwork);
   }
 }

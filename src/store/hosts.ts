@@ -9,9 +9,10 @@
  */
 import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
+import { FollowedRecords } from './follow.js';
 import { keys } from './keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
-import { del, get, put, type Store, type Watcher } from './types.js';
+import { del, get, put, type Store } from './types.js';
 
 export interface HostRecord {
   readonly name: string;
@@ -34,45 +35,32 @@ export interface RegistryOptions {
 
 export class HostRegistry {
   private keeper: LeaseKeeper | undefined;
-  private watcher: Watcher | undefined;
-  private readonly peers = new Map<string, HostRecord>();
+  private retry: NodeJS.Timeout | undefined;
+  private readonly peers: FollowedRecords<HostRecord>;
   private stopped = false;
-  private loaded = false;
   /** Peers already warned about for an MTU unlike this host's. */
   private readonly mtuWarned = new Set<string>();
   /** Called after every change of the peer set. */
   onChange: ((hosts: ReadonlyMap<string, HostRecord>) => void) | undefined;
 
-  constructor(private readonly opts: RegistryOptions) {}
+  constructor(private readonly opts: RegistryOptions) {
+    this.peers = new FollowedRecords<HostRecord>({ store: opts.store, prefix: keys.hosts, log: opts.log, what: 'hosts', onChange: () => this.changed() });
+  }
 
-  /** Registers this host and starts watching the others. */
+  /** Registers this host and starts following the others (again after a lost watch). */
   async start(): Promise<void> {
     await this.register();
-    const snapshot = await this.opts.store.list(keys.hosts);
-    for (const kv of snapshot.kvs) this.peers.set(kv.key.slice(keys.hosts.length), JSON.parse(kv.value) as HostRecord);
-    this.loaded = true;
-    this.changed();
-    this.watcher = await this.opts.store.watch(keys.hosts, snapshot.revision + 1, {
-      onEvents: (events) => {
-        for (const e of events) {
-          const name = e.kv.key.slice(keys.hosts.length);
-          if (e.type === 'put') this.peers.set(name, JSON.parse(e.kv.value) as HostRecord);
-          else this.peers.delete(name);
-        }
-        this.changed();
-      },
-      onError: (err) => this.opts.log.warn({ err }, 'host watch ended'),
-    });
+    await this.peers.start();
   }
 
   /** Names of the hosts registered now; undefined until the first load. */
   names(): ReadonlySet<string> | undefined {
-    return this.loaded ? new Set(this.peers.keys()) : undefined;
+    return this.peers.loaded ? new Set(this.peers.records.keys()) : undefined;
   }
 
   private changed(): void {
     const mine = this.opts.self.tunnelMtu;
-    for (const [name, peer] of this.peers) {
+    for (const [name, peer] of this.peers.records) {
       if (name === this.opts.self.name || mine === undefined || peer.tunnelMtu === undefined || peer.tunnelMtu === mine || this.mtuWarned.has(name)) continue;
       this.mtuWarned.add(name);
       this.opts.log.warn(
@@ -80,19 +68,32 @@ export class HostRegistry {
         `host ${name}'s tunnel interface has MTU ${peer.tunnelMtu}, this host's ${mine}: VXLAN networks default to different MTUs, and packets too big for the smaller one are lost; give the hosts' tunnel interfaces one MTU, or pass -o com.docker.network.driver.mtu`,
       );
     }
-    this.onChange?.(this.peers);
+    this.onChange?.(this.peers.records);
   }
 
   /** The hosts registered now, this one included. */
   hosts(): ReadonlyMap<string, HostRecord> {
-    return this.peers;
+    return this.peers.records;
   }
 
   /** Stops renewing; with `deregister`, the registration goes at once (else at the TTL). */
   async stop(deregister: boolean): Promise<void> {
     this.stopped = true;
-    await this.watcher?.close();
+    clearTimeout(this.retry);
+    await this.peers.stop();
     await this.keeper?.stop(deregister);
+  }
+
+  /** Registers again after the lease was lost, retrying with backoff until it works. */
+  private registerAgain(delayMs: number): void {
+    if (this.stopped) return;
+    this.register().catch((err: unknown) => {
+      if (this.stopped) return;
+      const next = Math.min(delayMs * 2, 30_000);
+      this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${delayMs / 1000} s`);
+      this.retry = setTimeout(() => this.registerAgain(next), delayMs);
+      this.retry.unref();
+    });
   }
 
   private async register(): Promise<void> {
@@ -110,7 +111,7 @@ export class HostRegistry {
       onLost: (err) => {
         if (this.stopped) return;
         this.opts.log.warn({ err }, 'host registration lost (the store was unreachable longer than the TTL); registering again');
-        void this.register().catch((e: unknown) => this.opts.log.error({ err: e }, `cannot register again: ${messageOf(e)}`));
+        this.registerAgain(1000);
       },
       onRetry: (err) => this.opts.log.warn({ err }, 'host keep-alive failed; retrying'),
     });

@@ -6,42 +6,16 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { OvsnetError } from '../../src/errors.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import type { Store, TxnRequest, TxnResult } from '../../src/store/types.js';
+import type { Store } from '../../src/store/types.js';
+import { Flaky } from '../helpers/flaky-store.js';
 import { createLogger } from '../../src/log.js';
 import { makeIpam, pool } from '../helpers/ipam.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-doubts-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 let n = 0;
-
-/** A store whose next transactions fail after (`lost`) or before (`refused`) being applied. */
-class Flaky implements Store {
-  readonly kind;
-  mode: 'ok' | 'lost' | 'refused' = 'ok';
-
-  constructor(private readonly inner: Store) {
-    this.kind = inner.kind;
-  }
-
-  async txn(req: TxnRequest): Promise<TxnResult> {
-    if (this.mode === 'refused') throw new OvsnetError('STORE_UNAVAILABLE', 'injected: etcd unreachable');
-    const res = await this.inner.txn(req);
-    if (this.mode === 'lost') throw new OvsnetError('STORE_TIMEOUT', 'injected: the answer was lost');
-    return res;
-  }
-  get: Store['get'] = (k) => this.inner.get(k);
-  range: Store['range'] = (p, o) => this.inner.range(p, o);
-  list: Store['list'] = (p) => this.inner.list(p);
-  watch: Store['watch'] = (p, r, h) => this.inner.watch(p, r, h);
-  grantLease: Store['grantLease'] = (ttl) => this.inner.grantLease(ttl);
-  keepAlive: Store['keepAlive'] = (l) => this.inner.keepAlive(l);
-  revokeLease: Store['revokeLease'] = (l) => this.inner.revokeLease(l);
-  revision: Store['revision'] = () => this.inner.revision();
-  close: Store['close'] = () => this.inner.close();
-}
 
 function setup(t: Test, journal?: string) {
   const inner = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });

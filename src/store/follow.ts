@@ -1,0 +1,117 @@
+/**
+ * Follows the keys under a prefix: a snapshot, then a watch from the revision after it. When the
+ * watch ends (a lost stream, a compacted revision) it starts over with a new snapshot and watch,
+ * retried with backoff (1 s doubling to 30 s) until that works or stop() is called. No change is
+ * missed: each snapshot replaces everything the owner knew.
+ *
+ * Idempotency: start() once; stop() any number of times. The owner keeps no watcher of its own.
+ */
+import { messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
+
+export interface FollowOptions {
+  readonly store: Store;
+  readonly prefix: string;
+  readonly log: Logger;
+  /** What is followed, for log lines ("hosts", "logical networks"). */
+  readonly what: string;
+  /** Everything under the prefix now: replaces what the owner knew. */
+  readonly onSnapshot: (kvs: readonly KeyValue[]) => void;
+  readonly onEvents: (events: readonly WatchEvent[]) => void;
+}
+
+const FIRST_RETRY_MS = 1000;
+const MAX_RETRY_MS = 30_000;
+
+export class Follower {
+  private watcher: Watcher | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Bumped by each start and each ended watch: a stale watch's callbacks are ignored. */
+  private generation = 0;
+
+  constructor(private readonly o: FollowOptions) {}
+
+  /** The first snapshot and watch; fails if the store cannot give them (the caller retries). */
+  async start(): Promise<void> {
+    const gen = ++this.generation;
+    const current = () => !this.stopped && gen === this.generation;
+    const snapshot = await this.o.store.list(this.o.prefix);
+    if (!current()) return;
+    this.o.onSnapshot(snapshot.kvs);
+    const watcher = await this.o.store.watch(this.o.prefix, snapshot.revision + 1, {
+      onEvents: (events) => {
+        if (current()) this.o.onEvents(events);
+      },
+      onError: (err) => {
+        if (!current()) return;
+        this.generation++;
+        this.o.log.warn({ err }, `the watch of ${this.o.what} ended (${messageOf(err)}); following again`);
+        void this.watcher?.close().catch(() => undefined);
+        this.watcher = undefined;
+        this.again(FIRST_RETRY_MS);
+      },
+    });
+    if (!current()) {
+      await watcher.close(); // stopped, or it ended already (and a new start is scheduled)
+      return;
+    }
+    this.watcher = watcher;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    const w = this.watcher;
+    this.watcher = undefined;
+    await w?.close();
+  }
+
+  private again(delayMs: number): void {
+    this.timer = setTimeout(() => {
+      this.start().catch((err: unknown) => {
+        if (this.stopped) return;
+        this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${Math.min(delayMs * 2, MAX_RETRY_MS) / 1000} s`);
+        this.again(Math.min(delayMs * 2, MAX_RETRY_MS));
+      });
+    }, delayMs);
+    this.timer.unref();
+  }
+}
+
+/** The JSON records under a prefix, by name (the key after the prefix), kept by a Follower. */
+export class FollowedRecords<T> {
+  readonly records = new Map<string, T>();
+  /** True once the first snapshot is in. */
+  loaded = false;
+  private readonly follower: Follower;
+
+  constructor(o: Omit<FollowOptions, 'onSnapshot' | 'onEvents'> & { readonly nameOf?: (rest: string) => string; readonly onChange: () => void }) {
+    const name = (key: string) => (o.nameOf ?? ((r: string) => r))(key.slice(o.prefix.length));
+    this.follower = new Follower({
+      ...o,
+      onSnapshot: (kvs) => {
+        this.records.clear();
+        for (const kv of kvs) this.records.set(name(kv.key), JSON.parse(kv.value) as T);
+        this.loaded = true;
+        o.onChange();
+      },
+      onEvents: (events) => {
+        for (const e of events) {
+          if (e.type === 'put') this.records.set(name(e.kv.key), JSON.parse(e.kv.value) as T);
+          else this.records.delete(name(e.kv.key));
+        }
+        o.onChange();
+      },
+    });
+  }
+
+  start(): Promise<void> {
+    return this.follower.start();
+  }
+
+  stop(): Promise<void> {
+    return this.follower.stop();
+  }
+}
