@@ -128,7 +128,8 @@ down() {
   fi
   umount "$D/mntns" 2>/dev/null || true
   umount "$D/utsns" 2>/dev/null || true
-  umount "$D" 2>/dev/null || true
+  # The bind mount of DIR on itself: busy for a moment while the last processes exit.
+  for _ in $(seq 30); do mountpoint -q "$D" || break; umount "$D" 2>/dev/null || sleep 0.1; done
   ip netns del "$name" 2>/dev/null || true
   for cg in /sys/fs/cgroup/*/"$name"; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true

@@ -219,8 +219,11 @@ export class Cluster {
     const hosts: DockerHost[] = [];
     const cluster = new Cluster(underlay, hosts, []);
     try {
-      const made = await Promise.all(Array.from({ length: count }, (_, i) => DockerHost.up(`${prefix}${i + 1}`)));
-      hosts.push(...made);
+      // Every host that came up is known to down(), even when another failed.
+      const made = await Promise.allSettled(Array.from({ length: count }, (_, i) => DockerHost.up(`${prefix}${i + 1}`)));
+      for (const r of made) if (r.status === 'fulfilled') hosts.push(r.value);
+      const failed = made.find((r) => r.status === 'rejected');
+      if (failed !== undefined) throw failed.reason;
       for (const [i, h] of hosts.entries()) {
         const addr = `10.200.${Number.parseInt(tag, 16) % 200}.${i + 1}`;
         await must('bash', [SCRIPT, 'attach', h.name, h.dir, underlay.name, `${addr}/24`]);
