@@ -176,6 +176,7 @@ async function serve(config: Config): Promise<void> {
       clearInterval(guards);
       await tunnels.stop().catch(() => undefined);
       await registry.stop(true).catch(() => undefined);
+      await driver.settled();
       ovs.close();
       links.close();
       await store.close();

@@ -6,6 +6,7 @@
  * Owner of the netlink sockets. Idempotency: deleteLink treats a missing link as done;
  * createVeth fails if a link of that name exists (the caller deletes first).
  */
+import { Worker } from 'node:worker_threads';
 import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
 import { OvsnetError, messageOf } from '../errors.js';
 
@@ -63,12 +64,15 @@ export interface VethSpec {
 export class Links {
   private socketsPromise: Promise<{ nl: NetlinkModule; rtnl: RtNetlinkSocket; genl: GenericNetlinkSocket }> | undefined;
   private ethtoolFamily: Promise<number> | undefined;
+  /** link-worker.ts, started on the first deletion; replies by request id. */
+  private deleter: { worker: Worker; pending: Map<number, (error: string | undefined) => void>; nextId: number } | undefined;
 
   private sockets() {
     return (this.socketsPromise ??= netlink().then((nl) => ({ nl, rtnl: nl.createRtNetlink(), genl: nl.createGenericNetlink() })));
   }
 
   close(): void {
+    void this.deleter?.worker.terminate();
     void this.socketsPromise?.then(({ rtnl, genl }) => {
       rtnl.socket.close();
       genl.socket.close();
@@ -115,15 +119,41 @@ export class Links {
     await this.call(`disable tx checksum on ${dev}`, () => genl.request(family, ETHTOOL_MSG_FEATURES_SET, 1, [data]));
   }
 
-  /** Deletes a link by name (its veth peer goes with it); a missing link is success. */
+  /**
+   * Deletes a link by name (its veth peer goes with it); a missing link is success. Sent from
+   * link-worker.ts's thread: the kernel's ~20 ms for a veth would stall this one.
+   */
   async deleteLink(name: string): Promise<void> {
-    const { rtnl } = await this.sockets();
-    try {
-      await rtnl.delLink({}, { ifname: name });
-    } catch (err) {
-      if (errnoOf(err) === 'ENODEV') return;
-      throw new OvsnetError('LINK_FAILED', `cannot delete link ${name}: ${messageOf(err)}`, { cause: err });
+    const error = await this.deleteOnWorker(name);
+    if (error === undefined || errnoOf(error) === 'ENODEV') return;
+    throw new OvsnetError('LINK_FAILED', `cannot delete link ${name}: ${error}`);
+  }
+
+  private deleteOnWorker(name: string): Promise<string | undefined> {
+    if (this.deleter === undefined) {
+      const worker = new Worker(new URL('./link-worker.js', import.meta.url));
+      const d = { worker, pending: new Map<number, (error: string | undefined) => void>(), nextId: 1 };
+      worker.on('message', (m: { id: number; error?: string }) => {
+        d.pending.get(m.id)?.(m.error);
+        d.pending.delete(m.id);
+        if (d.pending.size === 0) worker.unref();
+      });
+      const fail = (why: string) => {
+        if (this.deleter === d) this.deleter = undefined; // the next deletion starts a new one
+        for (const done of d.pending.values()) done(`the link worker ${why}`);
+        d.pending.clear();
+      };
+      worker.on('error', (err) => fail(`failed: ${messageOf(err)}`));
+      worker.on('exit', (code) => fail(`exited (${code})`));
+      this.deleter = d;
     }
+    const d = this.deleter;
+    const id = d.nextId++;
+    d.worker.ref();
+    return new Promise((resolve) => {
+      d.pending.set(id, resolve);
+      d.worker.postMessage({ id, name });
+    });
   }
 
   async exists(name: string): Promise<boolean> {

@@ -97,6 +97,8 @@ export class NetworkDriver {
    * would otherwise see a port whose record is not written yet and remove it.
    */
   private readonly ports = new Mutex();
+  /** veth deletions DeleteEndpoint started and did not wait for (see deleteEndpointLocked). */
+  private readonly unlinking = new Set<Promise<void>>();
 
   private readonly gateways: Gateways;
   private readonly reconciler: Reconciler;
@@ -199,6 +201,7 @@ export class NetworkDriver {
   }
 
   private async deleteNetworkLocked(networkId: string): Promise<void> {
+    await this.settled(); // once `docker network rm` returns, none of its veths is left either
     const record = await this.network(networkId, false);
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.gateways.remove(record));
@@ -293,8 +296,21 @@ export class NetworkDriver {
     const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
     await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
     await this.deps.ovs.deletePort(hostVeth);
-    await this.deps.links.deleteLink(hostVeth);
     await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(networkId, endpointId))] });
+    // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
+    // which Docker waits for when a container goes. The veth is off the bridge and no record
+    // names it any more: it is deleted in the background (a missing link counts as done; if
+    // ovsnet stops first, the next reconcile removes the leftover, as any veth of no endpoint).
+    const unlink: Promise<void> = this.deps.links
+      .deleteLink(hostVeth)
+      .catch((err: unknown) => this.deps.log.warn({ err }, `cannot delete veth ${hostVeth}: ${messageOf(err)}; the next reconcile removes it`))
+      .finally(() => this.unlinking.delete(unlink));
+    this.unlinking.add(unlink);
+  }
+
+  /** Resolves once the veth deletions started by DeleteEndpoint are done (for stop and tests). */
+  async settled(): Promise<void> {
+    await Promise.all([...this.unlinking]);
   }
 
   async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, string>> {

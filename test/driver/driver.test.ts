@@ -111,10 +111,42 @@ t.test('endpoints: MAC only when Docker gave none, Join, Leave, idempotent Delet
   await driver.deleteEndpoint(NET, EP);
   await driver.deleteEndpoint(NET, EP);
   t.notOk(ovs.ports.has('ovhcccccccccccc'));
+  await driver.settled(); // the veth goes in the background
   t.notOk(links.names.has('ovhcccccccccccc'));
   t.equal(await store.get(keys.endpoint(NET, EP)), undefined);
   await t.rejects(driver.join(NET, EP), { code: 'ENDPOINT_NOT_FOUND' });
   await t.rejects(driver.join('f'.repeat(64), EP), { code: 'NETWORK_NOT_FOUND', message: /ffffffffffff is not an ovsnet network/ });
+});
+
+t.test('DeleteEndpoint does not wait for the kernel to delete the veth; a failed deletion is left to reconcile', async (t) => {
+  const { links, driver, store } = setup(t);
+  await driver.createNetwork(net(NET));
+  const deleteLink = links.deleteLink.bind(links);
+  /** DeleteEndpoint with a veth deletion that ends (or fails) only when told. */
+  const deleteHeld = async () => {
+    let finish: (fail: boolean) => void = () => undefined;
+    links.deleteLink = (name) => new Promise<boolean>((r) => (finish = r)).then((fail) => (fail ? Promise.reject(new Error('injected: EBUSY')) : deleteLink(name)));
+    await driver.deleteEndpoint(NET, EP);
+    links.deleteLink = deleteLink;
+    return finish;
+  };
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  let finish = await deleteHeld();
+  t.equal(await store.get(keys.endpoint(NET, EP)), undefined, 'DeleteEndpoint answered: the record is gone');
+  t.ok(links.names.has('ovhcccccccccccc'), 'while the veth is still being deleted');
+  finish(false);
+  await driver.settled();
+  t.notOk(links.names.has('ovhcccccccccccc'), 'then it is gone');
+
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  finish = await deleteHeld();
+  finish(true);
+  await driver.settled();
+  t.ok(links.names.has('ovhcccccccccccc'), 'a failed deletion leaves the veth');
+  t.match((await driver.reconcile()).removed, ['ovhcccccccccccc'], 'and the next reconcile removes it');
+  t.notOk(links.names.has('ovhcccccccccccc'));
 });
 
 t.test('kernel datapath: no checksum change', async (t) => {
