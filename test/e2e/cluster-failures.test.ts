@@ -31,9 +31,10 @@ t.test('a host cut off longer than the TTL: its peer drops its tunnel, and traff
   t.ok(await m.ping(1, 'q2', q1), 'h2 -> h1 before');
   // Stopping ovs-vswitchd takes h2's underlay (br-phy, on OVS here) down with it, for 5 s.
   await m.host(1).vswitchd('stop');
-  const gone = await until(async () => (await m.tunnels(0)).length === 0, (TTL_SECONDS + 2) * 1000);
+  // Bounded loosely: under a loaded CI machine the lease's expiry and the sync may lag.
+  const gone = await until(async () => (await m.tunnels(0)).length === 0, (TTL_SECONDS + 7) * 1000);
   t.ok(gone < Number.POSITIVE_INFINITY, `h1 dropped its tunnel to h2 ${gone} ms after h2 was cut off`);
-  await new Promise((r) => setTimeout(r, (TTL_SECONDS + 2) * 1000 - gone));
+  await new Promise((r) => setTimeout(r, Math.max(0, (TTL_SECONDS + 2) * 1000 - gone)));
   await m.host(1).vswitchd('start');
   const underlay = await until(async () => (await m.host(1).exec(['busybox', 'ping', '-c', '1', '-W', '1', m.cluster.addresses[0] ?? ''])).code === 0, 10_000);
   t.ok(underlay < 10_000, `h2's underlay back ${underlay} ms after ovs-vswitchd started`);
