@@ -72,10 +72,13 @@ async function serve(config: Config): Promise<void> {
   // The userspace datapath can keep flows cached from before a tunnel port existed: after adding
   // tunnels or after ovs-vswitchd restarted, they are dropped (Vswitchd.purgeFlows).
   const vswitchd = datapath === 'netdev' ? Vswitchd.besideOvsdb(config.ovsdb, config.storeTimeoutMs) : undefined;
-  const refreshDatapath = async (v: Vswitchd): Promise<void> => {
-    await ovs.waitApplied();
-    await v.purgeFlows();
-  };
+  const refreshDatapath =
+    vswitchd === undefined
+      ? undefined
+      : async (): Promise<void> => {
+          await ovs.waitApplied();
+          await vswitchd.purgeFlows();
+        };
   const links = new Links();
   const driver = new NetworkDriver({
     store,
@@ -129,7 +132,7 @@ async function serve(config: Config): Promise<void> {
     self: () => ({ name: hostName, vtepIp }),
     hosts: () => registry.hosts(),
     networks: () => driver.localNetworks(),
-    ...(vswitchd === undefined ? {} : { afterAdding: () => refreshDatapath(vswitchd) }),
+    ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
   });
   registry.onChange = () => tunnels.schedule();
   const reclaimer = new Reclaimer({
@@ -148,7 +151,7 @@ async function serve(config: Config): Promise<void> {
       .checkGuards()
       .then(async (repaired) => {
         metrics.observeRepairs(repaired.length, 0);
-        if (repaired.length > 0 && vswitchd !== undefined) await refreshDatapath(vswitchd);
+        if (repaired.length > 0) await refreshDatapath?.();
       })
       .catch((err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`));
   }, GUARD_CHECK_MS).unref();

@@ -37,6 +37,10 @@ export class Follower {
   async start(): Promise<void> {
     const gen = ++this.generation;
     const current = () => !this.stopped && gen === this.generation;
+    // A start again after a partial failure (a retried registry start): the old watch goes.
+    const previous = this.watcher;
+    this.watcher = undefined;
+    await previous?.close();
     const snapshot = await this.o.store.list(this.o.prefix);
     if (!current()) return;
     this.o.onSnapshot(snapshot.kvs);
