@@ -1,16 +1,14 @@
 /**
  * The clustered store: etcd v3 through the etcd3 client, raw KV/Lease/Watch RPCs.
  *
- * Every unary call carries a gRPC deadline and is raced against the same bound, so a lost
- * connection surfaces as STORE_UNAVAILABLE / STORE_TIMEOUT well inside Docker's 15 s retry
- * window, never as a hang. gRPC and etcd errors are converted here, kept as `cause`.
+ * Every unary call is raced against OVSNET_STORE_TIMEOUT_MS (and carries a gRPC deadline a
+ * little later), so a lost connection surfaces as STORE_UNAVAILABLE / STORE_TIMEOUT well inside
+ * Docker's 15 s retry window, never as a hang; an answer that arrived by then is never dropped. gRPC and etcd errors are converted here, kept as `cause`.
  */
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
 import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
-
-/** How long a call waits before trying again while the endpoint's circuit is open. */
-const CIRCUIT_WAIT_MS = 200;
+import { expireAfterIo } from '../deadline.js';
 import { OvsnetError, messageOf } from '../errors.js';
 import { prefixEnd } from './keys.js';
 import { MAX_PAGE } from './common.js';
@@ -28,6 +26,11 @@ import type {
   WatchHandlers,
   Watcher,
 } from './types.js';
+
+/** How long a call waits before trying again while the endpoint's circuit is open. */
+const CIRCUIT_WAIT_MS = 200;
+/** gRPC's deadline trails call()'s bound by this much, so call() decides. */
+const GRPC_DEADLINE_SLACK_MS = 1000;
 
 export interface EtcdStoreOptions {
   /** http(s)://host:port endpoints. */
@@ -95,7 +98,9 @@ export class EtcdStore implements Store {
     const config: IOptions = {
       hosts: [...options.endpoints],
       dialTimeout: Math.min(timeoutMs, 3000),
-      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+      // gRPC's own deadline only ends calls that call() has given up on: it fires in the timers
+      // phase and would discard an answer already waiting in the socket (see call()).
+      defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeoutMs + GRPC_DEADLINE_SLACK_MS }),
       faultHandling: {
         // A failing endpoint is skipped for a second; a recoverable failure is retried once on
         // another endpoint. The outer race in call() keeps the total within timeoutMs.
@@ -268,16 +273,14 @@ export class EtcdStore implements Store {
   private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new OvsnetError(
-              'STORE_TIMEOUT',
-              `etcd at ${this.where} did not answer ${what} within ${this.timeoutMs} ms (OVSNET_STORE_TIMEOUT_MS)`,
-            ),
+      const expire = () =>
+        reject(
+          new OvsnetError(
+            'STORE_TIMEOUT',
+            `etcd at ${this.where} did not answer ${what} within ${this.timeoutMs} ms (OVSNET_STORE_TIMEOUT_MS)`,
           ),
-        this.timeoutMs,
-      );
+        );
+      timer = expireAfterIo(this.timeoutMs, expire);
     });
     const deadline = Date.now() + this.timeoutMs;
     const attempt = async (): Promise<T> => {

@@ -75,6 +75,28 @@ t.test('answers the server echo, times out a silent server', async (t) => {
   rpc.close();
 });
 
+t.test('an answer that arrived while the event loop was busy past the bound is taken, not timed out', async (t) => {
+  await startServer();
+  const rpc = new JsonRpcClient({ target: `unix:${sock}`, timeoutMs: 300 });
+  t.teardown(async () => {
+    rpc.close();
+    await stopServer();
+  });
+  await rpc.request('list_dbs', []); // connected
+  for (let i = 0; i < 3; i++) {
+    const pending = rpc.request('list_dbs', []);
+    // Busy in the check phase, as after an I/O callback: the next turn runs timers, then I/O.
+    await new Promise<void>((r) =>
+      setImmediate(() => {
+        const until = Date.now() + 500;
+        while (Date.now() < until); // the answer arrives meanwhile, the timer expires
+        r();
+      }),
+    );
+    t.same(await pending, ['Open_vSwitch', '_Server'], `attempt ${i}: the answer is taken`);
+  }
+});
+
 t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear errors', async (t) => {
   const ovs = await serverAndClient(t, 500);
   t.notOk(await ovs.bridgeExists('br0'));

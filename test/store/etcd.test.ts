@@ -39,3 +39,24 @@ t.test('a silent peer (accepts, never answers) times out within the bound', asyn
   await t.rejects(store.get('/x'), { code: /^STORE_(UNAVAILABLE|TIMEOUT)$/ });
   t.ok(Date.now() - started < 1500, `failed within the bound (${Date.now() - started} ms)`);
 });
+
+t.test('an answer that arrived while the event loop was busy past the bound is taken, not timed out', async (t) => {
+  // Under CPU starvation the answer can sit in the socket while the timer expires; both are
+  // then due in the same loop turn, and timers run before I/O. The answer must win.
+  const store = new EtcdStore({ endpoints, timeoutMs: 300 });
+  t.teardown(() => store.close());
+  await store.get('/busy/warm'); // connected
+  for (let i = 0; i < 5; i++) {
+    const pending = store.txn({ compares: [], success: [{ type: 'put', key: `/busy/${i}`, value: 'v' }] });
+    // Busy in the check phase, as after an I/O callback: the next turn runs timers, then I/O.
+    await new Promise<void>((r) =>
+      setImmediate(() => {
+        const until = Date.now() + 500;
+        while (Date.now() < until); // the answer arrives meanwhile, the timer expires
+        r();
+      }),
+    );
+    const r = await pending;
+    t.ok(r.succeeded, `attempt ${i}: the txn's answer is taken`);
+  }
+});

@@ -7,6 +7,7 @@
  * The same protocol serves ovs-vswitchd's control socket (the one ovs-appctl talks to).
  */
 import net from 'node:net';
+import { expireAfterIo } from '../../deadline.js';
 import { OvsnetError, messageOf } from '../../errors.js';
 
 export interface RpcOptions {
@@ -104,10 +105,10 @@ export class JsonRpcClient {
     const socket = await this.connect();
     const id = this.nextId++;
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.pending.delete(id);
+      const timer = expireAfterIo(this.options.timeoutMs, () => {
+        if (!this.pending.delete(id)) return; // answered in time after all
         reject(new OvsnetError('OVS_UNAVAILABLE', `${this.peer} at ${this.options.target} did not answer ${method} within ${this.options.timeoutMs} ms`));
-      }, this.options.timeoutMs);
+      });
       this.pending.set(id, { resolve, reject, timer, method });
       socket.write(JSON.stringify({ id, method, params }));
     });
