@@ -3,7 +3,7 @@
  * underlay (test/harness), and the helpers the multi-host tests use on them.
  */
 import type { Test } from 'tap';
-import { Cluster, IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
+import { Cluster, histogramSummary, IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
 
 export const TTL_SECONDS = 3;
 export const GRACE_SECONDS = 20;
@@ -40,7 +40,6 @@ export class MultiHost {
       OVSNET_VTEP_IP: this.cluster.addresses[i] ?? '',
       OVSNET_HOST_TTL: String(TTL_SECONDS),
       OVSNET_RECLAIM_GRACE: String(GRACE_SECONDS),
-      OVSNET_STORE_TIMEOUT_MS: '2000',
       OVSNET_LOG_LEVEL: 'info',
     };
   }
@@ -96,6 +95,20 @@ export class MultiHost {
     } catch {
       return [];
     }
+  }
+
+  /**
+   * Where time went under load, one line per host and one for etcd: ovsnet's store round trips
+   * and event-loop lag (its /metrics) beside etcd's WAL fsyncs and commits.
+   */
+  async latencies(): Promise<string> {
+    const lines = [`etcd: ${await this.cluster.etcdLatency()}`];
+    for (let i = 0; i < this.cluster.hosts.length; i++) {
+      const text = (await this.host(i).exec(['wget', '-q', '-O', '-', '-T', '2', 'http://127.0.0.1:9477/metrics'])).stdout;
+      const lag = /^ovsnet_nodejs_eventloop_lag_max_seconds (\S+)/m.exec(text)?.[1] ?? '?';
+      lines.push(`h${i + 1} store calls: ${histogramSummary(text, 'ovsnet_store_request_duration_seconds')}; event loop lag max ${lag}s`);
+    }
+    return lines.join('\n');
   }
 
   /** What to look at when traffic between hosts fails: printed by tests as a comment. */

@@ -205,6 +205,13 @@ export class Cluster {
     readonly underlay: { name: string; dir: string },
     readonly hosts: DockerHost[],
     readonly addresses: string[],
+    /**
+     * etcd's data, on tmpfs: the cluster tests measure ovsnet, and this machine's one disk is
+     * shared with three dockerds and the rest of the suite; a WAL fsync stuck behind their writes
+     * made a store call outlast its timeout in CI. ovsnet's reaction to a slow etcd is tested by
+     * freezing it (pauseEtcd).
+     */
+    readonly etcdDir: string,
   ) {}
 
   /** etcd://... as the hosts reach it. */
@@ -217,7 +224,7 @@ export class Cluster {
     const underlay = { name: `${prefix}-ul-${tag}`.slice(0, 15), dir: path.join('/tmp', `ovsnet-ul-${prefix}-${tag}`) };
     await must('bash', [SCRIPT, 'underlay-up', underlay.name, underlay.dir]);
     const hosts: DockerHost[] = [];
-    const cluster = new Cluster(underlay, hosts, []);
+    const cluster = new Cluster(underlay, hosts, [], path.join('/dev/shm', `ovsnet-etcd-${prefix}-${tag}`));
     try {
       // Every host that came up is known to down(), even when another failed.
       const made = await Promise.allSettled(Array.from({ length: count }, (_, i) => DockerHost.up(`${prefix}${i + 1}`)));
@@ -241,13 +248,12 @@ export class Cluster {
     const first = this.hosts[0];
     const addr = this.addresses[0];
     if (first === undefined || addr === undefined) throw new Error('no host for etcd');
-    const data = path.join(first.dir, 'etcd');
     this.etcd = spawn(
       'nsenter',
-      [`--net=/run/netns/${first.name}`, '--', 'etcd', '--name', 'cluster', '--data-dir', data,
+      [`--net=/run/netns/${first.name}`, '--', 'etcd', '--name', 'cluster', '--data-dir', this.etcdDir,
         '--listen-client-urls', `http://${addr}:2379,http://127.0.0.1:2379`, '--advertise-client-urls', `http://${addr}:2379`,
         '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
-        '--initial-cluster', 'cluster=http://127.0.0.1:2380'],
+        '--initial-cluster', 'cluster=http://127.0.0.1:2380', '--metrics', 'extensive'],
       { stdio: 'ignore' },
     );
     for (let i = 0; i < 100; i++) {
@@ -256,6 +262,23 @@ export class Cluster {
       await new Promise((res) => setTimeout(res, 100));
     }
     throw new Error('etcd in the cluster did not become healthy');
+  }
+
+  /**
+   * etcd's own view of where time went: Txn handling (gRPC), WAL fsyncs and backend commits
+   * (histogramSummary), from its /metrics. A store call timing out under load reads differently
+   * when etcd was slow to answer than when ovsnet was slow to read the answer.
+   */
+  async etcdLatency(): Promise<string> {
+    const first = this.hosts[0];
+    if (first === undefined) return 'no etcd';
+    const r = await first.exec(['wget', '-q', '-O', '-', '-T', '2', 'http://127.0.0.1:2379/metrics']);
+    const txns = r.stdout.split('\n').filter((l) => !l.startsWith('grpc_server_handling_seconds_bucket') || l.includes('grpc_method="Txn"')).join('\n');
+    return [
+      `txn handling: ${histogramSummary(txns, 'grpc_server_handling_seconds')}`,
+      `wal fsync: ${histogramSummary(r.stdout, 'etcd_disk_wal_fsync_duration_seconds')}`,
+      `backend commit: ${histogramSummary(r.stdout, 'etcd_disk_backend_commit_duration_seconds')}`,
+    ].join('; ');
   }
 
   /** Freezes etcd (SIGSTOP): connections hang, as with a partition, until resumeEtcd(). */
@@ -274,5 +297,28 @@ export class Cluster {
     this.etcd?.kill('SIGKILL');
     await run('ip', ['netns', 'del', this.underlay.name]);
     fs.rmSync(this.underlay.dir, { recursive: true, force: true });
+    fs.rmSync(this.etcdDir, { recursive: true, force: true });
   }
+}
+
+/**
+ * "n=…, p99 <= …s, >…s: …, max <= …s" of a Prometheus histogram in `text`, summed over its series
+ * (cumulative bucket counts add up); "slow" is above the largest bucket of at most 0.5 s.
+ */
+export function histogramSummary(text: string, name: string): string {
+  const byLe = new Map<number, number>();
+  for (const m of text.matchAll(new RegExp(`^${name}_bucket\\{([^}]*)\\} (\\d+)`, 'gm'))) {
+    const le = /le="([^"]+)"/.exec(m[1] ?? '')?.[1];
+    if (le === undefined) continue;
+    const at = le === '+Inf' ? Number.POSITIVE_INFINITY : Number(le);
+    byLe.set(at, (byLe.get(at) ?? 0) + Number(m[2]));
+  }
+  const buckets = [...byLe].sort(([a], [b]) => a - b);
+  const total = buckets.at(-1)?.[1] ?? 0;
+  if (total === 0) return 'no samples';
+  const slowLe = buckets.filter(([b]) => b <= 0.5).at(-1)?.[0] ?? 0;
+  const slow = total - (byLe.get(slowLe) ?? 0);
+  const p99 = buckets.find(([, c]) => c >= total * 0.99)?.[0];
+  const max = buckets.find(([, c]) => c === total)?.[0];
+  return `n=${total}, p99 <= ${p99}s, >${slowLe}s: ${slow}, max <= ${max}s`;
 }
