@@ -207,9 +207,9 @@ export class Cluster {
     readonly addresses: string[],
     /**
      * etcd's data, on tmpfs: the cluster tests measure ovsnet, and this machine's one disk is
-     * shared with three dockerds and the rest of the suite; a WAL fsync stuck behind their writes
-     * made a store call outlast its timeout in CI. ovsnet's reaction to a slow etcd is tested by
-     * freezing it (pauseEtcd).
+     * shared with three dockerds and the rest of the suite (measured during the 90-container
+     * test: WAL fsync p99 0.128 s, max 0.5 s on disk; 0.001 s on tmpfs). ovsnet's reaction to a
+     * slow etcd is tested by freezing it (pauseEtcd).
      */
     readonly etcdDir: string,
   ) {}
