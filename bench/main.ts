@@ -2,9 +2,10 @@
 import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
+import { benchLinks } from './links.js';
 import { benchStore } from './store.js';
 
-const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam, driver: benchDriver, cluster: benchCluster };
+const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam, driver: benchDriver, links: benchLinks, cluster: benchCluster };
 
 const name = process.argv[2];
 const run = name === undefined ? undefined : suites[name];

@@ -102,13 +102,15 @@ async function serve(config: Config): Promise<void> {
     metrics,
     onActivate: () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
   });
+  /** Before any exit: the link worker must close its netlink sockets first (links.ts); bounded. */
+  const closeLinks = () => Promise.race([links.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
   // Listen first, reach the store in the background: Docker must never wait on a dead socket.
   await listenOnSocket(app, config.socket);
   raw.loaded().catch((err: unknown) => {
     // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
     removeSocket(config.socket);
-    process.exit(1);
+    void closeLinks().finally(() => process.exit(1));
   });
   ipam.start();
   /** Runs `fn` in the background until it succeeds, backing off from 1 s to 30 s. */
@@ -181,7 +183,7 @@ async function serve(config: Config): Promise<void> {
       await registry.stop(true).catch(() => undefined);
       await driver.settled();
       ovs.close();
-      links.close();
+      await closeLinks();
       await store.close();
     } finally {
       removeSocket(config.socket);

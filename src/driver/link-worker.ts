@@ -1,21 +1,68 @@
 /**
- * Deletes links on a thread of its own. rtnetlink handles a request inside the sending syscall,
- * and deleting a veth waits there for an RCU grace period (~20 ms here): sent from the main
- * thread, that stalled every other call ovsnet was answering. Messages: {id, name} in,
- * {id, error?} out, where error is the netlink error text ("Request rejected: ENODEV", ...).
+ * The thread that talks netlink (netlink-ops.ts says why not the main one). Messages:
+ * {id, op, args} in; {id, result} or {id, error: {what, detail}} out, where detail is the
+ * netlink error text ("Request rejected: EEXIST", ...). One request at a time, in order: the
+ * kernel serialises them on its RTNL lock anyway.
  */
 import { parentPort } from 'node:worker_threads';
+import { NetlinkOps, NetlinkStepError, type VethSpec } from './netlink-ops.js';
 
-type NetlinkModule = typeof import('netlink');
+/** What each operation takes and answers; links.ts sends these. */
+export interface LinkOps {
+  createVeth: { args: [VethSpec]; result: undefined };
+  deleteLink: { args: [string]; result: undefined };
+  index: { args: [string]; result: number | undefined };
+  list: { args: [string]; result: string[] };
+  configureAddress: { args: [string, 4 | 6, Uint8Array, number, number]; result: undefined };
+}
+export type LinkOp = keyof LinkOps;
+export interface LinkRequest<K extends LinkOp = LinkOp> {
+  readonly id: number;
+  readonly op: K;
+  readonly args: LinkOps[K]['args'];
+}
+export type LinkReply = { readonly id: number; readonly result?: unknown; readonly error?: { what: string; detail: string } };
+
+async function perform(ops: NetlinkOps, req: LinkRequest): Promise<unknown> {
+  switch (req.op) {
+    case 'createVeth':
+      return ops.createVeth(...(req.args as LinkOps['createVeth']['args']));
+    case 'deleteLink':
+      return ops.deleteLink(...(req.args as LinkOps['deleteLink']['args']));
+    case 'index':
+      return ops.index(...(req.args as LinkOps['index']['args']));
+    case 'list':
+      return ops.list(...(req.args as LinkOps['list']['args']));
+    case 'configureAddress': {
+      const [name, family, address, prefixLength, mtu] = req.args as LinkOps['configureAddress']['args'];
+      return ops.configureAddress(name, family, Buffer.from(address), prefixLength, mtu); // a Buffer arrives as Uint8Array
+    }
+  }
+}
 
 const port = parentPort;
 if (port !== null) {
-  const nl = await import('netlink').then((m) => ((m as { default?: NetlinkModule }).default ?? m));
-  const rtnl = nl.createRtNetlink();
-  port.on('message', (msg: { id: number; name: string }) => {
-    rtnl.delLink({}, { ifname: msg.name }).then(
-      () => port.postMessage({ id: msg.id }),
-      (err: unknown) => port.postMessage({ id: msg.id, error: err instanceof Error ? err.message : String(err) }),
+  const ops = await NetlinkOps.open();
+  let queue: Promise<unknown> = Promise.resolve();
+  port.on('message', (req: LinkRequest | 'close') => {
+    if (req === 'close') {
+      // The sockets must be closed before the thread ends: the netlink addon aborts the whole
+      // process if its sockets are torn down with a terminated thread.
+      void queue.then(() => {
+        ops.close();
+        port.close();
+      });
+      return;
+    }
+    queue = queue.then(() =>
+      perform(ops, req).then(
+        (result) => port.postMessage({ id: req.id, result } satisfies LinkReply),
+        (err: unknown) =>
+          port.postMessage({
+            id: req.id,
+            error: err instanceof NetlinkStepError ? { what: err.what, detail: err.detail } : { what: req.op, detail: err instanceof Error ? err.message : String(err) },
+          } satisfies LinkReply),
+      ),
     );
   });
 }

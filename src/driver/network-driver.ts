@@ -28,7 +28,7 @@ import { joinLogical, leaveLogical } from './logical.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
-export type LinksApi = Pick<Links, 'createVeth' | 'disableTxChecksum' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
+export type LinksApi = Pick<Links, 'createVeth' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
 export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
 export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway' | 'guardCount'>;
 
@@ -263,11 +263,15 @@ export class NetworkDriver {
     const ep = await this.endpoint(networkId, endpointId);
     const undo: Undo[] = [];
     try {
-      // A leftover of an earlier attempt (a crash between steps) would make the create fail.
-      await this.deps.links.deleteLink(ep.hostVeth);
-      await this.deps.links.createVeth({ host: ep.hostVeth, container: ep.containerVeth, mtu: network.mtu, mac: ep.mac });
+      await this.deps.links.createVeth({
+        host: ep.hostVeth,
+        container: ep.containerVeth,
+        mtu: network.mtu,
+        mac: ep.mac,
+        replace: true, // a leftover of an earlier attempt (a crash between steps)
+        txChecksumOff: this.deps.datapath() === 'netdev',
+      });
       undo.push(() => this.deps.links.deleteLink(ep.hostVeth));
-      if (this.deps.datapath() === 'netdev') await this.deps.links.disableTxChecksum(ep.containerVeth);
       await this.deps.ovs.deletePort(ep.hostVeth);
       await this.deps.ovs.addPort(network.bridge, ep.hostVeth, {
         tag: network.tag,

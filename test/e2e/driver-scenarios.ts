@@ -179,6 +179,13 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.ok(await ping('late', a2), 'new containers start and talk');
   });
 
+  await t.test('ovsnet stopped with SIGTERM after veths came and went: a clean exit', async (t) => {
+    await run('brief', 'n1');
+    await host.dockerOk(['rm', '-f', 'brief']); // veths made and deleted on the link worker
+    t.equal(await ctx.ovsnet.kill('SIGTERM'), 0, 'exit status 0 (the link worker closes its netlink sockets first)');
+    ctx.ovsnet = await host.startOvsnet();
+  });
+
   await t.test('dockerd restarted: ports of containers that died with it are cleaned up', async (t) => {
     const epId = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").EndpointID}}', 'late']);
     const port = `ovh${epId.slice(0, 12)}`;

@@ -76,15 +76,12 @@ export class FakeLinks extends Failer implements LinksApi {
 
   async createVeth(spec: VethSpec): Promise<void> {
     this.check('createVeth');
+    if (spec.replace === true) await this.deleteLink(spec.host);
     if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
     this.names.add(spec.host);
     this.names.add(spec.container);
     this.peers.set(spec.host, spec.container);
-  }
-  async disableTxChecksum(dev: string): Promise<void> {
-    this.check('disableTxChecksum');
-    if (!this.names.has(dev)) throw new OvsnetError('LINK_FAILED', `no link ${dev}`);
-    this.txOff.add(dev);
+    if (spec.txChecksumOff === true) this.txOff.add(spec.container);
   }
   async deleteLink(name: string): Promise<void> {
     this.names.delete(name);

@@ -1,0 +1,198 @@
+/**
+ * Kernel links over netlink (rtnetlink for links and addresses, the ethtool generic netlink
+ * family for offloads), through the `netlink` package: no process spawned per step. These run
+ * on link-worker.ts's thread, never on the main one: rtnetlink handles a request inside the
+ * sending syscall, under the kernel's RTNL lock, which dockerd holds too while it moves
+ * interfaces between namespaces; a request there can wait tens of milliseconds (a veth's
+ * deletion waits for an RCU grace period, ~20 ms), and on the main thread that wait stalled
+ * every call ovsnet was answering.
+ *
+ * Idempotency: deleteLink treats a missing link as done; createVeth fails if a link of that
+ * name exists (the caller deletes first).
+ */
+import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
+
+type NetlinkModule = typeof import('netlink');
+
+// Attribute numbers from linux/if_link.h, linux/veth.h and linux/ethtool_netlink.h.
+const IFLA_ADDRESS = 1;
+const IFLA_IFNAME = 3;
+const IFLA_MTU = 4;
+const IFLA_INFO_KIND = 1;
+const IFLA_INFO_DATA = 2;
+const VETH_INFO_PEER = 1;
+const ETHTOOL_MSG_FEATURES_SET = 12;
+const ETHTOOL_A_FEATURES_HEADER = 1;
+const ETHTOOL_A_FEATURES_WANTED = 3;
+const ETHTOOL_A_HEADER_DEV_NAME = 2;
+const ETHTOOL_A_BITSET_BITS = 3;
+const ETHTOOL_A_BITSET_BITS_BIT = 1;
+const ETHTOOL_A_BITSET_BIT_NAME = 2;
+const NLM_F_CREATE = 0x400;
+const NLM_F_EXCL = 0x200;
+
+/** `ethtool -K DEV tx off`: every transmit checksum feature; the kernel then drops TSO. */
+const TX_CHECKSUM_FEATURES = ['tx-checksum-ipv4', 'tx-checksum-ip-generic', 'tx-checksum-ipv6', 'tx-checksum-sctp'];
+
+/** A netlink attribute: length, type, payload, padded to 4 bytes. */
+function attr(type: number, payload: Buffer): Buffer {
+  const len = 4 + payload.length;
+  const b = Buffer.alloc(len + ((4 - (len % 4)) % 4));
+  b.writeUInt16LE(len, 0);
+  b.writeUInt16LE(type, 2);
+  payload.copy(b, 4);
+  return b;
+}
+const nested = (type: number, parts: Buffer[]) => attr(type | 0x8000, Buffer.concat(parts));
+const cstr = (s: string) => Buffer.from(`${s}\0`);
+const u32 = (n: number) => {
+  const b = Buffer.alloc(4);
+  b.writeUInt32LE(n);
+  return b;
+};
+const macBytes = (mac: string) => Buffer.from(mac.split(':').map((h) => parseInt(h, 16)));
+
+export interface VethSpec {
+  readonly host: string;
+  readonly container: string;
+  readonly mtu: number;
+  /** MAC of the container end. */
+  readonly mac?: string;
+  /** Delete a link of the host end's name first (a leftover of an earlier attempt). */
+  readonly replace?: boolean;
+  /** Transmit checksum offload off on the container end (the userspace datapath needs it). */
+  readonly txChecksumOff?: boolean;
+}
+
+/** A failed step: what was being done, and the netlink error text ("Request rejected: ENODEV"). */
+export class NetlinkStepError extends Error {
+  constructor(
+    readonly what: string,
+    readonly detail: string,
+  ) {
+    super(`cannot ${what}: ${detail}`);
+  }
+}
+
+/** The errno of a netlink rejection; the package only gives it as text ("Request rejected: ENODEV"). */
+function errnoOf(text: string): string | undefined {
+  return /Request rejected: (E[A-Z]+|-?\d+)/.exec(text)?.[1];
+}
+
+const textOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+export class NetlinkOps {
+  private ethtoolFamily: Promise<number> | undefined;
+
+  private constructor(
+    private readonly nl: NetlinkModule,
+    private readonly rtnl: RtNetlinkSocket,
+    private readonly genl: GenericNetlinkSocket,
+  ) {}
+
+  static async open(): Promise<NetlinkOps> {
+    const nl = await import('netlink').then((m) => (m as { default?: NetlinkModule }).default ?? m);
+    return new NetlinkOps(nl, nl.createRtNetlink(), nl.createGenericNetlink());
+  }
+
+  close(): void {
+    this.rtnl.socket.close();
+    this.genl.socket.close();
+  }
+
+  /**
+   * Both ends with their MTU in one RTM_NEWLINK, then the host end up. (Up cannot be asked in
+   * the NEWLINK itself: the kernel opens the peer before pairing it and fails with ENOTCONN.)
+   * The container end is brought up by Docker once it is in the container. All of a Join's
+   * link work is this one call (one message to the worker); a failure deletes the pair again.
+   */
+  async createVeth(spec: VethSpec): Promise<void> {
+    if (spec.replace === true) await this.deleteLink(spec.host);
+    const peer = Buffer.concat([
+      this.nl.rt.formatLink({}),
+      attr(IFLA_IFNAME, cstr(spec.container)),
+      attr(IFLA_MTU, u32(spec.mtu)),
+      ...(spec.mac === undefined ? [] : [attr(IFLA_ADDRESS, macBytes(spec.mac))]),
+    ]);
+    const linkinfo = Buffer.concat([attr(IFLA_INFO_KIND, cstr('veth')), nested(IFLA_INFO_DATA, [attr(VETH_INFO_PEER, peer)])]);
+    await step(`create veth ${spec.host}/${spec.container}`, () =>
+      this.rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
+    );
+    try {
+      await step(`set ${spec.host} up`, () => this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host }));
+      if (spec.txChecksumOff === true) await this.disableTxChecksum(spec.container);
+    } catch (err) {
+      await this.deleteLink(spec.host).catch(() => undefined);
+      throw err;
+    }
+  }
+
+  /** `ethtool -K DEV tx off` (without it TCP fails on the userspace datapath). */
+  private async disableTxChecksum(dev: string): Promise<void> {
+    this.ethtoolFamily ??= this.genl
+      .ctrlRequest(this.nl.genl.Commands.GET_FAMILY, { familyName: 'ethtool' })
+      .then((m) => {
+        const id = m[0]?.familyId;
+        if (id === undefined) throw new Error('the kernel has no ethtool netlink family');
+        return id;
+      });
+    const family = await this.ethtoolFamily;
+    const bits = TX_CHECKSUM_FEATURES.map((n) => nested(ETHTOOL_A_BITSET_BITS_BIT, [attr(ETHTOOL_A_BITSET_BIT_NAME, cstr(n))]));
+    const data = Buffer.concat([
+      nested(ETHTOOL_A_FEATURES_HEADER, [attr(ETHTOOL_A_HEADER_DEV_NAME, cstr(dev))]),
+      // A bitset with a mask: bits listed without a VALUE flag are turned off.
+      nested(ETHTOOL_A_FEATURES_WANTED, [nested(ETHTOOL_A_BITSET_BITS, bits)]),
+    ]);
+    await step(`disable tx checksum on ${dev}`, () => this.genl.request(family, ETHTOOL_MSG_FEATURES_SET, 1, [data]));
+  }
+
+  /** Deletes a link by name (its veth peer goes with it); a missing link is success. */
+  async deleteLink(name: string): Promise<void> {
+    try {
+      await this.rtnl.delLink({}, { ifname: name });
+    } catch (err) {
+      if (errnoOf(textOf(err)) !== 'ENODEV') throw new NetlinkStepError(`delete link ${name}`, textOf(err));
+    }
+  }
+
+  /** The link's index, or undefined when there is none of that name. */
+  async index(name: string): Promise<number | undefined> {
+    try {
+      const [link] = await this.rtnl.getLink({}, { ifname: name });
+      return link?.data.index;
+    } catch (err) {
+      if (errnoOf(textOf(err)) === 'ENODEV') return undefined;
+      throw new NetlinkStepError(`look up link ${name}`, textOf(err));
+    }
+  }
+
+  /** Names of the host's links starting with `prefix`. */
+  async list(prefix: string): Promise<string[]> {
+    const links = await step('list links', () => this.rtnl.getLinks());
+    return links.map((l) => l.attrs.ifname ?? '').filter((n) => n.startsWith(prefix));
+  }
+
+  /** Sets MTU and up, and gives the link `address`/`prefixLength`; idempotent. */
+  async configureAddress(name: string, family: 4 | 6, address: Buffer, prefixLength: number, mtu: number): Promise<void> {
+    const index = await this.index(name);
+    if (index === undefined) throw new NetlinkStepError(`configure link ${name}`, 'it does not exist');
+    await step(`set ${name} up`, () => this.rtnl.setLink({ index, flags: { up: true }, change: { up: true } }, { mtu }));
+    try {
+      await this.rtnl.newAddress(
+        { family: family === 4 ? 2 : 10, prefixlen: prefixLength, index },
+        { local: address, address },
+        { flags: NLM_F_CREATE | NLM_F_EXCL },
+      );
+    } catch (err) {
+      if (errnoOf(textOf(err)) !== 'EEXIST') throw new NetlinkStepError(`add an address to ${name}`, textOf(err));
+    }
+  }
+}
+
+async function step<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw new NetlinkStepError(what, textOf(err));
+  }
+}
