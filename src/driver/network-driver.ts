@@ -25,6 +25,7 @@ import type { Flows } from './flows.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { joinLogical, leaveLogical } from './logical.js';
+import { RecordCache } from './record-cache.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
@@ -102,11 +103,14 @@ export class NetworkDriver {
 
   private readonly gateways: Gateways;
   private readonly reconciler: Reconciler;
+  /** This host's records as last read or written (record-cache.ts), by store key. */
+  private readonly networks = new RecordCache<NetworkRecord>();
+  private readonly endpoints = new RecordCache<EndpointRecord>();
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
     this.gateways = new Gateways(deps);
-    this.reconciler = new Reconciler(deps, this.gateways, () => this.localNetworks(), this.now);
+    this.reconciler = new Reconciler(deps, this.gateways, () => this.localNetworks(), this.now, (key) => this.endpoints.forget(key));
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -188,6 +192,7 @@ export class NetworkDriver {
         success: [put(keys.network(req.networkId), JSON.stringify(record))],
       });
       if (!res.succeeded) return; // a concurrent identical request won; its state stands
+      this.networks.set(keys.network(req.networkId), record);
       this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu }, 'network created');
       this.deps.onNetworksChanged?.();
     } catch (err) {
@@ -206,6 +211,8 @@ export class NetworkDriver {
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.gateways.remove(record));
     await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
+    this.networks.forget(keys.network(networkId));
+    this.endpoints.forgetPrefix(keys.endpoints(networkId));
     await this.deps.store.txn({
       compares: [],
       success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
@@ -238,7 +245,8 @@ export class NetworkDriver {
     };
     const key = keys.endpoint(req.networkId, req.endpointId);
     const res = await this.deps.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
-    if (!res.succeeded) {
+    if (res.succeeded) this.endpoints.set(key, record);
+    else {
       const old = JSON.parse(res.gets[0]?.value ?? '{}') as EndpointRecord;
       if (old.address !== record.address || old.addressV6 !== record.addressV6) {
         throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${old.address ?? old.addressV6 ?? ''}`);
@@ -300,6 +308,7 @@ export class NetworkDriver {
     const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
     await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
     await this.deps.ovs.deletePort(hostVeth);
+    this.endpoints.forget(keys.endpoint(networkId, endpointId));
     await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(networkId, endpointId))] });
     // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
     // which Docker waits for when a container goes. The veth is off the bridge and no record
@@ -329,7 +338,11 @@ export class NetworkDriver {
     if (ports.length === 0 || ep.address === undefined) return;
     await this.deps.nat.addPorts(endpointId, ep.address.split('/')[0] ?? '', ports);
     if (portmap.length > 0 && JSON.stringify(portmap) !== JSON.stringify(ep.portmap)) {
-      await this.deps.store.txn({ compares: [], success: [put(keys.endpoint(networkId, endpointId), JSON.stringify({ ...ep, portmap }))] });
+      const key = keys.endpoint(networkId, endpointId);
+      const record = { ...ep, portmap };
+      this.endpoints.forget(key);
+      await this.deps.store.txn({ compares: [], success: [put(key, JSON.stringify(record))] });
+      this.endpoints.set(key, record);
     }
   }
 
@@ -370,17 +383,22 @@ export class NetworkDriver {
   private async network(networkId: string, required: true): Promise<NetworkRecord>;
   private async network(networkId: string, required: false): Promise<NetworkRecord | undefined>;
   private async network(networkId: string, required: boolean): Promise<NetworkRecord | undefined> {
-    const kv = await this.deps.store.get(keys.network(networkId));
-    if (kv === undefined && required) {
+    const record = await this.networks.read(keys.network(networkId), () => this.load<NetworkRecord>(keys.network(networkId)));
+    if (record === undefined && required) {
       throw new OvsnetError('NETWORK_NOT_FOUND', `network ${networkId.slice(0, 12)} is not an ovsnet network (or was removed)`);
     }
-    return kv === undefined ? undefined : (JSON.parse(kv.value) as NetworkRecord);
+    return record;
   }
 
   private async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
-    const kv = await this.deps.store.get(keys.endpoint(networkId, endpointId));
-    if (kv === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
-    return JSON.parse(kv.value) as EndpointRecord;
+    const record = await this.endpoints.read(keys.endpoint(networkId, endpointId), () => this.load<EndpointRecord>(keys.endpoint(networkId, endpointId)));
+    if (record === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
+    return record;
+  }
+
+  private async load<T>(key: string): Promise<T | undefined> {
+    const kv = await this.deps.store.get(key);
+    return kv === undefined ? undefined : (JSON.parse(kv.value) as T);
   }
 
   private async rollback(undo: Undo[], what: string, id: string): Promise<void> {

@@ -16,6 +16,8 @@ export class Reconciler {
     private readonly gateways: Gateways,
     private readonly localNetworks: () => Promise<NetworkRecord[]>,
     private readonly now: () => Date,
+    /** Called before an endpoint record is deleted here (the driver's cache of it goes). */
+    private readonly forgetEndpoint: (key: string) => void,
   ) {}
 
   /**
@@ -50,6 +52,7 @@ export class Reconciler {
         // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
         const net = port.externalIds['ovsnet-network'] ?? '';
         await this.deps.ovs.deletePort(port.name);
+        this.forgetEndpoint(keys.endpoint(net, ep));
         await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(net, ep))] });
         removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
       }

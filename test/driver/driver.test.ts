@@ -215,3 +215,42 @@ t.test('reconcile: a joined endpoint whose veth died with its container is remov
   t.equal(await store.get(keys.endpoint(NET, EP)), undefined, 'record removed');
   t.ok(await store.get(keys.endpoint(NET, other)), 'an endpoint not joined yet is kept');
 });
+
+t.test("a container's calls read the store once for its network, never for its endpoint; removals are never served stale", async (t) => {
+  const { store, driver } = setup(t);
+  await driver.createNetwork(net(NET));
+  const gets: string[] = [];
+  const get = store.get.bind(store);
+  store.get = (key) => {
+    gets.push(key);
+    return get(key);
+  };
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  await driver.programExternalConnectivity(NET, EP, [{ proto: 'tcp', containerPort: 80, hostIp: '', hostPort: 8080, hostPortEnd: 8080 }]);
+  t.match(await driver.endpointInfo(NET, EP), { port: 'ovhcccccccccccc' });
+  t.match(await driver.endpointInfo(NET, EP), { port: 'ovhcccccccccccc' });
+  t.same(gets, [], 'CreateEndpoint, Join, ProgramExternalConnectivity, EndpointOperInfo x2: no store read');
+  t.match(JSON.parse((await get(keys.endpoint(NET, EP)))?.value ?? '{}'), { portmap: [{ hostPort: 8080 }] }, 'the port map was written through');
+  await driver.leave(NET, EP);
+  await driver.deleteEndpoint(NET, EP);
+  await t.rejects(driver.endpointInfo(NET, EP), { code: 'ENDPOINT_NOT_FOUND' }, 'a deleted endpoint is gone');
+  await driver.deleteNetwork(NET);
+  await t.rejects(driver.createEndpoint(ep()), { code: 'NETWORK_NOT_FOUND' }, 'a deleted network is gone');
+});
+
+t.test('a store write whose outcome is unknown leaves no cached copy behind', async (t) => {
+  const { store, driver } = setup(t);
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(ep());
+  await driver.join(NET, EP);
+  const txn = store.txn.bind(store);
+  // The delete is applied, then its answer is lost.
+  store.txn = async (req) => {
+    await txn(req);
+    throw new Error('injected: the answer was lost');
+  };
+  await t.rejects(driver.deleteEndpoint(NET, EP));
+  store.txn = txn;
+  await t.rejects(driver.endpointInfo(NET, EP), { code: 'ENDPOINT_NOT_FOUND' }, 'read again from the store, where it is gone');
+});
