@@ -97,7 +97,7 @@ export const SETTINGS = {
   OVSNET_HOST_TTL: {
     default: '10',
     form: 'seconds, an integer from 2 to 300',
-    doc: 'Lease of the host registration: a host that stops is gone from its peers within this time.',
+    doc: 'Lease of the host registration: a host that stops is gone from its peers within this time (up to ~0.6 s more: etcd looks for expired leases every 500 ms).',
   },
   OVSNET_RECLAIM_GRACE: {
     default: '600',
