@@ -10,9 +10,8 @@
  */
 import { OvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
-import { keys } from '../store/keys.js';
 import { bindReservation } from '../store/reservations.js';
-import { absent, del, get, put, type Store } from '../store/types.js';
+import type { Store } from '../store/types.js';
 import type { Links } from './links.js';
 import type { Nat } from './nat.js';
 import { parseNetworkOptions } from './options.js';
@@ -25,7 +24,7 @@ import type { Flows } from './flows.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { joinLogical, leaveLogical } from './logical.js';
-import { RecordCache } from './record-cache.js';
+import { DriverRecords } from './driver-records.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
@@ -103,14 +102,13 @@ export class NetworkDriver {
 
   private readonly gateways: Gateways;
   private readonly reconciler: Reconciler;
-  /** This host's records as last read or written (record-cache.ts), by store key. */
-  private readonly networks = new RecordCache<NetworkRecord>();
-  private readonly endpoints = new RecordCache<EndpointRecord>();
+  private readonly records: DriverRecords;
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
     this.gateways = new Gateways(deps);
-    this.reconciler = new Reconciler(deps, this.gateways, () => this.localNetworks(), this.now, (key) => this.endpoints.forget(key));
+    this.records = new DriverRecords(deps.store, deps.host);
+    this.reconciler = new Reconciler(deps, this.gateways, this.records, this.now);
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -187,12 +185,7 @@ export class NetworkDriver {
         undo.push(() => this.gateways.unguard(record));
         await this.gateways.guard(record);
       }
-      const res = await this.deps.store.txn({
-        compares: [absent(keys.network(req.networkId))],
-        success: [put(keys.network(req.networkId), JSON.stringify(record))],
-      });
-      if (!res.succeeded) return; // a concurrent identical request won; its state stands
-      this.networks.set(keys.network(req.networkId), record);
+      if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
       this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu }, 'network created');
       this.deps.onNetworksChanged?.();
     } catch (err) {
@@ -211,12 +204,7 @@ export class NetworkDriver {
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.gateways.remove(record));
     await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
-    this.networks.forget(keys.network(networkId));
-    this.endpoints.forgetPrefix(keys.endpoints(networkId));
-    await this.deps.store.txn({
-      compares: [],
-      success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
-    });
+    await this.records.deleteNetwork(networkId);
     const host = record.host ?? this.deps.host;
     if (record.logical !== undefined) await leaveLogical(this.deps.store, record.logical, host, networkId);
     await releaseTag(this.deps.store, host, record.tag, networkId);
@@ -243,14 +231,9 @@ export class NetworkDriver {
       portmap: req.portmap,
       createdAt: this.now().toISOString(),
     };
-    const key = keys.endpoint(req.networkId, req.endpointId);
-    const res = await this.deps.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
-    if (res.succeeded) this.endpoints.set(key, record);
-    else {
-      const old = JSON.parse(res.gets[0]?.value ?? '{}') as EndpointRecord;
-      if (old.address !== record.address || old.addressV6 !== record.addressV6) {
-        throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${old.address ?? old.addressV6 ?? ''}`);
-      }
+    const standing = await this.records.createEndpoint(record);
+    if (standing.address !== record.address || standing.addressV6 !== record.addressV6) {
+      throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`);
     }
     // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
     for (const a of [req.address, req.addressV6]) {
@@ -308,8 +291,7 @@ export class NetworkDriver {
     const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
     await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
     await this.deps.ovs.deletePort(hostVeth);
-    this.endpoints.forget(keys.endpoint(networkId, endpointId));
-    await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(networkId, endpointId))] });
+    await this.records.deleteEndpoint(networkId, endpointId);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
     // which Docker waits for when a container goes. The veth is off the bridge and no record
     // names it any more: it is deleted in the background (a missing link counts as done; if
@@ -338,11 +320,7 @@ export class NetworkDriver {
     if (ports.length === 0 || ep.address === undefined) return;
     await this.deps.nat.addPorts(endpointId, ep.address.split('/')[0] ?? '', ports);
     if (portmap.length > 0 && JSON.stringify(portmap) !== JSON.stringify(ep.portmap)) {
-      const key = keys.endpoint(networkId, endpointId);
-      const record = { ...ep, portmap };
-      this.endpoints.forget(key);
-      await this.deps.store.txn({ compares: [], success: [put(key, JSON.stringify(record))] });
-      this.endpoints.set(key, record);
+      await this.records.updateEndpoint({ ...ep, portmap });
     }
   }
 
@@ -369,9 +347,8 @@ export class NetworkDriver {
   }
 
   /** This host's networks (hosts sharing etcd see every host's records). */
-  async localNetworks(): Promise<NetworkRecord[]> {
-    const all = (await this.deps.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
-    return all.filter((n) => n.host === undefined || n.host === this.deps.host);
+  localNetworks(): Promise<NetworkRecord[]> {
+    return this.records.localNetworks();
   }
 
   // --- internals -------------------------------------------------------------------------
@@ -383,7 +360,7 @@ export class NetworkDriver {
   private async network(networkId: string, required: true): Promise<NetworkRecord>;
   private async network(networkId: string, required: false): Promise<NetworkRecord | undefined>;
   private async network(networkId: string, required: boolean): Promise<NetworkRecord | undefined> {
-    const record = await this.networks.read(keys.network(networkId), () => this.load<NetworkRecord>(keys.network(networkId)));
+    const record = await this.records.network(networkId);
     if (record === undefined && required) {
       throw new OvsnetError('NETWORK_NOT_FOUND', `network ${networkId.slice(0, 12)} is not an ovsnet network (or was removed)`);
     }
@@ -391,14 +368,9 @@ export class NetworkDriver {
   }
 
   private async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
-    const record = await this.endpoints.read(keys.endpoint(networkId, endpointId), () => this.load<EndpointRecord>(keys.endpoint(networkId, endpointId)));
+    const record = await this.records.endpoint(networkId, endpointId);
     if (record === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
     return record;
-  }
-
-  private async load<T>(key: string): Promise<T | undefined> {
-    const kv = await this.deps.store.get(key);
-    return kv === undefined ? undefined : (JSON.parse(kv.value) as T);
   }
 
   private async rollback(undo: Undo[], what: string, id: string): Promise<void> {

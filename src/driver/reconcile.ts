@@ -7,6 +7,7 @@ import { keys } from '../store/keys.js';
 import { del } from '../store/types.js';
 import { Gateways, guardFlowCount } from './gateway.js';
 import { joinLogical, type LogicalNetwork } from './logical.js';
+import type { DriverRecords } from './driver-records.js';
 import type { DriverDeps } from './network-driver.js';
 import type { EndpointRecord, NetworkRecord } from './records.js';
 
@@ -14,10 +15,8 @@ export class Reconciler {
   constructor(
     private readonly deps: DriverDeps,
     private readonly gateways: Gateways,
-    private readonly localNetworks: () => Promise<NetworkRecord[]>,
+    private readonly records: Pick<DriverRecords, 'localNetworks' | 'deleteEndpoint'>,
     private readonly now: () => Date,
-    /** Called before an endpoint record is deleted here (the driver's cache of it goes). */
-    private readonly forgetEndpoint: (key: string) => void,
   ) {}
 
   /**
@@ -28,7 +27,7 @@ export class Reconciler {
   async reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
     const repaired: string[] = [];
     const removed: string[] = [];
-    const networks = await this.localNetworks();
+    const networks = await this.records.localNetworks();
     const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
     if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
     await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
@@ -52,8 +51,7 @@ export class Reconciler {
         // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
         const net = port.externalIds['ovsnet-network'] ?? '';
         await this.deps.ovs.deletePort(port.name);
-        this.forgetEndpoint(keys.endpoint(net, ep));
-        await this.deps.store.txn({ compares: [], success: [del(keys.endpoint(net, ep))] });
+        await this.records.deleteEndpoint(net, ep);
         removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
       }
       const role = port.externalIds['ovsnet-role'];
@@ -88,7 +86,7 @@ export class Reconciler {
    */
   async checkGuards(): Promise<string[]> {
       const repaired: string[] = [];
-      for (const n of await this.localNetworks()) {
+      for (const n of await this.records.localNetworks()) {
         if (n.vni === undefined || n.gatewayPort === undefined) continue;
         const wanted = guardFlowCount(n);
         if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;

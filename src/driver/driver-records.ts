@@ -1,0 +1,84 @@
+/**
+ * The network driver's records in the store (one per Docker network of this host, one per
+ * endpoint on it), read through this process's copy of them (record-cache.ts). Every read and
+ * write of them goes through here, so the copy's rules live in one place: forget before a store
+ * write (a write whose answer is lost leaves no copy), keep after one that succeeded.
+ */
+import { keys } from '../store/keys.js';
+import { absent, del, get, put, type Store } from '../store/types.js';
+import { RecordCache } from './record-cache.js';
+import type { EndpointRecord, NetworkRecord } from './records.js';
+
+export class DriverRecords {
+  private readonly networks = new RecordCache<NetworkRecord>();
+  private readonly endpoints = new RecordCache<EndpointRecord>();
+
+  constructor(
+    private readonly store: Store,
+    /** This host: hosts sharing etcd see each other's network records. */
+    private readonly host: string,
+  ) {}
+
+  network(networkId: string): Promise<NetworkRecord | undefined> {
+    const key = keys.network(networkId);
+    return this.networks.read(key, () => this.load<NetworkRecord>(key));
+  }
+
+  endpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
+    const key = keys.endpoint(networkId, endpointId);
+    return this.endpoints.read(key, () => this.load<EndpointRecord>(key));
+  }
+
+  /** This host's networks, from the store. */
+  async localNetworks(): Promise<NetworkRecord[]> {
+    const all = (await this.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    return all.filter((n) => n.host === undefined || n.host === this.host);
+  }
+
+  /** Writes the record unless one exists; false when one did (a concurrent identical request's). */
+  async createNetwork(record: NetworkRecord): Promise<boolean> {
+    const key = keys.network(record.networkId);
+    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))] });
+    if (res.succeeded) this.networks.set(key, record);
+    return res.succeeded;
+  }
+
+  /** Deletes the network's record and every endpoint record of it. */
+  async deleteNetwork(networkId: string): Promise<void> {
+    this.networks.forget(keys.network(networkId));
+    this.endpoints.forgetPrefix(keys.endpoints(networkId));
+    await this.store.txn({
+      compares: [],
+      success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
+    });
+  }
+
+  /** Writes the record unless one exists; returns the record that stands. */
+  async createEndpoint(record: EndpointRecord): Promise<EndpointRecord> {
+    const key = keys.endpoint(record.networkId, record.endpointId);
+    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
+    if (res.succeeded) {
+      this.endpoints.set(key, record);
+      return record;
+    }
+    return JSON.parse(res.gets[0]?.value ?? '{}') as EndpointRecord;
+  }
+
+  async updateEndpoint(record: EndpointRecord): Promise<void> {
+    const key = keys.endpoint(record.networkId, record.endpointId);
+    this.endpoints.forget(key);
+    await this.store.txn({ compares: [], success: [put(key, JSON.stringify(record))] });
+    this.endpoints.set(key, record);
+  }
+
+  async deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
+    const key = keys.endpoint(networkId, endpointId);
+    this.endpoints.forget(key);
+    await this.store.txn({ compares: [], success: [del(key)] });
+  }
+
+  private async load<T>(key: string): Promise<T | undefined> {
+    const kv = await this.store.get(key);
+    return kv === undefined ? undefined : (JSON.parse(kv.value) as T);
+  }
+}
