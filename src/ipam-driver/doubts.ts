@@ -7,6 +7,11 @@
  * background once the store answers again: a reservation or pool the failed request made (found
  * by its token) is released, a release is done again. Each settle step is idempotent.
  *
+ * Finding nothing is not proof at the first look: the lost request can still be on its way
+ * through the store (etcd resumed reads it and a later read on another stream can overtake
+ * it), so a reservation or pool doubt is dropped only when a look at least `confirmMs` after
+ * the first empty one finds nothing either; a look that finds it releases it.
+ *
  * What is pending is also kept in a journal file (OVSNET_JOURNAL), rewritten whole (a temporary
  * file renamed over it) whenever it changes, so that ovsnet restarted during a store outage
  * still settles it. Failures are rare, so are these writes; none happens on a request that works.
@@ -23,6 +28,11 @@ export type Doubt =
 
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 5_000;
+/** How long after a first empty look a second one must come before a doubt is dropped. */
+export const CONFIRM_MS = 5_000;
+
+/** What settling a doubt found: something undone (or a release redone), or nothing to undo. */
+export type Settled = 'undone' | 'nothing';
 
 export class Doubts {
   private readonly pending: Doubt[] = [];
@@ -30,12 +40,16 @@ export class Doubts {
   private delayMs = FIRST_DELAY_MS;
   private stopped = false;
   private loaded = false;
+  /** When a look first found nothing to undo, per doubt (memory only: a restart looks again). */
+  private readonly clearSince = new Map<Doubt, number>();
 
   /** `journal`: the file that keeps pending doubts across restarts ('' or absent: memory only). */
   constructor(
-    private readonly settle: (d: Doubt) => Promise<void>,
+    private readonly settle: (d: Doubt) => Promise<Settled>,
     private readonly log: Logger,
     private readonly journal = '',
+    private readonly confirmMs = CONFIRM_MS,
+    private readonly now: () => number = Date.now,
   ) {}
 
   get size(): number {
@@ -75,13 +89,24 @@ export class Doubts {
     const before = this.pending.length;
     for (const d of [...this.pending]) {
       try {
-        await this.settle(d);
+        if ((await this.settle(d)) === 'nothing' && !this.confirmedClear(d)) continue;
         this.pending.splice(this.pending.indexOf(d), 1);
+        this.clearSince.delete(d);
       } catch (err) {
         this.log.debug({ err }, `cannot settle an unconfirmed IPAM change yet: ${messageOf(err)}`);
       }
     }
     if (this.pending.length !== before) this.persist();
+  }
+
+  /** After a look that found nothing: true when an earlier empty look is confirmMs old. */
+  private confirmedClear(d: Doubt): boolean {
+    const since = this.clearSince.get(d);
+    if (since === undefined) {
+      this.clearSince.set(d, this.now());
+      return false;
+    }
+    return this.now() - since >= this.confirmMs;
   }
 
   /** Writes what is pending to the journal (removes it when nothing is); never throws. */

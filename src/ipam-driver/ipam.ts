@@ -30,7 +30,7 @@ import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools
 import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
 import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
-import { Doubts, type Doubt } from './doubts.js';
+import { Doubts, type Doubt, type Settled } from './doubts.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
@@ -40,6 +40,8 @@ export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   readonly readyTimeoutMs: number;
   /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
   readonly journal?: string;
+  /** doubts.ts: how long a second look waits after a first that found nothing (default 5 s). */
+  readonly doubtConfirmMs?: number;
 }
 
 export interface AddressRequest {
@@ -71,7 +73,7 @@ export class Ipam {
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
     this.local = new OneHostPools(deps.store);
-    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log, deps.journal);
+    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log, deps.journal, deps.doubtConfirmMs);
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
@@ -150,19 +152,19 @@ export class Ipam {
     return this.doubts.settleAll();
   }
 
-  private async settleDoubt(d: Doubt): Promise<void> {
+  private async settleDoubt(d: Doubt): Promise<Settled> {
     if (d.kind === 'pool') {
       const made = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool')).filter((p) => p.token === d.token);
       for (const p of made) {
         await this.pools.release(p.poolId);
         this.deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
       }
-      return;
+      return made.length > 0 ? 'undone' : 'nothing';
     }
     if (d.kind === 'release') {
       // Only the reservation Docker released: this host's, made before the failed release.
       await this.releaseAddressOnce(d.poolId, d.address, (r) => r.host === this.deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
-      return;
+      return 'undone';
     }
     const made = (await this.deps.store.list(keys.addresses(d.poolId))).kvs
       .map((kv) => parseRecord<Reservation>(kv.value, 'reservation'))
@@ -171,6 +173,7 @@ export class Ipam {
       await this.releaseAddressOnce(d.poolId, r.address, (cur) => cur.token === d.token);
       this.deps.log.warn({ poolId: d.poolId, address: r.address }, 'released an address reserved by a request that failed while the store was unreachable');
     }
+    return made.length > 0 ? 'undone' : 'nothing';
   }
 
   private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {

@@ -1,7 +1,8 @@
 /**
  * A store wrapper that fails on demand, around a real one: transactions applied but unanswered
- * (`lost`) or refused before being applied (`refused`), the next calls of a method refused, and
- * every open watch ended with an error (as a lost etcd stream ends).
+ * (`lost`), unanswered and applied only when the test says (`late`: a frozen etcd that resumes
+ * after the caller gave up), or refused before being applied (`refused`), the next calls of a
+ * method refused, and every open watch ended with an error (as a lost etcd stream ends).
  */
 import { OvsnetError } from '../../src/errors.js';
 import type { Store, TxnRequest, TxnResult, WatchHandlers } from '../../src/store/types.js';
@@ -10,7 +11,8 @@ type Failable = 'list' | 'grantLease' | 'watch';
 
 export class Flaky implements Store {
   readonly kind;
-  mode: 'ok' | 'lost' | 'refused' = 'ok';
+  mode: 'ok' | 'lost' | 'late' | 'refused' = 'ok';
+  private readonly held: TxnRequest[] = [];
   private readonly failing = new Map<Failable, number>();
   private readonly watching = new Set<WatchHandlers>();
 
@@ -36,8 +38,17 @@ export class Flaky implements Store {
     throw new OvsnetError('STORE_UNAVAILABLE', `injected: ${method} refused`);
   }
 
+  /** Applies the transactions held in `late` mode, in order. */
+  async applyLate(): Promise<void> {
+    for (const req of this.held.splice(0)) await this.inner.txn(req);
+  }
+
   async txn(req: TxnRequest): Promise<TxnResult> {
     if (this.mode === 'refused') throw new OvsnetError('STORE_UNAVAILABLE', 'injected: etcd unreachable');
+    if (this.mode === 'late') {
+      this.held.push(req);
+      throw new OvsnetError('STORE_TIMEOUT', 'injected: no answer yet');
+    }
     const res = await this.inner.txn(req);
     if (this.mode === 'lost') throw new OvsnetError('STORE_TIMEOUT', 'injected: the answer was lost');
     return res;

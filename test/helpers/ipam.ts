@@ -5,7 +5,7 @@ import { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import type { Store } from '../../src/store/types.js';
 
-export function makeIpam(store: Store, opts: { host?: string; routes?: string[]; defaultPools?: string; log?: Logger; journal?: string } = {}): Ipam {
+export function makeIpam(store: Store, opts: { host?: string; routes?: string[]; defaultPools?: string; log?: Logger; journal?: string; doubtConfirmMs?: number } = {}): Ipam {
   const routes: Prefix[] = (opts.routes ?? []).map(prefix);
   const config = loadConfig(opts.defaultPools === undefined ? {} : { OVSNET_DEFAULT_POOLS: opts.defaultPools });
   return new Ipam({
@@ -16,6 +16,7 @@ export function makeIpam(store: Store, opts: { host?: string; routes?: string[];
     hostRoutes: () => routes,
     readyTimeoutMs: 5000,
     ...(opts.journal === undefined ? {} : { journal: opts.journal }),
+    ...(opts.doubtConfirmMs === undefined ? {} : { doubtConfirmMs: opts.doubtConfirmMs }),
   });
 }
 

@@ -17,10 +17,10 @@ const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-doubts-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 let n = 0;
 
-function setup(t: Test, journal?: string) {
+function setup(t: Test, journal?: string, doubtConfirmMs?: number) {
   const inner = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
   const store = new Flaky(inner);
-  const ipam = makeIpam(store, { host: 'h1', ...(journal === undefined ? {} : { journal }) });
+  const ipam = makeIpam(store, { host: 'h1', ...(journal === undefined ? {} : { journal }), ...(doubtConfirmMs === undefined ? {} : { doubtConfirmMs }) });
   t.teardown(async () => {
     await ipam.stop();
     await inner.close();
@@ -57,6 +57,38 @@ for (const shared of [false, true]) {
     t.equal(ipam.unsettled, 0);
     t.same(await held(store, poolId), ['10.77.0.1'], 'both released: no leak');
     t.equal(ipam.usage().find((u) => u.poolId === poolId)?.count, 1, 'and the count with them');
+  });
+
+  t.test(`${label}: a reservation the store applies only after a first look found nothing is still released`, async (t) => {
+    const { store, ipam } = setup(t);
+    const poolId = await create(ipam, '10.75.0.0/24');
+    await ipam.requestAddress({ poolId, address: '', gateway: false });
+    store.mode = 'late';
+    await t.rejects(ipam.requestAddress({ poolId, address: '', gateway: false }), { code: 'STORE_TIMEOUT' });
+    store.mode = 'ok';
+    await ipam.settle();
+    t.equal(ipam.unsettled, 1, 'one empty look is no proof: the request may still be on its way');
+    await store.applyLate(); // etcd, resumed, applies it after that look
+    t.same(await held(store, poolId), ['10.75.0.1', '10.75.0.2'], 'applied after all');
+    await ipam.settle();
+    t.equal(ipam.unsettled, 0);
+    t.same(await held(store, poolId), ['10.75.0.1'], 'found at the next look and released: no leak');
+  });
+
+  t.test(`${label}: a request that never reached the store is dropped after a second empty look`, async (t) => {
+    const { store, ipam } = setup(t, undefined, 50);
+    const poolId = await create(ipam, '10.74.0.0/24');
+    store.mode = 'refused';
+    await t.rejects(ipam.requestAddress({ poolId, address: '', gateway: false }));
+    store.mode = 'ok';
+    await ipam.settle();
+    t.equal(ipam.unsettled, 1, 'kept after the first empty look');
+    await ipam.settle();
+    t.equal(ipam.unsettled, 1, 'and at a second one too soon after it');
+    await new Promise((r) => setTimeout(r, 60));
+    await ipam.settle();
+    t.equal(ipam.unsettled, 0, 'dropped at a look the confirmation time after the first');
+    t.same(await held(store, poolId), []);
   });
 
   t.test(`${label}: a release that never reached the store is done again, and only that one`, async (t) => {
