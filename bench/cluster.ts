@@ -15,8 +15,8 @@ import { EtcdStore } from '../src/store/etcd.js';
 import { createLogger } from '../src/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
 import { loadConfig } from '../src/config.js';
-import path from 'node:path';
-import { Cluster, IMAGE, pluginCall, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+import { Cluster, IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
 
 const N = 400;
@@ -66,41 +66,7 @@ async function send(host: DockerHost, from: string, to: string, port: number, by
   return Number(m[1]) * 60 + Number(m[2]);
 }
 
-const DRIVER_CALLS = ['NetworkDriver.GetCapabilities', 'NetworkDriver.CreateEndpoint', 'NetworkDriver.Join', 'NetworkDriver.EndpointOperInfo', 'Leave + DeleteEndpoint'] as const;
-
-/** p50 ms of each of DRIVER_CALLS, for 100 endpoints (after 20) on a network of its own, 40 ms apart. */
-async function driverCalls(host: DockerHost): Promise<Map<string, number>> {
-  const socket = path.join(host.pluginDir, 'ovsnet.sock');
-  const call = async (method: string, body?: unknown) => {
-    const r = await pluginCall(socket, method, body);
-    if (r.status !== 200) throw new Error(`${method}: ${JSON.stringify(r.body)}`);
-  };
-  const NetworkID = 'd'.repeat(64);
-  await call('NetworkDriver.CreateNetwork', { NetworkID, Options: {}, IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: '10.251.0.0/16', Gateway: '10.251.0.1/16' }], IPv6Data: [] });
-  const ms = new Map<string, number[]>(DRIVER_CALLS.map((c) => [c, []]));
-  const time = async (name: string, keep: boolean, f: () => Promise<void>) => {
-    const t0 = process.hrtime.bigint();
-    await f();
-    if (keep) ms.get(name)?.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  };
-  for (let i = 0; i < 120; i++) {
-    const ids = { NetworkID, EndpointID: `${i.toString(16).padStart(8, '0')}${'e'.repeat(56)}` };
-    const keep = i >= 20;
-    await time('NetworkDriver.GetCapabilities', keep, () => call('NetworkDriver.GetCapabilities'));
-    await time('NetworkDriver.CreateEndpoint', keep, () => call('NetworkDriver.CreateEndpoint', { ...ids, Interface: { Address: `10.251.${i >> 8}.${(i & 255) + 2}/16`, AddressIPv6: '', MacAddress: '' }, Options: {} }));
-    await time('NetworkDriver.Join', keep, () => call('NetworkDriver.Join', { ...ids, SandboxKey: '', Options: {} }));
-    await time('NetworkDriver.EndpointOperInfo', keep, () => call('NetworkDriver.EndpointOperInfo', ids));
-    await time('Leave + DeleteEndpoint', keep, async () => {
-      await call('NetworkDriver.Leave', ids);
-      await call('NetworkDriver.DeleteEndpoint', ids);
-    });
-    await new Promise((r) => setTimeout(r, 40)); // a veth deletion holds the kernel's link lock ~20 ms
-  }
-  await call('NetworkDriver.DeleteNetwork', { NetworkID });
-  return new Map([...ms].map(([k, v]) => [k, percentile([...v].sort((a, b) => a - b), 0.5)]));
-}
-
-async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<string, number> }> {
+async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]> }> {
   const cluster = await Cluster.up('bch', 2);
   const daemons: Ovsnet[] = [];
   try {
@@ -127,7 +93,7 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<s
       crosses.push(await rate(h2, 'far', far, 7000 + k));
     }
     const median = (a: number[]) => [...a].sort((x, y) => x - y)[1] ?? NaN;
-    return { same: median(sames), cross: median(crosses), calls: await driverCalls(h1) };
+    return { same: median(sames), cross: median(crosses), calls: await timeDriverCalls(h1, 100, 251) };
   } finally {
     await cluster.down();
     for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
@@ -159,7 +125,8 @@ export async function benchCluster(): Promise<void> {
       ],
     ),
   );
-  const base = calls.get('NetworkDriver.GetCapabilities') ?? NaN;
+  const p50 = (c: DriverCall) => percentile(calls.get(c) ?? [], 0.5);
+  const base = p50('NetworkDriver.GetCapabilities');
   console.log('\nA container\'s network driver calls over the plugin socket, store etcd (p50 of 100, 40 ms apart):');
-  console.log(table(['call', 'p50 ms', 'vs GetCapabilities'], DRIVER_CALLS.map((c) => [c + (c.endsWith('GetCapabilities') ? ' [baseline]' : ''), fmt(calls.get(c) ?? NaN), fmt((calls.get(c) ?? NaN) / base)])));
+  console.log(table(['call', 'p50 ms', 'vs GetCapabilities'], DRIVER_CALLS.map((c) => [c + (c.endsWith('GetCapabilities') ? ' [baseline]' : ''), fmt(p50(c)), fmt(p50(c) / base)])));
 }

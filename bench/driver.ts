@@ -1,15 +1,15 @@
 /**
  * Driver benchmark, on a simulated host (test/harness) with its own dockerd and Open vSwitch.
- * 1. Join and Leave through the plugin socket (CreateEndpoint/DeleteEndpoint around them),
- *    next to NetworkDriver.GetCapabilities (the bare HTTP round trip; not Plugin.Activate, which
+ * 1. Join and Leave through the plugin socket (bench/driver-calls.ts: CreateEndpoint and
+ *    DeleteEndpoint around them), next to NetworkDriver.GetCapabilities (the bare HTTP round trip; not Plugin.Activate, which
  *    starts a reconcile that the next Join would wait for) and a naive Join that spawns ip,
  *    ethtool and ovs-vsctl, measured in the same run.
  * 2. `docker run --rm` on an ovsnet network vs a user-defined bridge network on the same
  *    daemon, alternating, medians of BENCH_RUNS (default 10) and their ratio.
  */
 import { spawn } from 'node:child_process';
-import path from 'node:path';
-import { DockerHost, IMAGE, pluginCall } from '../test/harness/host.js';
+import { DockerHost, IMAGE } from '../test/harness/host.js';
+import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
 
 const time = async (f: () => Promise<unknown>): Promise<number> => {
@@ -32,40 +32,11 @@ export async function benchDriver(): Promise<void> {
   const host = await DockerHost.up('benchdrv');
   const ovsnet = await host.startOvsnet();
   try {
-    const socket = path.join(host.pluginDir, 'ovsnet.sock');
-    const call = async (method: string, body?: unknown) => {
-      const r = await pluginCall(socket, method, body);
-      if (r.status !== 200) throw new Error(`${method}: ${JSON.stringify(r.body)}`);
-      return r.body as Record<string, unknown>;
-    };
-    const NetworkID = 'b'.repeat(64);
-    await call('NetworkDriver.CreateNetwork', {
-      NetworkID, Options: {}, IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: '10.250.0.0/16', Gateway: '10.250.0.1/16' }], IPv6Data: [],
-    });
     const n = Number(process.env.BENCH_N ?? 200);
-    const act: number[] = [];
-    const join: number[] = [];
-    const leave: number[] = [];
-    for (let i = 0; i < n + 20; i++) {
-      const EndpointID = `${i.toString(16).padStart(8, '0')}${'e'.repeat(56)}`;
-      const ids = { NetworkID, EndpointID };
-      await call('NetworkDriver.CreateEndpoint', { ...ids, Interface: { Address: `10.250.${i >> 8}.${(i & 255) + 2}/16`, AddressIPv6: '', MacAddress: '' }, Options: {} });
-      const a = await time(() => call('NetworkDriver.GetCapabilities'));
-      const j = await time(() => call('NetworkDriver.Join', { ...ids, SandboxKey: '', Options: {} }));
-      const l = await time(async () => {
-        await call('NetworkDriver.Leave', ids);
-        await call('NetworkDriver.DeleteEndpoint', ids);
-      });
-      // DeleteEndpoint leaves the veth to the kernel in the background (~20 ms, holding its
-      // link lock): a Join right behind it waits for that. Containers are not that close
-      // together, so the next endpoint comes 40 ms later.
-      await new Promise((r) => setTimeout(r, 40));
-      if (i >= 20) {
-        act.push(a);
-        join.push(j);
-        leave.push(l);
-      }
-    }
+    const calls = await timeDriverCalls(host, n, 250);
+    const sa = calls.get('NetworkDriver.GetCapabilities') ?? [];
+    const sj = calls.get('NetworkDriver.Join') ?? [];
+    const sl = calls.get('Leave + DeleteEndpoint') ?? [];
     // The naive plugin's Join, on the same host: one process per step.
     const enter = ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, '--'];
     const naive: number[] = [];
@@ -79,8 +50,7 @@ export async function benchDriver(): Promise<void> {
       await sh([...enter, 'ovs-vsctl', 'del-port', 'ovsnet0', `nvh${i}`]);
       await sh([...enter, 'ip', 'link', 'del', `nvh${i}`]);
     }
-    await call('NetworkDriver.DeleteNetwork', { NetworkID });
-    const [sa, sj, sl, sn] = [sorted(act), sorted(join), sorted(leave), sorted(naive)];
+    const sn = sorted(naive);
     const j50 = percentile(sj, 0.5);
     console.log(`plugin calls on the socket, ${n} endpoints after 20 warm-up, 40 ms apart; target: Join p50 <= 5 ms\n`);
     console.log(table(['call', 'p50 ms', 'p99 ms', 'p50 vs ovsnet Join'], [
