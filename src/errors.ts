@@ -22,6 +22,7 @@ export const ERROR_CODES = {
   STORE_CLOSED: 'Unavailable',
   STORE_FORBIDDEN: 'Forbidden',
   STORE_CORRUPT: 'System',
+  STORE_RECORD_INVALID: 'System',
   STORE_INVALID_REQUEST: 'InvalidParameter',
   REQUEST_INVALID: 'InvalidParameter',
   NOT_READY: 'Unavailable',
