@@ -16,7 +16,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { loadConfig } from '../src/config.js';
 import { PoolState } from '../src/ipam-driver/pool-index.js';
-import { bindReservation } from '../src/store/reservations.js';
+import { bindReservation } from '../src/ipam-driver/bind.js';
 import { openStore } from '../src/store/open.js';
 import { makeIpam, pool } from '../test/helpers/ipam.js';
 import { NO_OVS } from '../test/harness/host.js';

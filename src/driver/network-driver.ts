@@ -10,7 +10,6 @@
  */
 import { OvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
-import { bindReservation } from '../store/reservations.js';
 import type { Store } from '../store/types.js';
 import type { Links } from './links.js';
 import type { Nat } from './nat.js';
@@ -38,8 +37,8 @@ export interface SharedPoolsApi {
   bindLogical(cidr: string, name: string): Promise<string | undefined>;
   /** The logical network whose pool `cidr` is, if any. */
   logicalOf(cidr: string): string | undefined;
-  /** The ovsnet pools whose subnet holds `address`; undefined when not known without the store. */
-  poolsHolding(address: string): string[] | undefined;
+  /** Marks ovsnet's reservation of `address` with the endpoint using it; false if ovsnet holds none. Idempotent. */
+  bindEndpoint(address: string, endpointId: string): Promise<boolean>;
 }
 
 export interface DriverDeps {
@@ -238,8 +237,7 @@ export class NetworkDriver {
     // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
     for (const a of [req.address, req.addressV6]) {
       if (a === '') continue;
-      const pools = this.deps.pools?.poolsHolding(a.split('/')[0] ?? '');
-      await this.bestEffort('bind the reservation', async () => void (await bindReservation(this.deps.store, a, req.endpointId, pools)));
+      await this.bestEffort('bind the reservation', async () => void (await this.deps.pools?.bindEndpoint(a, req.endpointId)));
     }
     return req.mac === '' ? { mac } : {};
   }

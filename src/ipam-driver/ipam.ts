@@ -31,6 +31,7 @@ import { describeHolder, parseRecord, type PoolRecord, type Reservation, type Re
 import { SharedPools } from './shared.js';
 import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
 import { Doubts, type Doubt, type Settled } from './doubts.js';
+import { bindReservation } from './bind.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
@@ -248,6 +249,14 @@ export class Ipam {
     if (!this.isReady) return undefined;
     const { family, value } = parseAddress(address);
     return [...this.index.pools.values()].filter((p) => containsAddress(p.prefix, family, value)).map((p) => p.record.poolId);
+  }
+
+  /**
+   * Marks the reservation of `address` (plain or CIDR form) with the endpoint using it; false
+   * when no ovsnet reservation holds it (Docker's default IPAM gave it). Idempotent.
+   */
+  bindEndpoint(address: string, endpointId: string): Promise<boolean> {
+    return bindReservation(this.deps.store, address, endpointId, this.poolsHolding(address.split('/')[0] ?? ''));
   }
 
   /** Pool usage, for status output and tests. */

@@ -1,12 +1,12 @@
 /**
- * Binding an IPAM reservation to the endpoint that uses it. The network driver calls this in
- * CreateEndpoint (IPAM runs first: allocate-then-CreateEndpoint), so that later work can adopt
- * and reap by endpoint. It knows only the key layout and the two fields it needs, so driver and
- * IPAM stay independent of each other.
+ * Binding an IPAM reservation to the endpoint that uses it. The network driver asks for this in
+ * CreateEndpoint (IPAM runs first: allocate-then-CreateEndpoint) through its pools dependency
+ * (Ipam.bindEndpoint), so that later work can adopt and reap by endpoint; only ovsnet's IPAM
+ * writes reservation keys.
  */
 import { containsAddress, parseAddress, parseCidr } from '../cidr.js';
-import { keys } from './keys.js';
-import { modRevisionIs, put, type Store } from './types.js';
+import { keys } from '../store/keys.js';
+import { modRevisionIs, put, type Store } from '../store/types.js';
 
 /**
  * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Returns false when
