@@ -1,6 +1,6 @@
 /**
  * CreateNetwork options, validated once. Docker passes `-o k=v` as strings under
- * com.docker.network.generic (shared/docs/docker-plugin-protocol.md §2); reading them from the
+ * com.docker.network.generic (docs/docker-plugin-protocol.md §2); reading them from the
  * top level or as numbers would silently ignore them.
  */
 import { OvsnetError } from '../errors.js';

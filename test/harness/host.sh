@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A simulated Docker host on this machine (shared/docs/test-hosts.md): its own network, mount
+# A simulated Docker host on this machine (docs/test-hosts.md): its own network, mount
 # and UTS namespaces, its own dockerd (and containerd), a private /run so /run/docker/plugins,
 # /var/run/docker.sock and /var/run/openvswitch are per host.
 #
@@ -148,7 +148,7 @@ underlay_up() {
 
 # attach UNDERLAY ADDR/LEN: a veth from this host (ul0, MTU 1600) to the underlay's bridge. The
 # address goes on br-phy, an OVS bridge owning ul0: OVS native tunnelling on the userspace
-# datapath needs the tunnel endpoint there (shared/docs/test-hosts.md). br-phy gets a MAC of its
+# datapath needs the tunnel endpoint there (docs/test-hosts.md). br-phy gets a MAC of its
 # own and ul0 no ARP or IPv6, else OVS sees every frame twice.
 attach() {
   local underlay=$1 addr=$2 peer mac

@@ -196,7 +196,7 @@ export class Ovsnet {
 
 /**
  * Several hosts on one underlay (a bridge in a namespace of its own), sharing one etcd that runs
- * inside the first host and listens on its underlay address (shared/docs/test-hosts.md).
+ * inside the first host and listens on its underlay address (docs/test-hosts.md).
  */
 export class Cluster {
   private etcd: ChildProcess | undefined;
