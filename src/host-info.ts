@@ -1,4 +1,4 @@
-/** Facts about this machine that ovsnet needs to name itself to its peers. */
+/** Facts about this machine: what ovsnet names itself by to its peers, and its OVS datapath. */
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -47,4 +47,21 @@ export function mtuOfAddress(address: string, sysNet = '/sys/class/net'): number
   } catch {
     return undefined;
   }
+}
+
+/** Where the kernel lists the openvswitch module once it is loaded. */
+const OVS_KERNEL_MODULE = '/sys/module/openvswitch';
+
+/** Whether the openvswitch kernel module is loaded (the kernel datapath is there). */
+export function ovsKernelModuleLoaded(sysModule = OVS_KERNEL_MODULE): boolean {
+  return fs.existsSync(sysModule);
+}
+
+/**
+ * The datapath of the bridge for OVSNET_DATAPATH: auto is the kernel datapath when its module is
+ * loaded, else the userspace one. The daemon and the CLI both ask here.
+ */
+export function chooseDatapath(setting: 'auto' | 'system' | 'netdev', sysModule = OVS_KERNEL_MODULE): 'system' | 'netdev' {
+  if (setting !== 'auto') return setting;
+  return ovsKernelModuleLoaded(sysModule) ? 'system' : 'netdev';
 }

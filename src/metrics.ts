@@ -23,6 +23,12 @@ export interface ClusterStats {
   readonly blocks: readonly { readonly pool: string; readonly owned: number }[];
 }
 
+/** Where the gauges read their values. */
+export interface GaugeSources {
+  readonly pools: () => readonly PoolUsage[];
+  readonly cluster: () => ClusterStats;
+}
+
 export class Metrics {
   readonly registry = new Registry();
   private readonly calls = this.histogram('ovsnet_docker_call_duration_seconds', 'Latency of Docker plugin calls, by method and HTTP status', ['method', 'status']);
@@ -39,17 +45,27 @@ export class Metrics {
     return new Counter({ name, help, labelNames, registers: [this.registry] });
   }
 
-  constructor(
-    pools: () => readonly PoolUsage[] = () => [],
-    cluster: () => ClusterStats = () => ({ hosts: 0, tunnels: 0, blocks: [] }),
-  ) {
+  /** What the gauges read at scrape time; empty until the daemon connects them (readFrom). */
+  private sources: GaugeSources = { pools: () => [], cluster: () => ({ hosts: 0, tunnels: 0, blocks: [] }) };
+
+  constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
     // Each gauge fills itself at scrape time: from the IPAM index, the registry, the tunnels.
+    const pools = () => this.sources.pools();
+    const cluster = () => this.sources.cluster();
     this.gauge('ovsnet_ipam_pool_size', 'Usable addresses of each pool', () => pools().map((p) => [{ pool: p.pool }, Number(p.capacity)]));
     this.gauge('ovsnet_ipam_pool_used', 'Reserved addresses of each pool', () => pools().map((p) => [{ pool: p.pool }, p.used]));
     this.gauge('ovsnet_hosts', 'Hosts registered in the shared store, this one included', () => [[{}, cluster().hosts]]);
     this.gauge('ovsnet_vxlan_tunnels', 'VXLAN tunnel ports this host keeps to its peers', () => [[{}, cluster().tunnels]]);
     this.gauge('ovsnet_ipam_blocks_owned', 'Blocks of each shared (logical network) pool this host owns', () => cluster().blocks.map((b) => [{ pool: b.pool }, b.owned]));
+  }
+
+  /**
+   * Connects the gauges to what they read. The daemon builds Metrics first (the store, OVSDB and
+   * the server report to it) and calls this last, once IPAM, the registry and the tunnels exist.
+   */
+  readFrom(sources: GaugeSources): void {
+    this.sources = sources;
   }
 
   /** A gauge whose values (by label set) are read at scrape time. */

@@ -2,9 +2,9 @@
  * The operator's commands: `ovsnet status|networks|endpoints|ipam|doctor [--json]`. Human
  * tables by default, JSON with --json. They read the daemon's store, so they work while it runs.
  */
-import fs from 'node:fs';
 import type { Config } from '../config.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
+import { chooseDatapath } from '../host-info.js';
 import { describeStore, openStore } from '../store/open.js';
 import { daemonAnswers, doctor, endpoints, hosts, networks, pools } from './inspect.js';
 
@@ -35,7 +35,7 @@ function table(rows: readonly Record<string, unknown>[]): string {
 export async function runCommand(command: Command, json: boolean, config: Config): Promise<number> {
   const store = openStore(config.store, Math.min(config.storeTimeoutMs, 3000));
   const ovs = new Ovsdb(config.ovsdb, 2000);
-  const datapath = config.datapath === 'auto' ? (fs.existsSync('/sys/module/openvswitch') ? 'system' : 'netdev') : config.datapath;
+  const datapath = chooseDatapath(config.datapath);
   const print = (human: string, data: unknown) => process.stdout.write(`${json ? JSON.stringify(data, null, 2) : human}\n`);
   try {
     switch (command) {

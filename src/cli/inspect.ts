@@ -14,7 +14,7 @@ import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/record
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
-import { defaultRouteAddress, interfaceOf } from '../host-info.js';
+import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host-info.js';
 import type { HostRecord } from '../store/hosts.js';
 
 export interface NetworkRow {
@@ -172,7 +172,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   } catch (err) {
     checks.push({ check: 'openvswitch', ok: false, detail: messageOf(err), fix: 'install openvswitch-switch and start it (ovs-ctl start), or set OVSNET_OVSDB' });
   }
-  const kernel = fs.existsSync('/sys/module/openvswitch');
+  const kernel = ovsKernelModuleLoaded();
   checks.push({
     check: 'datapath',
     ok: true,

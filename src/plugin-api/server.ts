@@ -1,6 +1,6 @@
 /**
  * buildServer(deps): the Fastify instance answering Docker on the plugin socket. It never
- * listens (main.ts does); tests call inject() or listen themselves.
+ * listens (src/daemon/daemon.ts does); tests call inject() or listen themselves.
  *
  * The wire as Docker speaks it (docs/docker-plugin-protocol.md §1): every call is a
  * POST with no Content-Type, possibly an empty body; success is HTTP 200 with a JSON body (at

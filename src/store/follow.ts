@@ -1,13 +1,14 @@
 /**
  * Follows the keys under a prefix: a snapshot, then a watch from the revision after it. When the
  * watch ends (a lost stream, a compacted revision) it starts over with a new snapshot and watch,
- * retried with backoff (1 s doubling to 30 s) until that works or stop() is called. No change is
- * missed: each snapshot replaces everything the owner knew.
+ * retried with jittered backoff (about 1 s growing to 30 s, src/retry.ts) until that works or
+ * stop() is called. No change is missed: each snapshot replaces everything the owner knew.
  *
  * Idempotency: start() once; stop() any number of times. The owner keeps no watcher of its own.
  */
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
+import { keepTrying, seconds } from '../retry.js';
 import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
 
 export interface FollowOptions {
@@ -21,13 +22,10 @@ export interface FollowOptions {
   readonly onEvents: (events: readonly WatchEvent[]) => void;
 }
 
-const FIRST_RETRY_MS = 1000;
-const MAX_RETRY_MS = 30_000;
-
 export class Follower {
   private watcher: Watcher | undefined;
-  private timer: NodeJS.Timeout | undefined;
-  private stopped = false;
+  /** Aborted by stop(): ends a pending retry. */
+  private readonly stopping = new AbortController();
   /** Bumped by each start and each ended watch: a stale watch's callbacks are ignored. */
   private generation = 0;
 
@@ -36,7 +34,7 @@ export class Follower {
   /** The first snapshot and watch; fails if the store cannot give them (the caller retries). */
   async start(): Promise<void> {
     const gen = ++this.generation;
-    const current = () => !this.stopped && gen === this.generation;
+    const current = () => !this.stopping.signal.aborted && gen === this.generation;
     // A start again after a partial failure (a retried registry start): the old watch goes.
     const previous = this.watcher;
     this.watcher = undefined;
@@ -54,7 +52,7 @@ export class Follower {
         this.o.log.warn({ err }, `the watch of ${this.o.what} ended (${messageOf(err)}); following again`);
         void this.watcher?.close().catch(() => undefined);
         this.watcher = undefined;
-        this.again(FIRST_RETRY_MS);
+        this.again();
       },
     });
     if (!current()) {
@@ -65,22 +63,19 @@ export class Follower {
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.timer);
+    this.stopping.abort();
     const w = this.watcher;
     this.watcher = undefined;
     await w?.close();
   }
 
-  private again(delayMs: number): void {
-    this.timer = setTimeout(() => {
-      this.start().catch((err: unknown) => {
-        if (this.stopped) return;
-        this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${Math.min(delayMs * 2, MAX_RETRY_MS) / 1000} s`);
-        this.again(Math.min(delayMs * 2, MAX_RETRY_MS));
-      });
-    }, delayMs);
-    this.timer.unref();
+  /** Starts over after a wait, and again after each failure, until it works or stop(). */
+  private again(): void {
+    void keepTrying(() => this.start(), {
+      signal: this.stopping.signal,
+      delayFirst: true,
+      onFailure: (err, delayMs) => this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
+    });
   }
 }
 

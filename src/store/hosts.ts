@@ -9,6 +9,7 @@
  */
 import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
+import { keepTrying, seconds } from '../retry.js';
 import { FollowedRecords } from './follow.js';
 import { keys } from './keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -35,9 +36,9 @@ export interface RegistryOptions {
 
 export class HostRegistry {
   private keeper: LeaseKeeper | undefined;
-  private retry: NodeJS.Timeout | undefined;
   private readonly peers: FollowedRecords<HostRecord>;
-  private stopped = false;
+  /** Aborted by stop(): no registration is retried after it. */
+  private readonly stopping = new AbortController();
   /** Peers already warned about for an MTU unlike this host's. */
   private readonly mtuWarned = new Set<string>();
   /** Called after every change of the peer set. */
@@ -78,21 +79,16 @@ export class HostRegistry {
 
   /** Stops renewing; with `deregister`, the registration goes at once (else at the TTL). */
   async stop(deregister: boolean): Promise<void> {
-    this.stopped = true;
-    clearTimeout(this.retry);
+    this.stopping.abort();
     await this.peers.stop();
     await this.keeper?.stop(deregister);
   }
 
   /** Registers again after the lease was lost, retrying with backoff until it works. */
-  private registerAgain(delayMs: number): void {
-    if (this.stopped) return;
-    this.register().catch((err: unknown) => {
-      if (this.stopped) return;
-      const next = Math.min(delayMs * 2, 30_000);
-      this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${delayMs / 1000} s`);
-      this.retry = setTimeout(() => this.registerAgain(next), delayMs);
-      this.retry.unref();
+  private registerAgain(): void {
+    void keepTrying(() => this.register(), {
+      signal: this.stopping.signal,
+      onFailure: (err, delayMs) => this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
     });
   }
 
@@ -109,9 +105,9 @@ export class HostRegistry {
     }
     const keeper = await LeaseKeeper.start(store, ttlSeconds, {
       onLost: (err) => {
-        if (this.stopped) return;
+        if (this.stopping.signal.aborted) return;
         this.opts.log.warn({ err }, 'host registration lost (the store was unreachable longer than the TTL); registering again');
-        this.registerAgain(1000);
+        this.registerAgain();
       },
       onRetry: (err) => this.opts.log.warn({ err }, 'host keep-alive failed; retrying'),
     });

@@ -1,0 +1,146 @@
+/**
+ * Builds the daemon's objects in dependency order, and nothing more: no socket, no timer, no
+ * store call (like fastify's build() apart from listen()). daemon.ts starts and stops them.
+ *
+ * Each object is made after everything it reads: no closure below refers to one made further
+ * down. Two links run against that order and are made explicit: the driver tells the tunnels
+ * when its networks change (they are built after it, as they read its networks), and the
+ * metrics gauges read IPAM, the registry and the tunnels (connected last, by readFrom).
+ */
+import os from 'node:os';
+import type { FastifyInstance } from 'fastify';
+import type { Config } from '../config.js';
+import { Flows } from '../driver/flows.js';
+import { Links } from '../driver/links.js';
+import { leaveLogical } from '../driver/logical.js';
+import { Nat } from '../driver/nat.js';
+import { NetworkDriver } from '../driver/network-driver.js';
+import { Ovsdb } from '../driver/ovs/ovsdb.js';
+import { Vswitchd } from '../driver/ovs/vswitchd.js';
+import { Tunnels } from '../driver/tunnels.js';
+import { chooseDatapath, defaultRouteAddress, machineId, mtuOfAddress } from '../host-info.js';
+import { hostRoutes } from '../ipam-driver/host-routes.js';
+import { Ipam } from '../ipam-driver/ipam.js';
+import { Reclaimer } from '../ipam-driver/reclaim.js';
+import type { Logger } from '../log.js';
+import { Metrics } from '../metrics.js';
+import { buildServer } from '../plugin-api/server.js';
+import { HostRegistry } from '../store/hosts.js';
+import { openStore } from '../store/open.js';
+import type { Store } from '../store/types.js';
+
+/** Everything the daemon is made of, for daemon.ts to start and stop. */
+export interface Parts {
+  readonly config: Config;
+  readonly log: Logger;
+  readonly metrics: Metrics;
+  /** The store as opened: loaded() says whether it could be opened at all. */
+  readonly raw: ReturnType<typeof openStore>;
+  /** The same store, every call timed. */
+  readonly store: Store;
+  readonly ipam: Ipam;
+  readonly ovs: Ovsdb;
+  readonly datapath: 'system' | 'netdev';
+  /** After adding tunnels or repairing guard flows on the userspace datapath: drop cached flows. */
+  readonly refreshDatapath: (() => Promise<void>) | undefined;
+  readonly links: Links;
+  readonly driver: NetworkDriver;
+  readonly registry: HostRegistry;
+  readonly tunnels: Tunnels;
+  readonly reclaimer: Reclaimer;
+  readonly app: FastifyInstance;
+}
+
+export function assemble(config: Config, log: Logger): Parts {
+  // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
+  const metrics = new Metrics();
+  const raw = openStore(config.store, config.storeTimeoutMs);
+  const store: Store = metrics.instrument(raw);
+  const hostName = config.host.name === '' ? os.hostname() : config.host.name;
+  const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;
+  const tunnelMtu = mtuOfAddress(vtepIp);
+  const ipam = new Ipam({
+    store,
+    log: log.child({ component: 'ipam' }),
+    host: hostName,
+    defaultPools: config.defaultPools,
+    hostRoutes: () => hostRoutes(),
+    readyTimeoutMs: config.storeTimeoutMs,
+    journal: config.journal,
+  });
+  const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs, (m, ok, s) => metrics.observeOvsdb(m, ok, s));
+  const datapath = chooseDatapath(config.datapath);
+  // The userspace datapath can keep flows cached from before a tunnel port existed: after adding
+  // tunnels or after ovs-vswitchd restarted, they are dropped (Vswitchd.purgeFlows).
+  const vswitchd = datapath === 'netdev' ? Vswitchd.besideOvsdb(config.ovsdb, config.storeTimeoutMs) : undefined;
+  const refreshDatapath =
+    vswitchd === undefined
+      ? undefined
+      : async (): Promise<void> => {
+          await ovs.waitApplied();
+          await vswitchd.purgeFlows();
+        };
+  const links = new Links();
+  // The tunnels follow the driver's networks, so they are built after it; the driver reaches
+  // them through this hook, pointed at them once they exist.
+  const networksChanged = { notify: (): void => undefined };
+  const driver = new NetworkDriver({
+    store,
+    log: log.child({ component: 'driver' }),
+    ovs,
+    links,
+    nat: new Nat(),
+    bridge: config.bridge,
+    datapath: () => datapath,
+    host: hostName,
+    flows: new Flows(),
+    pools: ipam,
+    vtepIp,
+    tunnelMtu: () => tunnelMtu,
+    onNetworksChanged: () => networksChanged.notify(),
+  });
+  const registry = new HostRegistry({
+    store,
+    log: log.child({ component: 'hosts' }),
+    self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
+    ttlSeconds: config.host.ttlSeconds,
+  });
+  // VXLAN tunnels follow peers (the registry), members (logical networks) and this host's networks.
+  const tunnels = new Tunnels({
+    store,
+    log: log.child({ component: 'tunnels' }),
+    ovs,
+    self: () => ({ name: hostName, vtepIp }),
+    hosts: () => registry.hosts(),
+    networks: () => driver.localNetworks(),
+    ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
+  });
+  networksChanged.notify = () => tunnels.schedule();
+  registry.onChange = () => tunnels.schedule();
+  const reclaimer = new Reclaimer({
+    store,
+    log: log.child({ component: 'reclaim' }),
+    self: hostName,
+    hosts: () => registry.names(),
+    graceMs: config.host.reclaimGraceSeconds * 1000,
+    leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
+    leavePool: (poolId, host) => ipam.leavePool(poolId, host),
+  });
+  const app = buildServer({
+    log,
+    ipam,
+    driver,
+    metrics,
+    onActivate: () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
+  });
+  // The IPAM usage gauges read the index at scrape time.
+  metrics.readFrom({
+    pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
+    cluster: () => ({
+      hosts: registry.hosts().size,
+      tunnels: tunnels.count,
+      blocks: ipam.usage().flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
+    }),
+  });
+  return { config, log, metrics, raw, store, ipam, ovs, datapath, refreshDatapath, links, driver, registry, tunnels, reclaimer, app };
+}

@@ -1,0 +1,155 @@
+/**
+ * The daemon's life: assemble (assemble.ts), start, stop. Starting listens on the plugin socket
+ * first, then starts a named list of background tasks; stopping runs a named list of closers,
+ * in order. main.ts owns the process: argv, signals and the exit status.
+ */
+import type http from 'node:http';
+import type { Config } from '../config.js';
+import type { Links } from '../driver/links.js';
+import { messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import { listenOnSocket, removeSocket } from '../plugin-api/listen.js';
+import { keepTrying } from '../retry.js';
+import { describeStore } from '../store/open.js';
+import { assemble, type Parts } from './assemble.js';
+
+/** How often the gateway guard flows of logical networks are checked (and put back if lost). */
+const GUARD_CHECK_MS = 10_000;
+
+/** Something started in the background once the socket answers; named for the reader. */
+interface Task {
+  readonly name: string;
+  readonly start: () => void;
+}
+
+/** One step of stopping, in the order they run. */
+interface Closer {
+  readonly name: string;
+  readonly close: () => unknown;
+}
+
+/** Before any exit: the link worker must close its netlink sockets first (links.ts); bounded. */
+function closeLinks(links: Links): Promise<unknown> {
+  return Promise.race([links.close(), new Promise((r) => setTimeout(r, 2000).unref())]);
+}
+
+export class Daemon {
+  private readonly parts: Parts;
+  /** Aborted when stopping: the background tasks' retries end. */
+  private readonly retries = new AbortController();
+  private guards: NodeJS.Timeout | undefined;
+  private metricsServer: http.Server | undefined;
+  private stopping: Promise<void> | undefined;
+
+  constructor(config: Config, log: Logger) {
+    this.parts = assemble(config, log);
+  }
+
+  /**
+   * Listens on the plugin socket, then starts the background work and resolves: the store and
+   * Open vSwitch are reached in the background, retried until they answer. `onFatal` is called
+   * (after the socket is removed) when the store cannot even be opened.
+   */
+  async start(onFatal: (err: unknown) => void): Promise<void> {
+    const { config, log, metrics, datapath, app } = this.parts;
+    // Listen first, reach the store in the background: Docker must never wait on a dead socket.
+    await listenOnSocket(app, config.socket);
+    this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port);
+    for (const task of this.tasks(onFatal)) task.start();
+    // startupMs: from process start to the socket answering (Docker's first call waits on it).
+    log.info(
+      { store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid, startupMs: Math.round(performance.now()) },
+      'ovsnet serving',
+    );
+  }
+
+  /** Finishes the requests in flight and closes everything, in order; once, however often called. */
+  stop(signal: string): Promise<void> {
+    this.stopping ??= this.close(signal);
+    return this.stopping;
+  }
+
+  private tasks(onFatal: (err: unknown) => void): readonly Task[] {
+    const { config, log, raw, ipam, tunnels, registry, reclaimer, driver, metrics, links, refreshDatapath } = this.parts;
+    /** Runs `fn` in the background until it succeeds, saying each failure. */
+    const retried = (name: string, fn: () => Promise<unknown>): Task => ({
+      name,
+      start: () =>
+        void keepTrying(fn, {
+          signal: this.retries.signal,
+          onFailure: (err) => log.warn({ err }, `cannot ${name} yet (${messageOf(err)}); retrying`),
+        }),
+    });
+    return [
+      {
+        name: 'open the store',
+        start: () =>
+          void raw.loaded().catch(async (err: unknown) => {
+            // A store that cannot even be opened (an unwritable file) is fatal: the process leaves.
+            removeSocket(config.socket);
+            await closeLinks(links).catch(() => undefined);
+            onFatal(err);
+          }),
+      },
+      { name: 'load the IPAM index', start: () => ipam.start() },
+      retried('follow logical networks', () => tunnels.start()),
+      {
+        // ovs-vswitchd keeps no OpenFlow rules across a restart: check the gateway guards now and then.
+        name: 'check the gateway guards',
+        start: () => {
+          this.guards = setInterval(() => {
+            driver
+              .checkGuards()
+              .then(async (repaired) => {
+                metrics.observeRepairs(repaired.length, 0);
+                if (repaired.length > 0) await refreshDatapath?.();
+              })
+              .catch((err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`));
+          }, GUARD_CHECK_MS).unref();
+        },
+      },
+      // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
+      { name: 'reclaim departed hosts', start: () => reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000)) },
+      retried('register this host', () => registry.start()),
+      retried('reconcile with Open vSwitch', () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))),
+    ];
+  }
+
+  private closers(): readonly Closer[] {
+    const { app, ipam, reclaimer, tunnels, registry, driver, ovs, links, store } = this.parts;
+    return [
+      { name: 'plugin API (requests in flight)', close: () => app.close() },
+      { name: 'background retries', close: () => this.retries.abort() },
+      { name: 'metrics server', close: () => this.metricsServer?.close() },
+      { name: 'IPAM', close: () => ipam.stop() },
+      { name: 'reclaimer', close: () => reclaimer.stop() },
+      { name: 'gateway guard checks', close: () => clearInterval(this.guards) },
+      { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
+      // Deregistered at once: peers drop this host now, not at the TTL.
+      { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },
+      { name: 'driver calls in flight', close: () => driver.settled() },
+      { name: 'OVSDB connection', close: () => ovs.close() },
+      { name: 'link worker', close: () => closeLinks(links) },
+      { name: 'store', close: () => store.close() },
+    ];
+  }
+
+  /** The closers in order; one that fails ends the sequence (as before), the socket goes anyway. */
+  private async close(signal: string): Promise<void> {
+    const { config, log } = this.parts;
+    log.info({ signal }, 'stopping: finishing requests in flight');
+    try {
+      for (const step of this.closers()) {
+        try {
+          await step.close();
+        } catch (err) {
+          log.warn({ err }, `cannot close the ${step.name} (${messageOf(err)})`);
+          throw err;
+        }
+      }
+    } finally {
+      removeSocket(config.socket);
+      log.info('stopped');
+    }
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * The one retry loop of the daemon's background work (joining the store, following a prefix,
+ * registering the host, reconciling with Open vSwitch): try until it works or the owner stops.
+ *
+ * The delays come from cockatiel's exponential backoff with decorrelated jitter: about 1 s,
+ * 2 s, 4 s ... (medians) up to 30 s, each drawn at random. Jitter matters after an etcd outage:
+ * every host lost the store at the same moment, and without it they would all come back in
+ * lockstep, at the same instants, for as long as they retry.
+ *
+ * cockatiel's own retry policy sleeps through an abort (and calls the function once more after
+ * it), so the loop is ours: the sleep ends at once when the owner aborts, its timer never holds
+ * the process open, and nothing is tried after the abort.
+ */
+import { ExponentialBackoff, type IBackoff } from 'cockatiel';
+
+export interface RetryOptions {
+  /** The owner's stop: no attempt starts after it, and a pending wait ends at once. */
+  readonly signal: AbortSignal;
+  /** Each failure (not after an abort), with the wait before the next attempt. */
+  readonly onFailure: (err: unknown, delayMs: number) => void;
+  /** Wait one delay before the first attempt too (starting over after something was lost). */
+  readonly delayFirst?: boolean;
+  /** Median of the first delay; 1 s unless a test wants it shorter. */
+  readonly initialDelayMs?: number;
+  /** No delay is longer; 30 s unless a test wants it shorter. */
+  readonly maxDelayMs?: number;
+}
+
+/** The delays of one run of retries: jittered, growing to the cap. */
+export function backoffDelays(initialDelayMs = 1000, maxDelayMs = 30_000): () => number {
+  let backoff: IBackoff<unknown> | undefined;
+  const factory = new ExponentialBackoff({ initialDelay: initialDelayMs, maxDelay: maxDelayMs });
+  return () => {
+    backoff = backoff === undefined ? factory.next() : backoff.next(undefined);
+    return backoff.duration;
+  };
+}
+
+/** Resolves after `ms`, or at once when `signal` aborts; never keeps the process alive. */
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    timer.unref();
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Runs `fn` until it resolves: true then, false if `signal` aborted first. Never rejects; each
+ * failure goes to `onFailure`, which says so in the log.
+ */
+export async function keepTrying(fn: () => Promise<unknown>, o: RetryOptions): Promise<boolean> {
+  const next = backoffDelays(o.initialDelayMs, o.maxDelayMs);
+  if (o.delayFirst === true) await sleep(next(), o.signal);
+  for (;;) {
+    if (o.signal.aborted) return false;
+    try {
+      await fn();
+      return true;
+    } catch (err) {
+      if (o.signal.aborted) return false;
+      const delayMs = next();
+      o.onFailure(err, delayMs);
+      await sleep(delayMs, o.signal);
+    }
+  }
+}
+
+/** A wait for a log line: "1.4 s". */
+export function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
