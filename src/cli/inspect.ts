@@ -9,7 +9,7 @@ import path from 'node:path';
 import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
 import { messageOf } from '../errors.js';
-import type { EndpointRecord, NetworkRecord } from '../driver/records.js';
+import type { EndpointRecord, NetworkRecord } from '../driver/records/records.js';
 import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/records.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';

@@ -4,10 +4,10 @@
  * OpenFlow guard that keeps the gateway local (flows.ts). Every step is idempotent, so network
  * creation and reconcile share them.
  */
-import { guardFlows } from './flows.js';
+import { guardFlows } from './ovs/flows.js';
 import { parseCidrAddress } from './addresses.js';
 import type { DriverDeps } from './network-driver.js';
-import type { NetworkRecord } from './records.js';
+import type { NetworkRecord } from './records/records.js';
 
 export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;
 

@@ -6,7 +6,7 @@
  */
 import { OvsnetError } from '../errors.js';
 import { exec } from './exec.js';
-import { GATEWAY_PREFIX, type PortBinding } from './records.js';
+import { GATEWAY_PREFIX, type PortBinding } from './records/records.js';
 
 type Table = 'nat' | 'filter';
 interface Rule {

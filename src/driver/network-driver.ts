@@ -11,19 +11,19 @@
 import { OvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { Store } from '../store/types.js';
-import type { Links } from './links.js';
+import type { Links } from './links/links.js';
 import type { Nat } from './nat.js';
 import { parseNetworkOptions } from './options.js';
 import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
-import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records.js';
+import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
-import type { Flows } from './flows.js';
+import type { Flows } from './ovs/flows.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
-import { joinLogical, leaveLogical } from './logical.js';
-import { DriverRecords } from './driver-records.js';
+import { joinLogical, leaveLogical } from './vxlan/logical.js';
+import { DriverRecords } from './records/driver-records.js';
 
 /** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
 export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;

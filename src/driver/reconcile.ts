@@ -6,10 +6,10 @@ import { messageOf } from '../errors.js';
 import { keys } from '../store/keys.js';
 import { del } from '../store/types.js';
 import { Gateways, guardFlowCount } from './gateway.js';
-import { joinLogical, type LogicalNetwork } from './logical.js';
-import type { DriverRecords } from './driver-records.js';
+import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
+import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './network-driver.js';
-import type { EndpointRecord, NetworkRecord } from './records.js';
+import type { EndpointRecord, NetworkRecord } from './records/records.js';
 
 export class Reconciler {
   constructor(

@@ -6,7 +6,7 @@
 import { OvsnetError } from '../../src/errors.js';
 import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
-import type { VethSpec } from '../../src/driver/links.js';
+import type { VethSpec } from '../../src/driver/links/links.js';
 
 class Failer {
   private readonly pending = new Set<string>();

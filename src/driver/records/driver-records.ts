@@ -4,8 +4,8 @@
  * write of them goes through here, so the copy's rules live in one place: forget before a store
  * write (a write whose answer is lost leaves no copy), keep after one that succeeded.
  */
-import { keys } from '../store/keys.js';
-import { absent, del, get, put, type Store } from '../store/types.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, get, put, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
 import type { EndpointRecord, NetworkRecord } from './records.js';
 

@@ -7,10 +7,10 @@
  * record, members included, is one key changed by compare-and-swap; the last member to leave
  * deletes it and frees the VNI.
  */
-import { OvsnetError } from '../errors.js';
-import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Store } from '../store/types.js';
-import { MAX_VNI } from './options.js';
+import { OvsnetError } from '../../errors.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
+import { MAX_VNI } from '../options.js';
 
 export interface LogicalMember {
   readonly networkId: string;

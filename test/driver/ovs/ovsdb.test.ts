@@ -8,9 +8,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { JsonRpcClient, JsonSplitter } from '../../src/driver/ovs/jsonrpc.js';
-import { Ovsdb } from '../../src/driver/ovs/ovsdb.js';
-import { Vswitchd } from '../../src/driver/ovs/vswitchd.js';
+import { JsonRpcClient, JsonSplitter } from '../../../src/driver/ovs/jsonrpc.js';
+import { Ovsdb } from '../../../src/driver/ovs/ovsdb.js';
+import { Vswitchd } from '../../../src/driver/ovs/vswitchd.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-ovsdb-'));
 const db = path.join(dir, 'conf.db');
