@@ -6,7 +6,7 @@
  */
 import { guardFlows } from './ovs/flows.js';
 import { parseCidrAddress } from './addresses.js';
-import type { DriverDeps } from './network-driver.js';
+import type { DriverDeps } from './deps.js';
 import type { NetworkRecord } from './records/records.js';
 
 export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;

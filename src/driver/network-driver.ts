@@ -9,58 +9,16 @@
  * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
  */
 import { OvsnetError, messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { Store } from '../store/types.js';
-import type { Links } from './links/links.js';
-import type { Nat } from './nat.js';
+import type { DriverDeps } from './deps.js';
 import { parseNetworkOptions } from './options.js';
-import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
 import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
-import type { Flows } from './ovs/flows.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { joinLogical, leaveLogical } from './vxlan/logical.js';
 import { DriverRecords } from './records/driver-records.js';
-
-/** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
-export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
-export type LinksApi = Pick<Links, 'createVeth' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
-export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
-export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway' | 'guardCount'>;
-
-/** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
-export interface SharedPoolsApi {
-  /** Makes the ovsnet pool `cidr` the logical network's; undefined if ovsnet has no such pool. */
-  bindLogical(cidr: string, name: string): Promise<string | undefined>;
-  /** The logical network whose pool `cidr` is, if any. */
-  logicalOf(cidr: string): string | undefined;
-  /** Marks ovsnet's reservation of `address` with the endpoint using it; false if ovsnet holds none. Idempotent. */
-  bindEndpoint(address: string, endpointId: string): Promise<boolean>;
-}
-
-export interface DriverDeps {
-  readonly store: Store;
-  readonly log: Logger;
-  readonly ovs: OvsApi;
-  readonly links: LinksApi;
-  readonly nat: NatApi;
-  readonly bridge: string;
-  readonly datapath: () => DatapathType;
-  /** This host's name in the registry: networks, tags and logical members are per host. */
-  readonly host: string;
-  readonly flows: FlowsApi;
-  readonly pools?: SharedPoolsApi;
-  /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
-  readonly vtepIp?: string;
-  /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
-  readonly tunnelMtu?: () => number | undefined;
-  /** Called after a network of this host is created or deleted (tunnels follow). */
-  readonly onNetworksChanged?: () => void;
-  readonly now?: () => Date;
-}
 
 export interface CreateNetworkRequest {
   readonly networkId: string;

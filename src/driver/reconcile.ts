@@ -8,7 +8,7 @@ import { del } from '../store/types.js';
 import { Gateways, guardFlowCount } from './gateway.js';
 import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
-import type { DriverDeps } from './network-driver.js';
+import type { DriverDeps } from './deps.js';
 import type { EndpointRecord, NetworkRecord } from './records/records.js';
 
 export class Reconciler {

@@ -4,7 +4,7 @@
  * addressing a link that does not. `failNext` makes the next call of a method fail.
  */
 import { OvsnetError } from '../../src/errors.js';
-import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
+import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links/links.js';
 

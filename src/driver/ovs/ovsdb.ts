@@ -28,6 +28,16 @@ export interface OwnPort {
 
 export type DatapathType = 'system' | 'netdev';
 
+/** A new port: its VLAN tag, interface type and options, external_ids, MTU, split horizon. */
+export interface PortOptions {
+  readonly tag: number;
+  readonly type?: string;
+  readonly externalIds: Record<string, string>;
+  readonly options?: Record<string, string>;
+  readonly mtu?: number;
+  readonly protected?: boolean;
+}
+
 export class Ovsdb {
   private readonly rpc: JsonRpcClient;
 
@@ -90,11 +100,7 @@ export class Ovsdb {
    * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates, 'vxlan' for a
    * tunnel (its `options`: remote_ip, local_ip, key).
    */
-  async addPort(
-    bridge: string,
-    name: string,
-    opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string>; mtu?: number; protected?: boolean },
-  ): Promise<void> {
+  async addPort(bridge: string, name: string, opts: PortOptions): Promise<void> {
     const ids = { ...OWNER, ...opts.externalIds };
     await this.transact([
       {

@@ -17,7 +17,7 @@ import { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
 import type { LogicalNetwork } from './logical.js';
 import type { NetworkRecord } from '../records/records.js';
-import type { OvsApi } from '../network-driver.js';
+import type { OvsApi } from '../deps.js';
 
 export interface Tunnel {
   readonly name: string;
