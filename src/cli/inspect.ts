@@ -14,6 +14,7 @@ import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/record
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
+import { endpointOf } from '../driver/ovs/external-ids.js';
 import { defaultRouteAddress, interfaceOf } from '../host-info.js';
 import type { HostRecord } from '../store/hosts.js';
 
@@ -188,7 +189,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   try {
     const nets = await networks(store);
     const eps = new Set((await endpoints(store)).map((e) => e.port));
-    const orphanPorts = (await ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-endpoint'] !== undefined && !eps.has(p.name)).map((p) => p.name);
+    const orphanPorts = (await ovs.ownPorts()).filter((p) => endpointOf(p) !== undefined && !eps.has(p.name)).map((p) => p.name);
     checks.push({
       check: 'orphan ports',
       ok: orphanPorts.length === 0,
@@ -275,8 +276,7 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
   const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
   const iface = vtep === undefined ? undefined : interfaceOf(vtep);
   if (datapath === 'netdev' && logical > 0) {
-    const [sel] = await ovs.transact([{ op: 'select', table: 'Interface', where: [['name', '==', iface ?? '']], columns: ['type'] }]);
-    const onOvs = ((sel?.rows as { type?: string }[] | undefined) ?? []).some((r) => r.type === 'internal');
+    const onOvs = (await ovs.interfaceType(iface ?? '')) === 'internal';
     checks.push({
       check: 'vxlan',
       ok: onOvs,

@@ -6,6 +6,7 @@
  */
 import { guardFlows } from './ovs/flows.js';
 import { parseCidrAddress } from './addresses.js';
+import { gatewayIds } from './ovs/external-ids.js';
 import type { DriverDeps } from './deps.js';
 import type { NetworkRecord } from './records/records.js';
 
@@ -34,7 +35,7 @@ export class Gateways {
         tag: n.tag,
         type: 'internal',
         mtu: n.mtu,
-        externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' },
+        externalIds: gatewayIds(n.networkId),
       });
     } else {
       await this.deps.ovs.setMtu(port, n.mtu);

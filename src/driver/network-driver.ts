@@ -19,6 +19,7 @@ import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { joinLogical, leaveLogical } from './vxlan/logical.js';
 import { DriverRecords } from './records/driver-records.js';
+import { endpointIds } from './ovs/external-ids.js';
 
 export interface CreateNetworkRequest {
   readonly networkId: string;
@@ -222,7 +223,7 @@ export class NetworkDriver {
       await this.deps.ovs.deletePort(ep.hostVeth);
       await this.deps.ovs.addPort(network.bridge, ep.hostVeth, {
         tag: network.tag,
-        externalIds: { 'ovsnet-network': networkId, 'ovsnet-endpoint': endpointId },
+        externalIds: endpointIds(networkId, endpointId),
       });
     } catch (err) {
       await this.rollback(undo, 'join', endpointId);

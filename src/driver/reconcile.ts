@@ -9,6 +9,7 @@ import { Gateways, guardFlowCount } from './gateway.js';
 import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './deps.js';
+import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
 import type { EndpointRecord, NetworkRecord } from './records/records.js';
 
 export class Reconciler {
@@ -40,7 +41,7 @@ export class Reconciler {
       await this.gateways.guard(n);
     }
     for (const port of await this.deps.ovs.ownPorts()) {
-      const ep = port.externalIds['ovsnet-endpoint'];
+      const ep = endpointOf(port);
       if (ep !== undefined && !endpoints.has(ep)) {
         await this.deps.ovs.deletePort(port.name);
         await this.deps.links.deleteLink(port.name);
@@ -49,13 +50,13 @@ export class Reconciler {
         // A joined endpoint whose veth is gone: its container's namespace died with it (a
         // dockerd restart without live-restore). Docker releases the address, but sends
         // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
-        const net = port.externalIds['ovsnet-network'] ?? '';
+        const net = networkOf(port) ?? '';
         await this.deps.ovs.deletePort(port.name);
         await this.records.deleteEndpoint(net, ep);
         removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
       }
-      const role = port.externalIds['ovsnet-role'];
-      const net = port.externalIds['ovsnet-network'];
+      const role = roleOf(port);
+      const net = networkOf(port);
       if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
         await this.deps.ovs.deletePort(port.name);
         removed.push(port.name);

@@ -5,6 +5,7 @@
  */
 import { OvsnetError } from '../../src/errors.js';
 import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
+import { OWNER } from '../../src/driver/ovs/external-ids.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links/links.js';
 
@@ -43,7 +44,7 @@ export class FakeOvs extends Failer implements OvsApi {
       bridge,
       tag: opts.tag,
       type: opts.type ?? '',
-      externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds },
+      externalIds: { ...OWNER, ...opts.externalIds },
       ...(opts.options === undefined ? {} : { options: opts.options }),
       ...(opts.protected === undefined ? {} : { protected: opts.protected }),
     });

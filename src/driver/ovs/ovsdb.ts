@@ -8,10 +8,10 @@
  * endpoint or role) so that a restarted ovsnet finds its own ports again.
  */
 import { OvsnetError } from '../../errors.js';
+import { OWNER } from './external-ids.js';
 import { JsonRpcClient } from './jsonrpc.js';
 
 const DB = 'Open_vSwitch';
-export const OWNER = { 'ovsnet-owner': 'ovsnet' } as const;
 
 type Row = Record<string, unknown>;
 type Op = Record<string, unknown>;
@@ -128,6 +128,13 @@ export class Ovsdb {
       // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
     ]);
+  }
+
+  /** The type of the interface named (internal, vxlan, '' for a kernel device); undefined if none. */
+  async interfaceType(name: string): Promise<string | undefined> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Interface', where: [['name', '==', name]], columns: ['type'] }]);
+    const type = ((sel?.rows as Row[] | undefined) ?? [])[0]?.type;
+    return typeof type === 'string' ? type : undefined;
   }
 
   /** Pins an interface's MTU (mtu_request); idempotent. */
