@@ -8,6 +8,7 @@
  * deletes it and frees the VNI.
  */
 import { OvsnetError } from '../../errors.js';
+import { decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
 import { MAX_VNI } from '../options.js';
@@ -90,7 +91,7 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       }
       continue;
     }
-    const current = JSON.parse(kv.value) as LogicalNetwork;
+    const current = decodeRecord<LogicalNetwork>(key, kv.value);
     const why = mismatch(current, req);
     if (why !== '') throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `${describeLogical(current)}; ${why}`);
     const mine = current.members[req.host];
@@ -114,7 +115,7 @@ export async function leaveLogical(store: Store, name: string, host: string, net
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
     const kv = await store.get(key);
     if (kv === undefined) return;
-    const current = JSON.parse(kv.value) as LogicalNetwork;
+    const current = decodeRecord<LogicalNetwork>(key, kv.value);
     const mine = current.members[host];
     if (mine === undefined || (networkId !== undefined && mine.networkId !== networkId)) return;
     const members = Object.fromEntries(Object.entries(current.members).filter(([h]) => h !== host));
