@@ -1,7 +1,7 @@
 /**
  * A network's way out: the gateway port (an OVS internal port holding the gateway addresses on
  * the host, its MTU pinned), masquerading for its IPv4 subnets, and for logical networks the
- * OpenFlow guard that keeps the gateway local (flows.ts). Every step is idempotent, so network
+ * OpenFlow guard that keeps the gateway local (ovs/flows.ts). Every step is idempotent, so network
  * creation and reconcile share them.
  */
 import { guardFlows } from './ovs/flows.js';
@@ -13,7 +13,7 @@ import type { NetworkRecord } from './records/records.js';
 export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;
 
 /** The gateway addresses of a network, without their prefix lengths. */
-export function gatewaysOf(n: NetworkRecord): string[] {
+function gatewaysOf(n: NetworkRecord): string[] {
   return [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
 }
 

@@ -67,16 +67,6 @@ export class Nat {
     for (const r of portRules(endpointId, address, ports)) await this.remove(r);
   }
 
-  /** The rules of ovsnet's chains, for checks and the operator's view. */
-  async list(): Promise<string[]> {
-    const out: string[] = [];
-    for (const [table, chain] of [['nat', CHAINS.masquerade], ['nat', CHAINS.dnat], ['filter', CHAINS.forward]] as const) {
-      const r = await exec(this.iptables, ['-w', '-t', table, '-S', chain]);
-      if (r.code === 0) out.push(...r.stdout.split('\n').filter((l) => l.startsWith('-A')));
-    }
-    return out;
-  }
-
   private ensureChains(): Promise<void> {
     this.chainsReady ??= (async () => {
       for (const [table, chain] of [['nat', CHAINS.masquerade], ['nat', CHAINS.dnat], ['filter', CHAINS.forward]] as const) {

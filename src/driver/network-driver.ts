@@ -139,7 +139,7 @@ export class NetworkDriver {
       throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`);
     }
     for (const a of [req.address, req.addressV6]) if (a !== '') parseCidrAddress(a, 'Interface.Address');
-    const mac = req.mac === '' ? macFor(req.address, req.endpointId) : req.mac;
+    const mac = req.mac === '' ? macFor(req.address) : req.mac;
     const record: EndpointRecord = {
       networkId: network.networkId,
       endpointId: req.endpointId,

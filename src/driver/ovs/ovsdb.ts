@@ -2,10 +2,12 @@
  * OVSDB (RFC 7047) over JSON-RPC: transactions on the Open_vSwitch database, and the
  * datapath operations the driver needs. No ovs-vsctl process on any request path.
  *
- * Idempotency: ensureBridge and ensureInternalPort do nothing when the row exists; addPort
- * fails if a port of that name exists (the caller deletes first); deletePort treats a missing
- * port as done. Ports ovsnet creates carry external_ids (ovsnet-owner=ovsnet, network,
- * endpoint or role) so that a restarted ovsnet finds its own ports again.
+ * Idempotency (each method's, for the driver, in src/driver/deps.ts): ensureBridge does
+ * nothing when the bridge exists (one another ovsnet creates meanwhile counts as made); setMtu
+ * and waitApplied are safe to repeat; addPort fails if a port of that name exists (the caller
+ * deletes first); deletePort treats a missing port as done. Rows ovsnet creates carry external_ids
+ * (external-ids.ts: the owner mark, and a port's network, endpoint or role) so that a
+ * restarted ovsnet finds its own ports again.
  */
 import { OvsnetError } from '../../errors.js';
 import { OWNER } from './external-ids.js';

@@ -47,7 +47,7 @@ export interface JoinRequest {
 
 const MAX_RETRIES = 32;
 
-export function describeLogical(n: LogicalNetwork): string {
+function describeLogical(n: LogicalNetwork): string {
   const subnets = n.subnets.length === 0 ? 'no subnet' : `subnet ${n.subnets.join(', ')}`;
   return `logical network ${n.name} is ${n.encap} VNI ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
 }
