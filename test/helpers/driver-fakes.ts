@@ -141,3 +141,11 @@ export class FakeFlows extends Failer implements FlowsApi {
     return (this.guards.get(`${bridge}/${vni}`)?.length ?? 0) * 2;
   }
 }
+
+/** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
+export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows } {
+  const ovs = new FakeOvs();
+  const links = new FakeLinks();
+  ovs.links = links;
+  return { ovs, links, nat: new FakeNat(), flows: new FakeFlows() };
+}
