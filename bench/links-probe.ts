@@ -5,8 +5,8 @@
  * sent to the link worker (`worker`, what Links does), or none (`idle`). Prints one JSON line.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Links } from '../src/driver/links.js';
-import { NetlinkOps } from '../src/driver/netlink-ops.js';
+import { Links } from '../src/driver/links/links.js';
+import { NetlinkOps } from '../src/driver/links/netlink-ops.js';
 
 const mode = process.argv[2];
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);

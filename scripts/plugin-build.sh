@@ -25,7 +25,7 @@ copy_bin() {
 }
 copy_bin /usr/bin/node
 copy_bin /usr/sbin/iptables
-# ovs-ofctl: the OpenFlow rules guarding logical networks' gateways (src/driver/flows.ts).
+# ovs-ofctl: the OpenFlow rules guarding logical networks' gateways (src/driver/ovs/flows.ts).
 copy_bin /usr/bin/ovs-ofctl
 for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done
 

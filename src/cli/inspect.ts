@@ -9,11 +9,12 @@ import path from 'node:path';
 import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
 import { messageOf } from '../errors.js';
-import type { EndpointRecord, NetworkRecord } from '../driver/records.js';
+import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
 import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/records.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
+import { endpointOf } from '../driver/ovs/external-ids.js';
 import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host-info.js';
 import type { HostRecord } from '../store/hosts.js';
 
@@ -59,8 +60,8 @@ export interface Check {
 }
 
 export async function networks(store: Store): Promise<NetworkRow[]> {
-  const nets = (await store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
-  const eps = (await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => JSON.parse(kv.value) as EndpointRecord);
+  const nets = await listNetworks(store);
+  const eps = await listEndpoints(store);
   return nets.map((n) => ({
     network: n.networkId.slice(0, 12),
     host: n.host ?? '',
@@ -76,10 +77,13 @@ export async function networks(store: Store): Promise<NetworkRow[]> {
 }
 
 export async function endpoints(store: Store): Promise<EndpointRow[]> {
-  return (await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => {
-    const e = JSON.parse(kv.value) as EndpointRecord;
-    return { endpoint: e.endpointId.slice(0, 12), network: e.networkId.slice(0, 12), address: [e.address, e.addressV6].filter((a) => a !== undefined).join(' '), mac: e.mac, port: e.hostVeth };
-  });
+  return (await listEndpoints(store)).map((e) => ({
+    endpoint: e.endpointId.slice(0, 12),
+    network: e.networkId.slice(0, 12),
+    address: [e.address, e.addressV6].filter((a) => a !== undefined).join(' '),
+    mac: e.mac,
+    port: e.hostVeth,
+  }));
 }
 
 /** Pool usage: what `docker network inspect` cannot show for a remote IPAM. */
@@ -188,7 +192,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   try {
     const nets = await networks(store);
     const eps = new Set((await endpoints(store)).map((e) => e.port));
-    const orphanPorts = (await ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-endpoint'] !== undefined && !eps.has(p.name)).map((p) => p.name);
+    const orphanPorts = (await ovs.ownPorts()).filter((p) => endpointOf(p) !== undefined && !eps.has(p.name)).map((p) => p.name);
     checks.push({
       check: 'orphan ports',
       ok: orphanPorts.length === 0,
@@ -213,7 +217,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
           },
   );
   try {
-    const nets = (await store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
+    const nets = await listNetworks(store);
     const bad: string[] = [];
     for (const n of nets) {
       if (n.gatewayPort === undefined) continue;
@@ -227,7 +231,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
       detail: bad.length === 0 ? `gateway ports match their networks' MTU` : bad.join('; '),
       ...(bad.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start sets each gateway port to its network MTU' }),
     });
-    const endpointIds = new Set((await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
+    const endpointIds = new Set((await listEndpoints(store)).map((e) => e.endpointId));
     const orphans = (await store.list(keys.allAddresses)).kvs
       .map((kv) => JSON.parse(kv.value) as Reservation)
       .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
@@ -275,8 +279,7 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
   const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
   const iface = vtep === undefined ? undefined : interfaceOf(vtep);
   if (datapath === 'netdev' && logical > 0) {
-    const [sel] = await ovs.transact([{ op: 'select', table: 'Interface', where: [['name', '==', iface ?? '']], columns: ['type'] }]);
-    const onOvs = ((sel?.rows as { type?: string }[] | undefined) ?? []).some((r) => r.type === 'internal');
+    const onOvs = (await ovs.interfaceType(iface ?? '')) === 'internal';
     checks.push({
       check: 'vxlan',
       ok: onOvs,

@@ -10,14 +10,14 @@
 import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.js';
-import { Flows } from '../driver/flows.js';
-import { Links } from '../driver/links.js';
-import { leaveLogical } from '../driver/logical.js';
+import { Flows } from '../driver/ovs/flows.js';
+import { Links } from '../driver/links/links.js';
+import { leaveLogical } from '../driver/vxlan/logical.js';
 import { Nat } from '../driver/nat.js';
 import { NetworkDriver } from '../driver/network-driver.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { Vswitchd } from '../driver/ovs/vswitchd.js';
-import { Tunnels } from '../driver/tunnels.js';
+import { Tunnels } from '../driver/vxlan/tunnels.js';
 import { chooseDatapath, defaultRouteAddress, machineId, mtuOfAddress } from '../host-info.js';
 import { hostRoutes } from '../ipam-driver/host-routes.js';
 import { Ipam } from '../ipam-driver/ipam.js';

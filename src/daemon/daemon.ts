@@ -5,7 +5,7 @@
  */
 import type http from 'node:http';
 import type { Config } from '../config.js';
-import type { Links } from '../driver/links.js';
+import type { Links } from '../driver/links/links.js';
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { listenOnSocket, removeSocket } from '../plugin-api/listen.js';

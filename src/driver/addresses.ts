@@ -17,7 +17,7 @@ export function parseCidrAddress(cidr: string, field: string): { family: Family;
  * A locally administered unicast MAC: 02:42 + the IPv4 address, as Docker's bridge driver
  * makes them (stable and readable), or random when the endpoint has no IPv4 address.
  */
-export function macFor(address: string, _endpointId: string): string {
+export function macFor(address: string): string {
   const bytes = address === '' ? Buffer.concat([Buffer.from([0x02]), randomBytes(5)]) : Buffer.concat([Buffer.from([0x02, 0x42]), parseCidrAddress(address, 'Interface.Address').bytes]);
   return [...bytes].map((b) => b.toString(16).padStart(2, '0')).join(':');
 }

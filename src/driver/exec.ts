@@ -1,6 +1,9 @@
 /**
- * The one place ovsnet runs a child process (iptables, for NAT: nothing on the Join path),
- * with a timeout, and errors that carry the command and its stderr.
+ * The one place ovsnet runs a child process: iptables (nat.ts) and ovs-ofctl (ovs/flows.ts),
+ * never on the Join path. It never rejects: it answers the exit code (127 when the command
+ * could not start, or was killed at the timeout, 10 s unless said), stdout, and stderr (the
+ * spawn error's message when the command wrote none); callers make their coded error from it,
+ * naming the command and its stderr.
  */
 import { execFile } from 'node:child_process';
 

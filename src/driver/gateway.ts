@@ -1,18 +1,19 @@
 /**
  * A network's way out: the gateway port (an OVS internal port holding the gateway addresses on
  * the host, its MTU pinned), masquerading for its IPv4 subnets, and for logical networks the
- * OpenFlow guard that keeps the gateway local (flows.ts). Every step is idempotent, so network
+ * OpenFlow guard that keeps the gateway local (ovs/flows.ts). Every step is idempotent, so network
  * creation and reconcile share them.
  */
-import { guardFlows } from './flows.js';
+import { guardFlows } from './ovs/flows.js';
 import { parseCidrAddress } from './addresses.js';
-import type { DriverDeps } from './network-driver.js';
-import type { NetworkRecord } from './records.js';
+import { gatewayIds } from './ovs/external-ids.js';
+import type { DriverDeps } from './deps.js';
+import type { NetworkRecord } from './records/records.js';
 
 export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;
 
 /** The gateway addresses of a network, without their prefix lengths. */
-export function gatewaysOf(n: NetworkRecord): string[] {
+function gatewaysOf(n: NetworkRecord): string[] {
   return [...n.ipv4, ...n.ipv6].flatMap((d) => (d.gateway === undefined ? [] : [d.gateway.split('/')[0] ?? '']));
 }
 
@@ -34,7 +35,7 @@ export class Gateways {
         tag: n.tag,
         type: 'internal',
         mtu: n.mtu,
-        externalIds: { 'ovsnet-network': n.networkId, 'ovsnet-role': 'gateway' },
+        externalIds: gatewayIds(n.networkId),
       });
     } else {
       await this.deps.ovs.setMtu(port, n.mtu);

@@ -9,85 +9,20 @@
  * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
  */
 import { OvsnetError, messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
-import type { Store } from '../store/types.js';
-import type { Links } from './links.js';
-import type { Nat } from './nat.js';
-import { parseNetworkOptions } from './options.js';
-import type { DatapathType, Ovsdb } from './ovs/ovsdb.js';
-import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records.js';
+import type { DriverDeps } from './deps.js';
+import { parseNetworkOptions, type NetworkOptions } from './options.js';
+import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
+import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTag, releaseTag } from './tags.js';
-import type { Flows } from './flows.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
-import { joinLogical, leaveLogical } from './logical.js';
-import { DriverRecords } from './driver-records.js';
-
-/** The side effects the driver uses: the real modules, or in-memory fakes in unit tests. */
-export type OvsApi = Pick<Ovsdb, 'ensureBridge' | 'bridgeExists' | 'addPort' | 'deletePort' | 'ownPorts' | 'waitApplied' | 'setMtu'>;
-export type LinksApi = Pick<Links, 'createVeth' | 'deleteLink' | 'exists' | 'list' | 'configureAddress'>;
-export type NatApi = Pick<Nat, 'addNetwork' | 'removeNetwork' | 'addPorts' | 'removePorts'>;
-export type FlowsApi = Pick<Flows, 'guardGateway' | 'unguardGateway' | 'guardCount'>;
-
-/** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
-export interface SharedPoolsApi {
-  /** Makes the ovsnet pool `cidr` the logical network's; undefined if ovsnet has no such pool. */
-  bindLogical(cidr: string, name: string): Promise<string | undefined>;
-  /** The logical network whose pool `cidr` is, if any. */
-  logicalOf(cidr: string): string | undefined;
-  /** Marks ovsnet's reservation of `address` with the endpoint using it; false if ovsnet holds none. Idempotent. */
-  bindEndpoint(address: string, endpointId: string): Promise<boolean>;
-}
-
-export interface DriverDeps {
-  readonly store: Store;
-  readonly log: Logger;
-  readonly ovs: OvsApi;
-  readonly links: LinksApi;
-  readonly nat: NatApi;
-  readonly bridge: string;
-  readonly datapath: () => DatapathType;
-  /** This host's name in the registry: networks, tags and logical members are per host. */
-  readonly host: string;
-  readonly flows: FlowsApi;
-  readonly pools?: SharedPoolsApi;
-  /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
-  readonly vtepIp?: string;
-  /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
-  readonly tunnelMtu?: () => number | undefined;
-  /** Called after a network of this host is created or deleted (tunnels follow). */
-  readonly onNetworksChanged?: () => void;
-  readonly now?: () => Date;
-}
-
-export interface CreateNetworkRequest {
-  readonly networkId: string;
-  readonly options: Record<string, unknown>;
-  readonly ipv4: readonly IpData[];
-  readonly ipv6: readonly IpData[];
-}
-
-export interface CreateEndpointRequest {
-  readonly networkId: string;
-  readonly endpointId: string;
-  readonly address: string;
-  readonly addressV6: string;
-  readonly mac: string;
-  readonly portmap: readonly PortBinding[];
-}
-
-export interface JoinResult {
-  readonly srcName: string;
-  readonly gateway: string;
-  readonly gatewayV6: string;
-}
-
-const DEFAULT_MTU = 1500;
-/** Outer IPv4 (20) + UDP (8) + VXLAN (8) + inner Ethernet (14) headers. */
-export const VXLAN_OVERHEAD = 50;
-type Undo = () => Promise<void>;
+import { leaveLogical } from './vxlan/logical.js';
+import { joinSegment, segmentMtu } from './vxlan/segment.js';
+import { undoAll, type Undo } from './undo.js';
+import { DriverRecords } from './records/driver-records.js';
+import { endpointIds } from './ovs/external-ids.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
@@ -114,83 +49,69 @@ export class NetworkDriver {
     return this.ports.run(() => this.createNetworkLocked(req));
   }
 
+  /**
+   * options -> logical network -> tag -> bridge -> gateway -> guard flows -> record: each step
+   * queues its undo once it has acted, and a failure undoes them in reverse.
+   */
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
     const opts = parseNetworkOptions(req.options);
-    const existing = await this.network(req.networkId, false);
-    if (existing !== undefined) return; // the same request again: created already
+    if ((await this.network(req.networkId, false)) !== undefined) return; // the same request again: created already
     const undo: Undo[] = [];
-    const { host, store } = this.deps;
     try {
-      const subnets = [...req.ipv4, ...req.ipv6].map((d) => d.pool);
-      let vni: number | undefined;
-      if (opts.logical !== undefined) {
-        const name = opts.logical;
-        if (this.deps.vtepIp === '') {
-          throw new OvsnetError(
-            'LOGICAL_NETWORK_INVALID',
-            `logical network ${name} needs this host's tunnel address, and none was found (no default route): set OVSNET_VTEP_IP to the address other hosts reach this one at`,
-          );
-        }
-        const logical = await joinLogical(store, {
-          name, vni: opts.tag, subnets, internal: opts.internal, host, networkId: req.networkId, now: this.now(),
-          // Under the port mutex no other create runs here: a member without a record is a leftover.
-          isLeftover: async (other) => (await this.network(other, false)) === undefined,
-        });
-        undo.push(() => leaveLogical(store, name, host, req.networkId));
-        for (const s of subnets) {
-          if ((await this.deps.pools?.bindLogical(s, name)) === undefined) {
-            throw new OvsnetError(
-              'LOGICAL_NETWORK_INVALID',
-              `logical network ${name} needs ovsnet's IPAM for subnet ${s}, so that addresses are unique across hosts: create it with --ipam-driver ovsnet`,
-            );
-          }
-        }
-        vni = logical.vni;
-      } else {
-        for (const s of subnets) {
-          const other = this.deps.pools?.logicalOf(s);
-          if (other !== undefined) {
-            throw new OvsnetError(
-              'LOGICAL_NETWORK_MISMATCH',
-              `subnet ${s} belongs to logical network ${other}: add -o ovsnet.network=${other} -o ovsnet.encap=vxlan to join it, or choose another subnet`,
-            );
-          }
-        }
-      }
-      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels.
-      const tag = await claimTag(store, host, req.networkId, vni === undefined ? opts.tag : undefined);
-      undo.push(() => releaseTag(store, host, tag, req.networkId));
-      const gw4 = req.ipv4.find((d) => d.gateway !== undefined);
-      const hasGateway = !opts.internal && (gw4 !== undefined || req.ipv6.some((d) => d.gateway !== undefined));
-      const record: NetworkRecord = {
-        networkId: req.networkId,
-        host,
-        ...(opts.logical === undefined || vni === undefined ? {} : { logical: opts.logical, vni }),
-        bridge: this.deps.bridge,
-        tag,
-        mtu: opts.mtu ?? (vni === undefined ? DEFAULT_MTU : (this.deps.tunnelMtu?.() ?? DEFAULT_MTU) - VXLAN_OVERHEAD),
-        internal: opts.internal,
-        ipv4: req.ipv4,
-        ipv6: req.ipv6,
-        ...(hasGateway ? { gatewayPort: names.gateway(req.networkId) } : {}),
-        createdAt: this.now().toISOString(),
-      };
+      const vni = await joinSegment(this.deps, {
+        networkId: req.networkId, opts, subnets: [...req.ipv4, ...req.ipv6].map((d) => d.pool), now: this.now,
+        // Under the port mutex no other create runs here: a member without a record is a leftover.
+        isLeftover: async (other) => (await this.network(other, false)) === undefined,
+      }, undo);
+      const tag = await this.claimTag(req.networkId, vni === undefined ? opts.tag : undefined, undo);
+      const record = this.networkRecord(req, opts, tag, vni);
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
-      if (record.gatewayPort !== undefined) {
-        undo.push(() => this.gateways.remove(record));
-        await this.gateways.ensure(record);
-      }
-      if (record.vni !== undefined && record.gatewayPort !== undefined) {
-        undo.push(() => this.gateways.unguard(record));
-        await this.gateways.guard(record);
-      }
+      await this.addGateway(record, undo);
+      await this.guardGateway(record, undo);
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
       this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu }, 'network created');
       this.deps.onNetworksChanged?.();
     } catch (err) {
-      await this.rollback(undo, 'create network', req.networkId);
+      await undoAll(undo, this.deps.log, 'create network', req.networkId);
       throw err;
     }
+  }
+
+  /** A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels. */
+  private async claimTag(networkId: string, wanted: number | undefined, undo: Undo[]): Promise<number> {
+    const tag = await claimTag(this.deps.store, this.deps.host, networkId, wanted);
+    undo.push(() => releaseTag(this.deps.store, this.deps.host, tag, networkId));
+    return tag;
+  }
+
+  private networkRecord(req: CreateNetworkRequest, opts: NetworkOptions, tag: number, vni: number | undefined): NetworkRecord {
+    const hasGateway = !opts.internal && [...req.ipv4, ...req.ipv6].some((d) => d.gateway !== undefined);
+    return {
+      networkId: req.networkId,
+      host: this.deps.host,
+      ...(opts.logical === undefined || vni === undefined ? {} : { logical: opts.logical, vni }),
+      bridge: this.deps.bridge,
+      tag,
+      mtu: segmentMtu(opts.mtu, vni, this.deps.tunnelMtu),
+      internal: opts.internal,
+      ipv4: req.ipv4,
+      ipv6: req.ipv6,
+      ...(hasGateway ? { gatewayPort: names.gateway(req.networkId) } : {}),
+      createdAt: this.now().toISOString(),
+    };
+  }
+
+  private async addGateway(record: NetworkRecord, undo: Undo[]): Promise<void> {
+    if (record.gatewayPort === undefined) return;
+    undo.push(() => this.gateways.remove(record));
+    await this.gateways.ensure(record);
+  }
+
+  /** Only logical networks' gateways are guarded (the same address on every host). */
+  private async guardGateway(record: NetworkRecord, undo: Undo[]): Promise<void> {
+    if (record.vni === undefined || record.gatewayPort === undefined) return;
+    undo.push(() => this.gateways.unguard(record));
+    await this.gateways.guard(record);
   }
 
   deleteNetwork(networkId: string): Promise<void> {
@@ -218,7 +139,7 @@ export class NetworkDriver {
       throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`);
     }
     for (const a of [req.address, req.addressV6]) if (a !== '') parseCidrAddress(a, 'Interface.Address');
-    const mac = req.mac === '' ? macFor(req.address, req.endpointId) : req.mac;
+    const mac = req.mac === '' ? macFor(req.address) : req.mac;
     const record: EndpointRecord = {
       networkId: network.networkId,
       endpointId: req.endpointId,
@@ -264,10 +185,10 @@ export class NetworkDriver {
       await this.deps.ovs.deletePort(ep.hostVeth);
       await this.deps.ovs.addPort(network.bridge, ep.hostVeth, {
         tag: network.tag,
-        externalIds: { 'ovsnet-network': networkId, 'ovsnet-endpoint': endpointId },
+        externalIds: endpointIds(networkId, endpointId),
       });
     } catch (err) {
-      await this.rollback(undo, 'join', endpointId);
+      await undoAll(undo, this.deps.log, 'join', endpointId);
       throw err;
     }
     const gw = (list: readonly IpData[]) => (network.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? ''));
@@ -327,19 +248,12 @@ export class NetworkDriver {
     if (ep !== undefined) await this.unpublish(ep);
   }
 
-  /**
-   * Brings OVS and the kernel in line with the store after a restart: the bridge, every
-   * network's gateway port, address and NAT rules; and removes ports and veths of endpoints
-   * the store no longer has. Returns what it repaired.
-   */
+  /** Brings OVS and the kernel in line with the store after a restart (see Reconciler.reconcile). */
   reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
     return this.ports.run(() => this.reconciler.reconcile());
   }
 
-  /**
-   * Puts back the gateway guard flows of this host's logical networks where the bridge lost
-   * them (ovs-vswitchd keeps no flows across a restart). Returns the networks repaired.
-   */
+  /** Puts back lost gateway guard flows (see Reconciler.checkGuards); returns the networks repaired. */
   checkGuards(): Promise<string[]> {
     return this.ports.run(() => this.reconciler.checkGuards());
   }
@@ -369,12 +283,6 @@ export class NetworkDriver {
     const record = await this.records.endpoint(networkId, endpointId);
     if (record === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
     return record;
-  }
-
-  private async rollback(undo: Undo[], what: string, id: string): Promise<void> {
-    for (const step of undo.reverse()) {
-      await step().catch((err: unknown) => this.deps.log.error({ err, id }, `undoing a failed ${what}: ${messageOf(err)}`));
-    }
   }
 
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {

@@ -5,13 +5,12 @@
  */
 import { OvsnetError } from '../errors.js';
 
-export const GENERIC = 'com.docker.network.generic';
-export const MTU_OPTION = 'com.docker.network.driver.mtu';
-export const INTERNAL = 'com.docker.network.internal';
-export const ENABLE_IPV6 = 'com.docker.network.enable_ipv6';
+const GENERIC = 'com.docker.network.generic';
+const MTU_OPTION = 'com.docker.network.driver.mtu';
+const INTERNAL = 'com.docker.network.internal';
 
 /** ovsnet's own `-o` keys and their valid values. */
-export const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
+const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
   'ovsnet.tag': 'a VLAN tag from 1 to 4094, or with ovsnet.encap=vxlan a VNI from 1 to 16777215 (default: the next free one)',
   'ovsnet.encap': 'vlan (one host, the default) or vxlan (a logical network across hosts; needs ovsnet.network)',
   'ovsnet.network': 'the name of a logical network shared by hosts: 1-64 letters, digits, "-", "_" or "." (needs ovsnet.encap=vxlan)',

@@ -3,19 +3,21 @@
  * mutex): at start and on every Plugin.Activate, and the gateway guard flows every few seconds.
  */
 import { messageOf } from '../errors.js';
+import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
-import { del } from '../store/types.js';
+import { releaseOrphanTags } from './tags.js';
 import { Gateways, guardFlowCount } from './gateway.js';
-import { joinLogical, type LogicalNetwork } from './logical.js';
-import type { DriverRecords } from './driver-records.js';
-import type { DriverDeps } from './network-driver.js';
-import type { EndpointRecord, NetworkRecord } from './records.js';
+import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
+import type { DriverRecords } from './records/driver-records.js';
+import type { DriverDeps } from './deps.js';
+import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
+import type { NetworkRecord } from './records/records.js';
 
 export class Reconciler {
   constructor(
     private readonly deps: DriverDeps,
     private readonly gateways: Gateways,
-    private readonly records: Pick<DriverRecords, 'localNetworks' | 'deleteEndpoint'>,
+    private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints' | 'deleteEndpoint'>,
     private readonly now: () => Date,
   ) {}
 
@@ -28,7 +30,7 @@ export class Reconciler {
     const repaired: string[] = [];
     const removed: string[] = [];
     const networks = await this.records.localNetworks();
-    const endpoints = new Set((await this.deps.store.list(keys.root + 'endpoints/')).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
+    const endpoints = new Set((await this.records.allEndpoints()).map((e) => e.endpointId));
     if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
     await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
     for (const n of networks) {
@@ -40,7 +42,7 @@ export class Reconciler {
       await this.gateways.guard(n);
     }
     for (const port of await this.deps.ovs.ownPorts()) {
-      const ep = port.externalIds['ovsnet-endpoint'];
+      const ep = endpointOf(port);
       if (ep !== undefined && !endpoints.has(ep)) {
         await this.deps.ovs.deletePort(port.name);
         await this.deps.links.deleteLink(port.name);
@@ -49,24 +51,21 @@ export class Reconciler {
         // A joined endpoint whose veth is gone: its container's namespace died with it (a
         // dockerd restart without live-restore). Docker releases the address, but sends
         // DeleteEndpoint only to a plugin it has activated since, so ovsnet cleans up itself.
-        const net = port.externalIds['ovsnet-network'] ?? '';
+        const net = networkOf(port) ?? '';
         await this.deps.ovs.deletePort(port.name);
         await this.records.deleteEndpoint(net, ep);
         removed.push(`${port.name} (stale endpoint ${ep.slice(0, 12)})`);
       }
-      const role = port.externalIds['ovsnet-role'];
-      const net = port.externalIds['ovsnet-network'];
+      const role = roleOf(port);
+      const net = networkOf(port);
       if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
         await this.deps.ovs.deletePort(port.name);
         removed.push(port.name);
       }
     }
     // VLAN tags of this host held by no network: a create that failed, or whose answer was lost.
-    const ids = new Set(networks.map((n) => n.networkId));
-    for (const kv of (await this.deps.store.list(keys.vlanTags(this.deps.host))).kvs) {
-      if (ids.has(kv.value)) continue;
-      await this.deps.store.txn({ compares: [{ key: kv.key, target: 'value', op: '==', value: kv.value }], success: [del(kv.key)] });
-      removed.push(`VLAN tag ${kv.key.split('/').pop() ?? '?'} of no network`);
+    for (const tag of await releaseOrphanTags(this.deps.store, this.deps.host, new Set(networks.map((n) => n.networkId)))) {
+      removed.push(`VLAN tag ${tag} of no network`);
     }
     const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
     for (const link of await this.deps.links.list('ovh')) {
@@ -106,7 +105,7 @@ export class Reconciler {
     if (name === undefined) return false;
     try {
       const kv = await this.deps.store.get(keys.logicalNetwork(name));
-      const members = kv === undefined ? {} : (JSON.parse(kv.value) as LogicalNetwork).members;
+      const members = kv === undefined ? {} : decodeRecord<LogicalNetwork>(kv.key, kv.value).members;
       if (members[this.deps.host]?.networkId === n.networkId) return false;
       await joinLogical(this.deps.store, {
         name, vni: n.vni, subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool), internal: n.internal,

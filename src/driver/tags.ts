@@ -32,6 +32,20 @@ export async function claimTag(store: Store, host: string, networkId: string, wa
   throw new OvsnetError('TAGS_EXHAUSTED', 'VLAN tags are being claimed too fast; retry');
 }
 
+/**
+ * Frees this host's VLAN tags held by none of `networkIds` (a create that failed, or whose
+ * answer was lost), each only if still held by what was read. Returns the tags freed.
+ */
+export async function releaseOrphanTags(store: Store, host: string, networkIds: ReadonlySet<string>): Promise<string[]> {
+  const freed: string[] = [];
+  for (const kv of (await store.list(keys.vlanTags(host))).kvs) {
+    if (networkIds.has(kv.value)) continue;
+    await store.txn({ compares: [{ key: kv.key, target: 'value', op: '==', value: kv.value }], success: [del(kv.key)] });
+    freed.push(kv.key.split('/').pop() ?? '?');
+  }
+  return freed;
+}
+
 /** Frees the tag if this network holds it; idempotent. */
 export async function releaseTag(store: Store, host: string, tag: number, networkId: string): Promise<void> {
   await store.txn({

@@ -7,7 +7,7 @@ import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { createLogger } from '../../src/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from '../helpers/driver-fakes.js';
+import { fakeSideEffects } from '../helpers/driver-fakes.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-drv-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -16,11 +16,7 @@ let n = 0;
 function setup(t: Test, datapath: 'system' | 'netdev' = 'netdev') {
   const store = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
   t.teardown(() => store.close());
-  const ovs = new FakeOvs();
-  const links = new FakeLinks();
-  ovs.links = links;
-  const nat = new FakeNat();
-  const flows = new FakeFlows();
+  const { ovs, links, nat, flows } = fakeSideEffects();
   const driver = new NetworkDriver({ store, log: createLogger('silent'), ovs, links, nat, flows, host: 'h1', bridge: 'br0', datapath: () => datapath });
   return { store, ovs, links, nat, driver };
 }

@@ -4,9 +4,10 @@
  * addressing a link that does not. `failNext` makes the next call of a method fail.
  */
 import { OvsnetError } from '../../src/errors.js';
-import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/network-driver.js';
+import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
+import { OWNER } from '../../src/driver/ovs/external-ids.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
-import type { VethSpec } from '../../src/driver/links.js';
+import type { VethSpec } from '../../src/driver/links/links.js';
 
 class Failer {
   private readonly pending = new Set<string>();
@@ -43,7 +44,7 @@ export class FakeOvs extends Failer implements OvsApi {
       bridge,
       tag: opts.tag,
       type: opts.type ?? '',
-      externalIds: { 'ovsnet-owner': 'ovsnet', ...opts.externalIds },
+      externalIds: { ...OWNER, ...opts.externalIds },
       ...(opts.options === undefined ? {} : { options: opts.options }),
       ...(opts.protected === undefined ? {} : { protected: opts.protected }),
     });
@@ -139,4 +140,12 @@ export class FakeFlows extends Failer implements FlowsApi {
   async guardCount(bridge: string, vni: number): Promise<number> {
     return (this.guards.get(`${bridge}/${vni}`)?.length ?? 0) * 2;
   }
+}
+
+/** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
+export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows } {
+  const ovs = new FakeOvs();
+  const links = new FakeLinks();
+  ovs.links = links;
+  return { ovs, links, nat: new FakeNat(), flows: new FakeFlows() };
 }

@@ -1,9 +1,9 @@
 /**
- * Run by test/driver/links.test.ts inside a network namespace of its own (unshare -n): drives
+ * Run by test/driver/links/links.test.ts inside a network namespace of its own (unshare -n): drives
  * the real Links (netlink from the link worker) and prints what it saw as one JSON line.
  */
 import { execFileSync } from 'node:child_process';
-import { Links } from '../../src/driver/links.js';
+import { Links } from '../../src/driver/links/links.js';
 
 const links = new Links();
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });

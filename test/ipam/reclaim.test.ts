@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { joinLogical, leaveLogical } from '../../src/driver/logical.js';
+import { joinLogical, leaveLogical } from '../../src/driver/vxlan/logical.js';
 import { Reclaimer } from '../../src/ipam-driver/reclaim.js';
 import { createLogger } from '../../src/log.js';
 import { keys } from '../../src/store/keys.js';

@@ -77,8 +77,6 @@ export class JsonRpcClient {
   private readonly pending = new Map<number, Pending>();
   private backoffMs = 0;
   private closed = false;
-  /** Called for every notification (e.g. "update" of a monitor). */
-  onNotification: ((method: string, params: unknown) => void) | undefined;
 
   private readonly peer: string;
 
@@ -175,10 +173,7 @@ export class JsonRpcClient {
       socket.write(JSON.stringify({ id: msg.id, result: msg.params, error: null }));
       return;
     }
-    if (typeof msg.method === 'string') {
-      this.onNotification?.(msg.method, msg.params);
-      return;
-    }
+    if (typeof msg.method === 'string') return; // a notification: ovsnet subscribes to none (no monitor)
     const p = typeof msg.id === 'number' ? this.pending.get(msg.id) : undefined;
     if (p === undefined) return;
     this.pending.delete(msg.id as number);

@@ -2,16 +2,18 @@
  * OVSDB (RFC 7047) over JSON-RPC: transactions on the Open_vSwitch database, and the
  * datapath operations the driver needs. No ovs-vsctl process on any request path.
  *
- * Idempotency: ensureBridge and ensureInternalPort do nothing when the row exists; addPort
- * fails if a port of that name exists (the caller deletes first); deletePort treats a missing
- * port as done. Ports ovsnet creates carry external_ids (ovsnet-owner=ovsnet, network,
- * endpoint or role) so that a restarted ovsnet finds its own ports again.
+ * Idempotency (each method's, for the driver, in src/driver/deps.ts): ensureBridge does
+ * nothing when the bridge exists (one another ovsnet creates meanwhile counts as made); setMtu
+ * and waitApplied are safe to repeat; addPort fails if a port of that name exists (the caller
+ * deletes first); deletePort treats a missing port as done. Rows ovsnet creates carry external_ids
+ * (external-ids.ts: the owner mark, and a port's network, endpoint or role) so that a
+ * restarted ovsnet finds its own ports again.
  */
 import { OvsnetError } from '../../errors.js';
+import { OWNER } from './external-ids.js';
 import { JsonRpcClient } from './jsonrpc.js';
 
 const DB = 'Open_vSwitch';
-export const OWNER = { 'ovsnet-owner': 'ovsnet' } as const;
 
 type Row = Record<string, unknown>;
 type Op = Record<string, unknown>;
@@ -27,6 +29,16 @@ export interface OwnPort {
 }
 
 export type DatapathType = 'system' | 'netdev';
+
+/** A new port: its VLAN tag, interface type and options, external_ids, MTU, split horizon. */
+export interface PortOptions {
+  readonly tag: number;
+  readonly type?: string;
+  readonly externalIds: Record<string, string>;
+  readonly options?: Record<string, string>;
+  readonly mtu?: number;
+  readonly protected?: boolean;
+}
 
 export class Ovsdb {
   private readonly rpc: JsonRpcClient;
@@ -90,11 +102,7 @@ export class Ovsdb {
    * `type` is '' for a kernel device (veth), 'internal' for a port OVS creates, 'vxlan' for a
    * tunnel (its `options`: remote_ip, local_ip, key).
    */
-  async addPort(
-    bridge: string,
-    name: string,
-    opts: { tag: number; type?: string; externalIds: Record<string, string>; options?: Record<string, string>; mtu?: number; protected?: boolean },
-  ): Promise<void> {
+  async addPort(bridge: string, name: string, opts: PortOptions): Promise<void> {
     const ids = { ...OWNER, ...opts.externalIds };
     await this.transact([
       {
@@ -122,6 +130,13 @@ export class Ovsdb {
       // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
     ]);
+  }
+
+  /** The type of the interface named (internal, vxlan, '' for a kernel device); undefined if none. */
+  async interfaceType(name: string): Promise<string | undefined> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Interface', where: [['name', '==', name]], columns: ['type'] }]);
+    const type = ((sel?.rows as Row[] | undefined) ?? [])[0]?.type;
+    return typeof type === 'string' ? type : undefined;
   }
 
   /** Pins an interface's MTU (mtu_request); idempotent. */

@@ -1,6 +1,6 @@
 /** The OpenFlow rules guarding a logical network's gateway, and how ovs-ofctl is called. */
 import t from 'tap';
-import { Flows, guardFlows } from '../../src/driver/flows.js';
+import { Flows, guardFlows } from '../../../src/driver/ovs/flows.js';
 
 t.test('ARP for IPv4 gateways, neighbour discovery for IPv6 ones, from the VNI\'s tunnels only', async (t) => {
   t.same(guardFlows(7, ['10.1.0.1', 'fd00:1::1']), [

@@ -54,5 +54,5 @@ export const names = {
   hostVeth: (endpointId: string) => `ovh${endpointId.slice(0, 12)}`,
   containerVeth: (endpointId: string) => `ovc${endpointId.slice(0, 12)}`,
   gateway: (networkId: string) => `${GATEWAY_PREFIX}${networkId.slice(0, 12)}`,
-  // Tunnel ports: tunnelName() in tunnels.ts (ovx + VNI + peer).
+  // Tunnel ports: tunnelName() in vxlan/tunnels.ts (ovx + VNI + peer).
 } as const;

@@ -8,9 +8,9 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { JsonRpcClient, JsonSplitter } from '../../src/driver/ovs/jsonrpc.js';
-import { Ovsdb } from '../../src/driver/ovs/ovsdb.js';
-import { Vswitchd } from '../../src/driver/ovs/vswitchd.js';
+import { JsonRpcClient, JsonSplitter } from '../../../src/driver/ovs/jsonrpc.js';
+import { Ovsdb } from '../../../src/driver/ovs/ovsdb.js';
+import { Vswitchd } from '../../../src/driver/ovs/vswitchd.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-ovsdb-'));
 const db = path.join(dir, 'conf.db');
@@ -110,6 +110,9 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   await t.rejects(ovs.addPort('nobr', 'p2', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED' });
   const own = await ovs.ownPorts();
   t.same(own.map((p) => [p.name, p.tag, p.externalIds['ovsnet-endpoint']]), [['p1', 7, 'e1']], 'only ovsnet-owned ports, p2 was not left behind');
+  t.equal(await ovs.interfaceType('p1'), '', 'a kernel device\'s interface has type ""');
+  t.equal(await ovs.interfaceType('br0'), 'internal', 'the bridge\'s own interface is internal');
+  t.equal(await ovs.interfaceType('nope'), undefined, 'no such interface');
   await ovs.deletePort('p1');
   await ovs.deletePort('p1');
   t.same(await ovs.ownPorts(), []);

@@ -7,10 +7,11 @@
  * record, members included, is one key changed by compare-and-swap; the last member to leave
  * deletes it and frees the VNI.
  */
-import { OvsnetError } from '../errors.js';
-import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Store } from '../store/types.js';
-import { MAX_VNI } from './options.js';
+import { OvsnetError } from '../../errors.js';
+import { decodeRecord } from '../../store/decode.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
+import { MAX_VNI } from '../options.js';
 
 export interface LogicalMember {
   readonly networkId: string;
@@ -46,7 +47,7 @@ export interface JoinRequest {
 
 const MAX_RETRIES = 32;
 
-export function describeLogical(n: LogicalNetwork): string {
+function describeLogical(n: LogicalNetwork): string {
   const subnets = n.subnets.length === 0 ? 'no subnet' : `subnet ${n.subnets.join(', ')}`;
   return `logical network ${n.name} is ${n.encap} VNI ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
 }
@@ -90,7 +91,7 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       }
       continue;
     }
-    const current = JSON.parse(kv.value) as LogicalNetwork;
+    const current = decodeRecord<LogicalNetwork>(key, kv.value);
     const why = mismatch(current, req);
     if (why !== '') throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `${describeLogical(current)}; ${why}`);
     const mine = current.members[req.host];
@@ -114,7 +115,7 @@ export async function leaveLogical(store: Store, name: string, host: string, net
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
     const kv = await store.get(key);
     if (kv === undefined) return;
-    const current = JSON.parse(kv.value) as LogicalNetwork;
+    const current = decodeRecord<LogicalNetwork>(key, kv.value);
     const mine = current.members[host];
     if (mine === undefined || (networkId !== undefined && mine.networkId !== networkId)) return;
     const members = Object.fromEntries(Object.entries(current.members).filter(([h]) => h !== host));

@@ -9,15 +9,16 @@
  * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
  */
 import { createHash } from 'node:crypto';
-import { messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
-import { keys, unpart } from '../store/keys.js';
-import type { HostRecord } from '../store/hosts.js';
-import { FollowedRecords } from '../store/follow.js';
-import type { Store } from '../store/types.js';
+import { messageOf } from '../../errors.js';
+import type { Logger } from '../../log.js';
+import { keys, unpart } from '../../store/keys.js';
+import type { HostRecord } from '../../store/hosts.js';
+import { FollowedRecords } from '../../store/follow.js';
+import type { Store } from '../../store/types.js';
 import type { LogicalNetwork } from './logical.js';
-import type { NetworkRecord } from './records.js';
-import type { OvsApi } from './network-driver.js';
+import type { NetworkRecord } from '../records/records.js';
+import type { OvsApi } from '../deps.js';
+import { remoteOf, roleOf, tunnelIds } from '../ovs/external-ids.js';
 
 export interface Tunnel {
   readonly name: string;
@@ -125,13 +126,13 @@ export class Tunnels {
   private async sync(): Promise<void> {
     const self = this.deps.self();
     const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical.records, this.deps.hosts());
-    const have = (await this.deps.ovs.ownPorts()).filter((p) => p.externalIds['ovsnet-role'] === 'tunnel');
+    const have = (await this.deps.ovs.ownPorts()).filter((p) => roleOf(p) === 'tunnel');
     const byName = new Map(wanted.map((w) => [w.name, w]));
     const added: string[] = [];
     const removed: string[] = [];
     for (const port of have) {
       const w = byName.get(port.name);
-      if (w !== undefined && port.externalIds['ovsnet-remote'] === w.remoteIp && port.tag === w.tag) continue;
+      if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag) continue;
       await this.deps.ovs.deletePort(port.name);
       removed.push(port.name);
     }
@@ -143,7 +144,7 @@ export class Tunnels {
         type: 'vxlan',
         protected: true,
         options: { remote_ip: w.remoteIp, key: String(w.vni), ...(self.vtepIp === '' ? {} : { local_ip: self.vtepIp }) },
-        externalIds: { 'ovsnet-role': 'tunnel', 'ovsnet-peer': w.peer, 'ovsnet-remote': w.remoteIp, 'ovsnet-vni': String(w.vni) },
+        externalIds: tunnelIds(w.peer, w.remoteIp, w.vni),
       });
       added.push(w.name);
     }

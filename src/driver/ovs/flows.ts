@@ -11,8 +11,8 @@
  * (NetworkDriver.checkGuards) puts them back after it restarts. Each network's flows carry a
  * cookie of its own (a prefix + the VNI).
  */
-import { OvsnetError } from '../errors.js';
-import { exec, type ExecResult } from './exec.js';
+import { OvsnetError } from '../../errors.js';
+import { exec, type ExecResult } from '../exec.js';
 
 const COOKIE_PREFIX = 0x0f5en << 48n;
 const cookieOf = (vni: number) => `0x${(COOKIE_PREFIX | BigInt(vni)).toString(16)}`;

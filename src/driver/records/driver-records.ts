@@ -3,11 +3,28 @@
  * endpoint on it), read through this process's copy of them (record-cache.ts). Every read and
  * write of them goes through here, so the copy's rules live in one place: forget before a store
  * write (a write whose answer is lost leaves no copy), keep after one that succeeded.
+ *
+ * listNetworks() and listEndpoints() read every host's records straight from the store, for
+ * whoever has only a Store (the operator's commands, reconcile).
  */
-import { keys } from '../store/keys.js';
-import { absent, del, get, put, type Store } from '../store/types.js';
+import { decodeRecord } from '../../store/decode.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, get, put, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
 import type { EndpointRecord, NetworkRecord } from './records.js';
+
+/** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
+const ALL_ENDPOINTS = `${keys.root}endpoints/`;
+
+/** Every network record in the store, of every host. */
+export async function listNetworks(store: Store): Promise<NetworkRecord[]> {
+  return (await store.list(keys.networks)).kvs.map((kv) => decodeRecord<NetworkRecord>(kv.key, kv.value));
+}
+
+/** Every endpoint record in the store, of every network and host. */
+export async function listEndpoints(store: Store): Promise<EndpointRecord[]> {
+  return (await store.list(ALL_ENDPOINTS)).kvs.map((kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
+}
 
 export class DriverRecords {
   private readonly networks = new RecordCache<NetworkRecord>();
@@ -31,8 +48,12 @@ export class DriverRecords {
 
   /** This host's networks, from the store. */
   async localNetworks(): Promise<NetworkRecord[]> {
-    const all = (await this.store.list(keys.networks)).kvs.map((kv) => JSON.parse(kv.value) as NetworkRecord);
-    return all.filter((n) => n.host === undefined || n.host === this.host);
+    return (await listNetworks(this.store)).filter((n) => n.host === undefined || n.host === this.host);
+  }
+
+  /** Every endpoint in the store (of every host), not through the copy. */
+  allEndpoints(): Promise<EndpointRecord[]> {
+    return listEndpoints(this.store);
   }
 
   /** Writes the record unless one exists; false when one did (a concurrent identical request's). */
@@ -61,7 +82,7 @@ export class DriverRecords {
       this.endpoints.set(key, record);
       return record;
     }
-    return JSON.parse(res.gets[0]?.value ?? '{}') as EndpointRecord;
+    return decodeRecord<EndpointRecord>(key, res.gets[0]?.value ?? '{}');
   }
 
   async updateEndpoint(record: EndpointRecord): Promise<void> {
@@ -79,6 +100,6 @@ export class DriverRecords {
 
   private async load<T>(key: string): Promise<T | undefined> {
     const kv = await this.store.get(key);
-    return kv === undefined ? undefined : (JSON.parse(kv.value) as T);
+    return kv === undefined ? undefined : decodeRecord<T>(key, kv.value);
   }
 }

@@ -6,7 +6,7 @@
  * again if it dies; a request it was holding then fails.
  */
 import { Worker } from 'node:worker_threads';
-import { OvsnetError, messageOf } from '../errors.js';
+import { OvsnetError, messageOf } from '../../errors.js';
 import type { LinkOp, LinkOps, LinkReply, LinkRequest } from './link-worker.js';
 import type { VethSpec } from './netlink-ops.js';
 

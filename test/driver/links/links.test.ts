@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 
-const CHILD = fileURLToPath(new URL('../helpers/links-child.js', import.meta.url));
+const CHILD = fileURLToPath(new URL('../../helpers/links-child.js', import.meta.url));
 
 t.test('veth pairs, offloads, addresses and deletion over netlink; the process exits cleanly', async (t) => {
   const r = spawnSync('unshare', ['-n', '--', process.execPath, CHILD], { encoding: 'utf8', timeout: 30_000 });

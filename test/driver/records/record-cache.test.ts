@@ -1,5 +1,5 @@
 import t from 'tap';
-import { RecordCache } from '../../src/driver/record-cache.js';
+import { RecordCache } from '../../../src/driver/records/record-cache.js';
 
 t.test('a record read once is served from the copy; forget and forgetPrefix drop it', async (t) => {
   const c = new RecordCache<string>();

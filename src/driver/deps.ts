@@ -1,0 +1,116 @@
+/**
+ * The side effects the network driver uses, one interface each: the real modules (ovs/ovsdb.ts,
+ * links/links.ts, nat.ts, ovs/flows.ts, the IPAM driver) in the daemon, in-memory fakes in unit
+ * tests (test/helpers/driver-fakes.ts). Each method says whether a repeat is safe and who
+ * cleans up what it made, so that a create's undo and reconcile know what they may call again.
+ */
+import type { Logger } from '../log.js';
+import type { Store } from '../store/types.js';
+import type { VethSpec } from './links/links.js';
+import type { DatapathType, OwnPort, PortOptions } from './ovs/ovsdb.js';
+import type { PortBinding } from './records/records.js';
+
+/** Open vSwitch's database (OVSDB): the bridge and its ports. */
+export interface OvsApi {
+  /**
+   * Creates the bridge if missing. Idempotent (an existing bridge is left as it is, one another
+   * ovsnet creates meanwhile counts as made). Nothing removes it: the bridge outlives networks.
+   */
+  ensureBridge(bridge: string, datapath: DatapathType): Promise<void>;
+  /** Whether the bridge exists. A read. */
+  bridgeExists(bridge: string): Promise<boolean>;
+  /**
+   * Adds a port and its interface, tagged and carrying ovsnet's external_ids. Not idempotent:
+   * fails if a port of that name exists (callers deletePort first). Who made it removes it
+   * (deletePort); reconcile removes ports of endpoints and networks the store no longer has.
+   */
+  addPort(bridge: string, name: string, opts: PortOptions): Promise<void>;
+  /** Removes a port from whichever bridge holds it. Idempotent: a missing port is done. */
+  deletePort(name: string): Promise<void>;
+  /** Every port ovsnet created (found by its external_ids). A read. */
+  ownPorts(): Promise<OwnPort[]>;
+  /** Waits until ovs-vswitchd has applied the configuration so far. Safe to repeat. */
+  waitApplied(): Promise<void>;
+  /** Pins an interface's MTU. Idempotent; fails if no such interface. */
+  setMtu(name: string, mtu: number): Promise<void>;
+}
+
+/** Kernel links, over netlink. */
+export interface LinksApi {
+  /**
+   * Creates a veth pair, host end up. Not idempotent unless `spec.replace` (a leftover of that
+   * name is deleted first); a failed create leaves no link. The caller deletes it (deleteLink).
+   */
+  createVeth(spec: VethSpec): Promise<void>;
+  /** Deletes a link (its veth peer goes with it). Idempotent: a missing link is done. */
+  deleteLink(name: string): Promise<void>;
+  /** Whether a link of this name exists. A read. */
+  exists(name: string): Promise<boolean>;
+  /** Names of the host's links starting with `prefix`. A read. */
+  list(prefix: string): Promise<string[]>;
+  /**
+   * Sets MTU and up, and gives the link the address. Idempotent. The address goes with the
+   * link (a gateway port removed from OVS takes it).
+   */
+  configureAddress(name: string, family: 4 | 6, address: Buffer, prefixLength: number, mtu: number): Promise<void>;
+}
+
+/** iptables rules in ovsnet's own chains. */
+export interface NatApi {
+  /** Masquerading and forwarding for a subnet through its gateway port. Idempotent (checks first); removeNetwork undoes it. */
+  addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
+  /** Removes what addNetwork added. Idempotent: a missing rule is done. */
+  removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
+  /** DNAT for published ports. Idempotent; on failure removes the rules it added; removePorts undoes it. */
+  addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
+  /** Removes what addPorts added. Idempotent: a missing rule is done. */
+  removePorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
+}
+
+/** OpenFlow rules guarding logical networks' gateways (ovs-vswitchd keeps none across a restart). */
+export interface FlowsApi {
+  /** Installs the guard flows. Idempotent (add-flow replaces an identical flow); unguardGateway undoes it. */
+  guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void>;
+  /** Removes the VNI's guard flows. Idempotent: none left is done. */
+  unguardGateway(bridge: string, vni: number): Promise<void>;
+  /** How many of the VNI's guard flows the bridge has now. A read. */
+  guardCount(bridge: string, vni: number): Promise<number>;
+}
+
+/** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
+export interface SharedPoolsApi {
+  /**
+   * Makes the ovsnet pool `cidr` the logical network's; undefined if ovsnet has no such pool.
+   * Idempotent for the same name; fails if another logical network has the pool. Nothing for
+   * the driver to undo: the binding lives as long as the pool (Docker's ReleasePool ends it).
+   */
+  bindLogical(cidr: string, name: string): Promise<string | undefined>;
+  /** The logical network whose pool `cidr` is, if any. A read. */
+  logicalOf(cidr: string): string | undefined;
+  /**
+   * Marks ovsnet's reservation of `address` with the endpoint using it; false if ovsnet holds
+   * none. Idempotent. The binding goes with the reservation (Docker's ReleaseAddress).
+   */
+  bindEndpoint(address: string, endpointId: string): Promise<boolean>;
+}
+
+export interface DriverDeps {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly ovs: OvsApi;
+  readonly links: LinksApi;
+  readonly nat: NatApi;
+  readonly bridge: string;
+  readonly datapath: () => DatapathType;
+  /** This host's name in the registry: networks, tags and logical members are per host. */
+  readonly host: string;
+  readonly flows: FlowsApi;
+  readonly pools?: SharedPoolsApi;
+  /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
+  readonly vtepIp?: string;
+  /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
+  readonly tunnelMtu?: () => number | undefined;
+  /** Called after a network of this host is created or deleted (tunnels follow). */
+  readonly onNetworksChanged?: () => void;
+  readonly now?: () => Date;
+}
