@@ -9,6 +9,7 @@ ensure_packages
 [ -d node_modules ] || npm ci
 log "build and typecheck"; npx tsc -p tsconfig.json
 log "lint"; npx eslint .
+node scripts/check-layout.mjs src
 start_etcd
 
 # Timing assertions (startup within a second) run alone first, so that the parallel e2e files
