@@ -10,7 +10,8 @@ import type { Config } from '../config.js';
 import { parseCidr, size, usableBounds } from '../cidr.js';
 import { messageOf } from '../errors.js';
 import type { EndpointRecord, NetworkRecord } from '../driver/records.js';
-import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/records.js';
+import { decodeBlock, decodePool, decodeReservation } from '../ipam-driver/records.js';
+import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
@@ -85,11 +86,11 @@ export async function endpoints(store: Store): Promise<EndpointRow[]> {
 /** Pool usage: what `docker network inspect` cannot show for a remote IPAM. */
 export async function pools(store: Store): Promise<PoolRow[]> {
   const snapshot = (await store.list(keys.ipam)).kvs;
-  const records = snapshot.filter((kv) => kv.key.startsWith(keys.pools)).map((kv) => JSON.parse(kv.value) as PoolRecord);
+  const records = snapshot.filter((kv) => kv.key.startsWith(keys.pools)).map(decodePool);
   return records.map((p) => {
     const reservations = snapshot
       .filter((kv) => kv.key.startsWith(keys.addresses(p.poolId)))
-      .map((kv) => JSON.parse(kv.value) as Reservation);
+      .map(decodeReservation);
     const prefix = parseCidr(p.pool);
     const bounds = usableBounds(prefix, p.subPool === undefined ? prefix : parseCidr(p.subPool));
     const usable = bounds === undefined ? 0n : bounds.last - bounds.first + 1n;
@@ -97,7 +98,7 @@ export async function pools(store: Store): Promise<PoolRow[]> {
     for (const r of reservations) byHost[r.host] = (byHost[r.host] ?? 0) + 1;
     const blocks: Record<string, number> = {};
     for (const kv of snapshot.filter((b) => b.key.startsWith(keys.blocks(p.poolId)))) {
-      const owner = (JSON.parse(kv.value) as BlockRecord).host || '(unowned)';
+      const owner = decodeBlock(kv).host || '(unowned)';
       blocks[owner] = (blocks[owner] ?? 0) + 1;
     }
     const used = reservations.length;
@@ -229,7 +230,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     });
     const endpointIds = new Set((await store.list(`${keys.root}endpoints/`)).kvs.map((kv) => (JSON.parse(kv.value) as EndpointRecord).endpointId));
     const orphans = (await store.list(keys.allAddresses)).kvs
-      .map((kv) => JSON.parse(kv.value) as Reservation)
+      .map(decodeReservation)
       .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
     checks.push({
       check: 'orphan reservations',
@@ -261,7 +262,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
 
 /** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
 async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const peers = (await store.list(keys.hosts)).kvs.map((kv) => JSON.parse(kv.value) as HostRecord);
+  const peers = (await store.list(keys.hosts)).kvs.map((kv) => decodeRecord<HostRecord>(kv.key, kv.value));
   const logical = (await store.list(keys.logicalNetworks)).kvs.length;
   if (peers.length <= 1 && logical === 0) return [];
   const checks: Check[] = [];

@@ -27,7 +27,7 @@ import {
 } from '../cidr.js';
 import { PoolIndex, PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
+import { decodePool, decodeReservation, describeHolder, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
 import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
 import { Doubts, type Doubt, type Settled } from './doubts.js';
@@ -155,7 +155,7 @@ export class Ipam {
 
   private async settleDoubt(d: Doubt): Promise<Settled> {
     if (d.kind === 'pool') {
-      const made = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool')).filter((p) => p.token === d.token);
+      const made = (await this.deps.store.list(keys.pools)).kvs.map(decodePool).filter((p) => p.token === d.token);
       for (const p of made) {
         await this.pools.release(p.poolId);
         this.deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
@@ -168,7 +168,7 @@ export class Ipam {
       return 'undone';
     }
     const made = (await this.deps.store.list(keys.addresses(d.poolId))).kvs
-      .map((kv) => parseRecord<Reservation>(kv.value, 'reservation'))
+      .map(decodeReservation)
       .filter((r) => r.token === d.token);
     for (const r of made) {
       await this.releaseAddressOnce(d.poolId, r.address, (cur) => cur.token === d.token);
@@ -309,9 +309,9 @@ export class Ipam {
     const snapshot = await this.deps.store.list(`${keys.addresses(poolId)}`);
     const kv = await this.deps.store.get(keys.pool(poolId));
     if (kv === undefined) return undefined;
-    const pool = this.index.pools.get(poolId) ?? new PoolState(parseRecord<PoolRecord>(kv.value, 'pool'));
+    const pool = this.index.pools.get(poolId) ?? new PoolState(decodePool(kv));
     this.index.pools.set(poolId, pool);
-    for (const a of snapshot.kvs) pool.mark(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value, true);
+    for (const a of snapshot.kvs) pool.mark(parseAddress(decodeReservation(a).address).value, true);
     refreshCount(pool, await this.deps.store.get(keys.poolCount(poolId)));
     return pool;
   }
