@@ -8,7 +8,8 @@
  * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools.ts.
  * - The in-memory PoolIndex finds free addresses; a watch keeps it current with other
  *   processes' writes.
- * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts).
+ * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts keeps
+ *   them, settle.ts undoes them).
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../errors.js';
@@ -30,7 +31,8 @@ import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools
 import { decodePool, decodeReservation, describeHolder, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
 import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
-import { Doubts, type Doubt, type Settled } from './doubts.js';
+import { Doubts } from './doubts.js';
+import { settleDoubt, type SettleDeps } from './settle.js';
 import { bindReservation } from './bind.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
@@ -74,7 +76,14 @@ export class Ipam {
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
     this.local = new OneHostPools(deps.store);
-    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log, deps.journal, deps.doubtConfirmMs);
+    const settle: SettleDeps = {
+      store: deps.store,
+      log: deps.log,
+      host: deps.host,
+      releasePool: (poolId) => this.pools.release(poolId),
+      releaseAddress: (poolId, address, onlyIf) => this.releaseAddressOnce(poolId, address, onlyIf),
+    };
+    this.doubts = new Doubts((d) => settleDoubt(settle, d), deps.log, deps.journal, deps.doubtConfirmMs);
   }
 
   /** Loads the index and starts the watch in the background; requests wait for it. */
@@ -151,30 +160,6 @@ export class Ipam {
   /** Settles unconfirmed changes now (the background does it on its own). */
   settle(): Promise<void> {
     return this.doubts.settleAll();
-  }
-
-  private async settleDoubt(d: Doubt): Promise<Settled> {
-    if (d.kind === 'pool') {
-      const made = (await this.deps.store.list(keys.pools)).kvs.map(decodePool).filter((p) => p.token === d.token);
-      for (const p of made) {
-        await this.pools.release(p.poolId);
-        this.deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
-      }
-      return made.length > 0 ? 'undone' : 'nothing';
-    }
-    if (d.kind === 'release') {
-      // Only the reservation Docker released: this host's, made before the failed release.
-      await this.releaseAddressOnce(d.poolId, d.address, (r) => r.host === this.deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
-      return 'undone';
-    }
-    const made = (await this.deps.store.list(keys.addresses(d.poolId))).kvs
-      .map(decodeReservation)
-      .filter((r) => r.token === d.token);
-    for (const r of made) {
-      await this.releaseAddressOnce(d.poolId, r.address, (cur) => cur.token === d.token);
-      this.deps.log.warn({ poolId: d.poolId, address: r.address }, 'released an address reserved by a request that failed while the store was unreachable');
-    }
-    return made.length > 0 ? 'undone' : 'nothing';
   }
 
   private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {
