@@ -34,6 +34,7 @@ import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js'
 import { Doubts } from './doubts.js';
 import { settleDoubt, type SettleDeps } from './settle.js';
 import { bindReservation } from './bind.js';
+import { poolUsage, type PoolUsage } from './usage.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
@@ -245,20 +246,8 @@ export class Ipam {
   }
 
   /** Pool usage, for status output and tests. */
-  usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint; logical?: string; blocks?: { start: string; host: string; count: number }[] }[] {
-    return [...this.index.pools.values()].map((p) => ({
-      poolId: p.record.poolId,
-      pool: p.record.pool,
-      count: p.used,
-      ...(p.shared
-        ? {
-            logical: p.record.logical ?? '',
-            blocks: [...p.blocks].flatMap(([start, b]) => (b.record === undefined ? [] : [{ start: formatAddress(p.prefix.family, start), host: b.record.host, count: b.record.count }])),
-          }
-        : {}),
-      reserved: p.reserved.count,
-      capacity: p.capacity,
-    }));
+  usage(): PoolUsage[] {
+    return [...this.index.pools.values()].map(poolUsage);
   }
 
   // --- internals -------------------------------------------------------------------------
