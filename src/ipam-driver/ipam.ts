@@ -30,7 +30,6 @@ import { poolUsage, type PoolUsage } from './usage.js';
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
 export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
-  readonly now?: () => Date;
   /** How long a request waits for the first load of the index. */
   readonly readyTimeoutMs: number;
   /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
@@ -52,7 +51,7 @@ const MAX_RETRIES = 64;
 export class Ipam {
   private readonly index = new PoolIndex();
   private readonly sync: IndexSync;
-  private readonly now: () => Date;
+  private readonly now = (): Date => new Date();
 
   private readonly pools: Pools;
   private readonly shared: SharedPools;
@@ -60,7 +59,6 @@ export class Ipam {
   private readonly doubts: Doubts;
 
   constructor(private readonly deps: IpamDeps) {
-    this.now = deps.now ?? (() => new Date());
     this.sync = new IndexSync(this.index, deps);
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });

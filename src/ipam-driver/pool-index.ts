@@ -17,8 +17,7 @@ export interface BlockState {
 }
 
 /** Default block of a shared pool: a /26 (64 addresses), for IPv6 pools as many addresses. */
-export const DEFAULT_BLOCK_BITS = 26;
-
+const DEFAULT_BLOCK_BITS = 26;
 
 /** Addresses per block of a shared pool: --ipam-opt ovsnet.block-size, at most the pool. */
 export function blockSizeOf(record: PoolRecord): bigint {

@@ -10,7 +10,7 @@ import type * as RPC from 'etcd3/lib/rpc.js';
 import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
 import { expireAfterIo } from '../deadline.js';
 import { OvsnetError, messageOf } from '../errors.js';
-import { prefixEnd } from './keys.js';
+import { keys, prefixEnd } from './keys.js';
 import { MAX_PAGE } from './common.js';
 import type {
   Compare,
@@ -151,7 +151,7 @@ export class EtcdStore implements Store {
 
   async revision(): Promise<number> {
     const res = await this.call('revision', () =>
-      this.client.kv.range({ key: b(keysProbe), count_only: true }),
+      this.client.kv.range({ key: b(keys.health), count_only: true }),
     );
     return Number(res.header.revision);
   }
@@ -329,6 +329,3 @@ export class EtcdStore implements Store {
     return new OvsnetError('STORE_CORRUPT', `etcd ${what} failed: ${msg}`, { cause: err });
   }
 }
-
-/** Any key works for a count-only read of the current revision. */
-const keysProbe = '/ovsnet/v1/health';

@@ -20,7 +20,7 @@ export interface EventRow extends Row {
   type: number;
 }
 
-export const SCHEMA = `
+const SCHEMA = `
 CREATE TABLE IF NOT EXISTS kv (
   key TEXT PRIMARY KEY, value TEXT NOT NULL, create_rev INTEGER NOT NULL,
   mod_rev INTEGER NOT NULL, version INTEGER NOT NULL, lease INTEGER NOT NULL DEFAULT 0
