@@ -1,10 +1,9 @@
 /**
- * Pure address math: prefixes and addresses as bigints, parsed and printed through
- * ip-address (RFC 5952 canonical IPv6). No I/O; tested exhaustively in test/unit/cidr.test.ts.
+ * Pure address math, shared by IPAM, the network driver and config: prefixes and addresses as
+ * bigints, parsed and printed through ip-address (RFC 5952 canonical IPv6). No I/O; tested
+ * exhaustively in test/cidr.test.ts.
  */
 import { Address4, Address6 } from 'ip-address';
-
-// Shared by IPAM, the network driver and config: pure, no I/O.
 
 export type Family = 4 | 6;
 
@@ -19,12 +18,6 @@ const WIDTH: Record<Family, number> = { 4: 32, 6: 128 };
 
 export class CidrError extends Error {}
 
-export function familyOf(text: string): Family | undefined {
-  if (Address4.isValid(text) && !text.includes(':')) return 4;
-  if (Address6.isValid(text)) return 6;
-  return undefined;
-}
-
 /** Parses "a.b.c.d" or an IPv6 address (no prefix length). */
 export function parseAddress(text: string): { family: Family; value: bigint } {
   const t = text.trim();
@@ -34,8 +27,9 @@ export function parseAddress(text: string): { family: Family; value: bigint } {
 }
 
 /**
- * Parses "addr/len". Host bits set are cleared ("10.0.0.5/24" is 10.0.0.0/24) unless
- * `keepHost` is asked for, in which case the address is returned too.
+ * Parses "addr/len" into the prefix, host bits cleared (`base`: "10.0.0.5/24" is 10.0.0.0/24),
+ * and the address as written (`address`: 10.0.0.5), for callers that want the host part (an
+ * address Docker sends in CIDR form). prefix() keeps only the prefix.
  */
 export function parseCidr(text: string): Prefix & { address: bigint } {
   const t = text.trim();

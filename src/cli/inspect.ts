@@ -7,10 +7,13 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import type { Config } from '../config.js';
-import { parseCidr, size, usableBounds } from '../cidr.js';
+import { size } from '../cidr.js';
 import { messageOf } from '../errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import type { BlockRecord, PoolRecord, Reservation } from '../ipam-driver/records.js';
+import { PoolIndex } from '../ipam-driver/pool-index.js';
+import { decodeReservation } from '../ipam-driver/records.js';
+import { poolUsage } from '../ipam-driver/usage.js';
+import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
@@ -89,30 +92,29 @@ export async function endpoints(store: Store): Promise<EndpointRow[]> {
 /** Pool usage: what `docker network inspect` cannot show for a remote IPAM. */
 export async function pools(store: Store): Promise<PoolRow[]> {
   const snapshot = (await store.list(keys.ipam)).kvs;
-  const records = snapshot.filter((kv) => kv.key.startsWith(keys.pools)).map((kv) => JSON.parse(kv.value) as PoolRecord);
-  return records.map((p) => {
-    const reservations = snapshot
-      .filter((kv) => kv.key.startsWith(keys.addresses(p.poolId)))
-      .map((kv) => JSON.parse(kv.value) as Reservation);
-    const prefix = parseCidr(p.pool);
-    const bounds = usableBounds(prefix, p.subPool === undefined ? prefix : parseCidr(p.subPool));
-    const usable = bounds === undefined ? 0n : bounds.last - bounds.first + 1n;
+  const index = new PoolIndex();
+  index.load(snapshot);
+  return [...index.pools.values()].map((p) => {
+    const u = poolUsage(p);
     const byHost: Record<string, number> = {};
-    for (const r of reservations) byHost[r.host] = (byHost[r.host] ?? 0) + 1;
+    for (const kv of snapshot) {
+      if (!kv.key.startsWith(keys.addresses(u.poolId))) continue;
+      const { host } = decodeReservation(kv);
+      byHost[host] = (byHost[host] ?? 0) + 1;
+    }
     const blocks: Record<string, number> = {};
-    for (const kv of snapshot.filter((b) => b.key.startsWith(keys.blocks(p.poolId)))) {
-      const owner = (JSON.parse(kv.value) as BlockRecord).host || '(unowned)';
+    for (const b of u.blocks ?? []) {
+      const owner = b.host || '(unowned)';
       blocks[owner] = (blocks[owner] ?? 0) + 1;
     }
-    const used = reservations.length;
     return {
-      pool: p.pool,
-      range: p.subPool ?? p.pool,
-      used,
-      usable: usable.toString(),
-      percent: size(prefix) > 1n << 40n ? '<0.01%' : `${((used / Number(usable === 0n ? 1n : usable)) * 100).toFixed(1)}%`,
+      pool: u.pool,
+      range: p.record.subPool ?? u.pool,
+      used: u.reserved,
+      usable: u.capacity.toString(),
+      percent: size(p.prefix) > 1n << 40n ? '<0.01%' : `${((u.reserved / Number(u.capacity === 0n ? 1n : u.capacity)) * 100).toFixed(1)}%`,
       byHost,
-      logical: p.logical ?? '',
+      logical: u.logical ?? '',
       blocks,
     };
   });
@@ -233,7 +235,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     });
     const endpointIds = new Set((await listEndpoints(store)).map((e) => e.endpointId));
     const orphans = (await store.list(keys.allAddresses)).kvs
-      .map((kv) => JSON.parse(kv.value) as Reservation)
+      .map(decodeReservation)
       .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
     checks.push({
       check: 'orphan reservations',
@@ -265,7 +267,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
 
 /** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
 async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const peers = (await store.list(keys.hosts)).kvs.map((kv) => JSON.parse(kv.value) as HostRecord);
+  const peers = (await store.list(keys.hosts)).kvs.map((kv) => decodeRecord<HostRecord>(kv.key, kv.value));
   const logical = (await store.list(keys.logicalNetworks)).kvs.length;
   if (peers.length <= 1 && logical === 0) return [];
   const checks: Check[] = [];

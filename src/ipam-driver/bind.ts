@@ -7,6 +7,7 @@
 import { containsAddress, parseAddress, parseCidr } from '../cidr.js';
 import { keys } from '../store/keys.js';
 import { modRevisionIs, put, type Store } from '../store/types.js';
+import { decodePool, decodeReservation } from './records.js';
 
 /**
  * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Returns false when
@@ -21,7 +22,7 @@ export async function bindReservation(store: Store, address: string, endpointId:
     for (let attempt = 0; attempt < 8; attempt++) {
       const kv = await store.get(key);
       if (kv === undefined) break;
-      const record = JSON.parse(kv.value) as { endpoint?: string };
+      const record = decodeReservation(kv);
       if (record.endpoint === endpointId) return true;
       const res = await store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, JSON.stringify({ ...record, endpoint: endpointId }))] });
       if (res.succeeded) return true;
@@ -32,6 +33,6 @@ export async function bindReservation(store: Store, address: string, endpointId:
 
 async function poolsHolding(store: Store, address: string): Promise<string[]> {
   const { family, value } = parseAddress(address);
-  const pools = (await store.list(keys.pools)).kvs.map((kv) => JSON.parse(kv.value) as { poolId: string; pool: string });
+  const pools = (await store.list(keys.pools)).kvs.map(decodePool);
   return pools.filter((p) => containsAddress(parseCidr(p.pool), family, value)).map((p) => p.poolId);
 }

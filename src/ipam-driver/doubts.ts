@@ -5,7 +5,7 @@
  * release times out, Docker treats the address as released (it only logs release errors): the
  * reservation would stay forever. So each such failure is remembered here and settled in the
  * background once the store answers again: a reservation or pool the failed request made (found
- * by its token) is released, a release is done again. Each settle step is idempotent.
+ * by its token) is released, a release is done again (settle.ts). Each settle step is idempotent.
  *
  * Finding nothing is not proof at the first look: the lost request can still be on its way
  * through the store (etcd resumed reads it and a later read on another stream can overtake
@@ -29,7 +29,7 @@ export type Doubt =
 const FIRST_DELAY_MS = 500;
 const MAX_DELAY_MS = 5_000;
 /** How long after a first empty look a second one must come before a doubt is dropped. */
-export const CONFIRM_MS = 5_000;
+const CONFIRM_MS = 5_000;
 
 /** What settling a doubt found: something undone (or a release redone), or nothing to undo. */
 export type Settled = 'undone' | 'nothing';
@@ -49,7 +49,6 @@ export class Doubts {
     private readonly log: Logger,
     private readonly journal = '',
     private readonly confirmMs = CONFIRM_MS,
-    private readonly now: () => number = Date.now,
   ) {}
 
   get size(): number {
@@ -103,10 +102,10 @@ export class Doubts {
   private confirmedClear(d: Doubt): boolean {
     const since = this.clearSince.get(d);
     if (since === undefined) {
-      this.clearSince.set(d, this.now());
+      this.clearSince.set(d, Date.now());
       return false;
     }
-    return this.now() - since >= this.confirmMs;
+    return Date.now() - since >= this.confirmMs;
   }
 
   /** Writes what is pending to the journal (removes it when nothing is); never throws. */

@@ -6,37 +6,30 @@
  *   processes and hosts sharing one store. One-host pools keep one count (one-host.ts); pools
  *   shared by a logical network keep one per block, each block owned by a host (shared.ts).
  * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools.ts.
- * - The in-memory PoolIndex finds free addresses; a watch keeps it current with other
- *   processes' writes.
- * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts).
+ * - The in-memory PoolIndex finds free addresses; index-sync.ts keeps it current with other
+ *   processes' writes (a snapshot, then a watch). Addresses a request names are checked in
+ *   address.ts.
+ * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts keeps
+ *   them, settle.ts undoes them).
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../errors.js';
-import { keys } from '../store/keys.js';
-import type { Watcher } from '../store/types.js';
-import {
-  CidrError,
-  containsAddress,
-  defaultGateway,
-  formatAddress,
-  formatWithLength,
-  parseAddress,
-  parseCidr,
-  size,
-  type Family,
-} from '../cidr.js';
-import { PoolIndex, PoolState } from './pool-index.js';
+import { containsAddress, defaultGateway, formatAddress, formatWithLength, parseAddress } from '../cidr.js';
+import { addressIn, checkRequested } from './address.js';
+import { PoolIndex, type PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, parseRecord, type PoolRecord, type Reservation, type ReservationKind } from './records.js';
+import { describeHolder, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
-import { OneHostPools, refreshCount, type AddressStrategy } from './one-host.js';
-import { Doubts, type Doubt, type Settled } from './doubts.js';
+import { OneHostPools, type AddressStrategy } from './one-host.js';
+import { Doubts } from './doubts.js';
+import { IndexSync } from './index-sync.js';
+import { settleDoubt, type SettleDeps } from './settle.js';
 import { bindReservation } from './bind.js';
+import { poolUsage, type PoolUsage } from './usage.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
 
 export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
-  readonly now?: () => Date;
   /** How long a request waits for the first load of the index. */
   readonly readyTimeoutMs: number;
   /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
@@ -57,12 +50,8 @@ const MAX_RETRIES = 64;
 
 export class Ipam {
   private readonly index = new PoolIndex();
-  private watcher: Watcher | undefined;
-  private readyPromise: Promise<void> | undefined;
-  /** True once the index is loaded and watched; false again while a lost watch is rebuilt. */
-  private isReady = false;
-  private stopped = false;
-  private readonly now: () => Date;
+  private readonly sync: IndexSync;
+  private readonly now = (): Date => new Date();
 
   private readonly pools: Pools;
   private readonly shared: SharedPools;
@@ -70,28 +59,29 @@ export class Ipam {
   private readonly doubts: Doubts;
 
   constructor(private readonly deps: IpamDeps) {
-    this.now = deps.now ?? (() => new Date());
+    this.sync = new IndexSync(this.index, deps);
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
     this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
     this.local = new OneHostPools(deps.store);
-    this.doubts = new Doubts((d) => this.settleDoubt(d), deps.log, deps.journal, deps.doubtConfirmMs);
+    const settle: SettleDeps = {
+      store: deps.store,
+      log: deps.log,
+      host: deps.host,
+      releasePool: (poolId) => this.pools.release(poolId),
+      releaseAddress: (poolId, address, onlyIf) => this.releaseAddressOnce(poolId, address, onlyIf),
+    };
+    this.doubts = new Doubts((d) => settleDoubt(settle, d), deps.log, deps.journal, deps.doubtConfirmMs);
   }
 
-  /** Loads the index and starts the watch in the background; requests wait for it. */
+  /** Takes up the journal, loads the index and follows the store in the background; requests wait for it. */
   start(): void {
     this.doubts.load();
-    this.readyPromise ??= this.sync();
-    this.readyPromise.catch((err: unknown) => {
-      this.deps.log.warn({ err }, 'IPAM index not loaded yet; retrying');
-      this.readyPromise = undefined;
-      if (!this.stopped) setTimeout(() => this.start(), 1000).unref();
-    });
+    this.sync.start();
   }
 
   async stop(): Promise<void> {
-    this.stopped = true;
     this.doubts.stop();
-    await this.watcher?.close();
+    await this.sync.stop();
   }
 
   defaultAddressSpaces(): { local: string; global: string } {
@@ -153,36 +143,12 @@ export class Ipam {
     return this.doubts.settleAll();
   }
 
-  private async settleDoubt(d: Doubt): Promise<Settled> {
-    if (d.kind === 'pool') {
-      const made = (await this.deps.store.list(keys.pools)).kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool')).filter((p) => p.token === d.token);
-      for (const p of made) {
-        await this.pools.release(p.poolId);
-        this.deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
-      }
-      return made.length > 0 ? 'undone' : 'nothing';
-    }
-    if (d.kind === 'release') {
-      // Only the reservation Docker released: this host's, made before the failed release.
-      await this.releaseAddressOnce(d.poolId, d.address, (r) => r.host === this.deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
-      return 'undone';
-    }
-    const made = (await this.deps.store.list(keys.addresses(d.poolId))).kvs
-      .map((kv) => parseRecord<Reservation>(kv.value, 'reservation'))
-      .filter((r) => r.token === d.token);
-    for (const r of made) {
-      await this.releaseAddressOnce(d.poolId, r.address, (cur) => cur.token === d.token);
-      this.deps.log.warn({ poolId: d.poolId, address: r.address }, 'released an address reserved by a request that failed while the store was unreachable');
-    }
-    return made.length > 0 ? 'undone' : 'nothing';
-  }
-
   private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {
     await this.ready();
     const pool = await this.pool(req.poolId);
     const bits = pool.prefix.bits;
     if (req.gateway || req.address !== '') {
-      const value = req.address === '' ? defaultGateway(pool.prefix) : this.checkAddress(pool, req.address, req.gateway);
+      const value = req.address === '' ? defaultGateway(pool.prefix) : checkRequested(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
       const taken = await this.strategy(pool).reserve(pool, value, this.reservation(pool, kind, req.name, token));
       if (taken !== undefined) {
@@ -205,9 +171,9 @@ export class Ipam {
   /** Releases the address; with `onlyIf`, only a reservation that passes it (settling a doubt). */
   private async releaseAddressOnce(poolId: string, address: string, onlyIf: ((r: Reservation) => boolean) | undefined): Promise<void> {
     await this.ready();
-    const pool = this.index.pools.get(poolId) ?? (await this.loadPool(poolId));
+    const pool = this.index.pools.get(poolId) ?? (await this.sync.loadPool(poolId));
     if (pool === undefined) return; // the pool is gone, and its reservations with it
-    await this.strategy(pool).release(pool, this.parseIn(pool, address), onlyIf);
+    await this.strategy(pool).release(pool, addressIn(pool, address), onlyIf);
   }
 
   /**
@@ -246,7 +212,7 @@ export class Ipam {
    * Undefined while the index is not loaded (the caller then asks the store).
    */
   poolsHolding(address: string): string[] | undefined {
-    if (!this.isReady) return undefined;
+    if (!this.sync.isReady) return undefined;
     const { family, value } = parseAddress(address);
     return [...this.index.pools.values()].filter((p) => containsAddress(p.prefix, family, value)).map((p) => p.record.poolId);
   }
@@ -260,20 +226,8 @@ export class Ipam {
   }
 
   /** Pool usage, for status output and tests. */
-  usage(): { poolId: string; pool: string; count: number; reserved: number; capacity: bigint; logical?: string; blocks?: { start: string; host: string; count: number }[] }[] {
-    return [...this.index.pools.values()].map((p) => ({
-      poolId: p.record.poolId,
-      pool: p.record.pool,
-      count: p.used,
-      ...(p.shared
-        ? {
-            logical: p.record.logical ?? '',
-            blocks: [...p.blocks].flatMap(([start, b]) => (b.record === undefined ? [] : [{ start: formatAddress(p.prefix.family, start), host: b.record.host, count: b.record.count }])),
-          }
-        : {}),
-      reserved: p.reserved.count,
-      capacity: p.capacity,
-    }));
+  usage(): PoolUsage[] {
+    return [...this.index.pools.values()].map(poolUsage);
   }
 
   // --- internals -------------------------------------------------------------------------
@@ -297,90 +251,17 @@ export class Ipam {
   }
 
   private async pool(poolId: string): Promise<PoolState> {
-    const pool = this.index.pools.get(poolId) ?? (await this.loadPool(poolId));
+    const pool = this.index.pools.get(poolId) ?? (await this.sync.loadPool(poolId));
     if (pool === undefined) {
       throw new OvsnetError('IPAM_POOL_NOT_FOUND', `pool ${JSON.stringify(poolId)} does not exist: it was released, or was never requested from ovsnet`);
     }
     return pool;
   }
 
-  /** A pool another process created that the watch has not delivered yet. */
-  private async loadPool(poolId: string): Promise<PoolState | undefined> {
-    const snapshot = await this.deps.store.list(`${keys.addresses(poolId)}`);
-    const kv = await this.deps.store.get(keys.pool(poolId));
-    if (kv === undefined) return undefined;
-    const pool = this.index.pools.get(poolId) ?? new PoolState(parseRecord<PoolRecord>(kv.value, 'pool'));
-    this.index.pools.set(poolId, pool);
-    for (const a of snapshot.kvs) pool.mark(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value, true);
-    refreshCount(pool, await this.deps.store.get(keys.poolCount(poolId)));
-    return pool;
-  }
-
-  private parseIn(pool: PoolState, address: string): bigint {
-    let parsed: { family: Family; value: bigint };
-    try {
-      if (address.includes('/')) {
-        const c = parseCidr(address);
-        parsed = { family: c.family, value: c.address };
-      } else {
-        parsed = parseAddress(address);
-      }
-    } catch (err) {
-      throw new OvsnetError('IPAM_ADDRESS_INVALID', err instanceof CidrError ? err.message : String(err));
-    }
-    if (!containsAddress(pool.prefix, parsed.family, parsed.value)) {
-      throw new OvsnetError('IPAM_ADDRESS_INVALID', `address ${address} is not in pool ${pool.record.pool}: pick one inside it`);
-    }
-    return parsed.value;
-  }
-
-  private checkAddress(pool: PoolState, address: string, gateway: boolean): bigint {
-    const value = this.parseIn(pool, address);
-    const hostBits = (pool.prefix.family === 4 ? 32 : 128) - pool.prefix.bits;
-    if (hostBits >= 2 && !gateway && value === pool.prefix.base) {
-      throw new OvsnetError('IPAM_ADDRESS_INVALID', `address ${address} is the network address of ${pool.record.pool}; pick one from ${formatAddress(pool.prefix.family, pool.prefix.base + 1n)} on`);
-    }
-    if (hostBits >= 2 && pool.prefix.family === 4 && value === pool.prefix.base + size(pool.prefix) - 1n) {
-      throw new OvsnetError('IPAM_ADDRESS_INVALID', `address ${address} is the broadcast address of ${pool.record.pool}; pick one below it`);
-    }
-    return value;
-  }
-
+  /** Waits for the index's first load (and starts it, with the journal, when start() was not called). */
   private async ready(): Promise<void> {
-    if (this.isReady) return;
-    if (this.readyPromise === undefined) this.start();
-    let timer: NodeJS.Timeout | undefined;
-    try {
-      await Promise.race([
-        this.readyPromise,
-        new Promise((_, reject) => {
-          timer = setTimeout(
-            () => reject(new OvsnetError('NOT_READY', `ovsnet has not reached its store yet (waited ${this.deps.readyTimeoutMs} ms); Docker can retry`)),
-            this.deps.readyTimeoutMs,
-          );
-        }),
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  private async sync(): Promise<void> {
-    const snapshot = await this.deps.store.list(keys.ipam);
-    this.index.load(snapshot.kvs);
-    await this.watcher?.close();
-    this.watcher = await this.deps.store.watch(keys.ipam, snapshot.revision + 1, {
-      onEvents: (events) => events.forEach((e) => this.index.apply(e)),
-      onError: (err) => {
-        if (this.stopped) return;
-        this.deps.log.warn({ err }, 'IPAM watch ended; reloading');
-        this.isReady = false;
-        this.readyPromise = undefined;
-        this.start();
-      },
-    });
-    this.isReady = true;
-    this.deps.log.info({ pools: this.index.pools.size, revision: snapshot.revision }, 'IPAM index loaded');
+    if (this.sync.isReady) return;
+    this.start();
+    await this.sync.ready();
   }
 }
-

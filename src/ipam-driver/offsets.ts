@@ -19,7 +19,7 @@ export interface OffsetSet {
   nextFree(lo: bigint, hi: bigint, from: bigint): bigint | undefined;
 }
 
-export const BITMAP_LIMIT = 1n << 24n;
+const BITMAP_LIMIT = 1n << 24n;
 
 export function offsetSetFor(poolSize: bigint): OffsetSet {
   return poolSize <= BITMAP_LIMIT ? new Bitmap(Number(poolSize)) : new Sparse();

@@ -11,7 +11,7 @@ import { keys } from '../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Store } from '../store/types.js';
 import { formatAddress } from '../cidr.js';
 import type { PoolState } from './pool-index.js';
-import { parseRecord, type Reservation } from './records.js';
+import { decodeReservation, type Reservation } from './records.js';
 
 const MAX_RETRIES = 64;
 
@@ -71,7 +71,7 @@ export class OneHostPools implements AddressStrategy {
       const holder = res.gets[0];
       if (holder !== undefined) {
         pool.mark(value, true);
-        return parseRecord<Reservation>(holder.value, 'reservation');
+        return decodeReservation(holder);
       }
       refreshCount(pool, res.gets[1]);
     }
@@ -83,7 +83,7 @@ export class OneHostPools implements AddressStrategy {
     const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
     // With `onlyIf` (settling a doubt): only that reservation, unchanged since it was read.
     const held = onlyIf === undefined ? undefined : await this.store.get(key);
-    if (onlyIf !== undefined && (held === undefined || !onlyIf(parseRecord<Reservation>(held.value, 'reservation')))) return;
+    if (onlyIf !== undefined && (held === undefined || !onlyIf(decodeReservation(held)))) return;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const next = pool.count - 1;
       const res = await this.store.txn({

@@ -8,7 +8,7 @@ import { keys, unpart } from '../store/keys.js';
 import type { KeyValue, WatchEvent } from '../store/types.js';
 import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from '../cidr.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
-import { parseRecord, type BlockRecord, type PoolRecord } from './records.js';
+import { decodeBlock, decodePool, type BlockRecord, type PoolRecord } from './records.js';
 
 /** A block as last seen: its record (undefined once deleted) and the revision that said so. */
 export interface BlockState {
@@ -17,8 +17,7 @@ export interface BlockState {
 }
 
 /** Default block of a shared pool: a /26 (64 addresses), for IPv6 pools as many addresses. */
-export const DEFAULT_BLOCK_BITS = 26;
-
+const DEFAULT_BLOCK_BITS = 26;
 
 /** Addresses per block of a shared pool: --ipam-opt ovsnet.block-size, at most the pool. */
 export function blockSizeOf(record: PoolRecord): bigint {
@@ -152,7 +151,7 @@ export class PoolIndex {
       case 'pool':
         if (event.type === 'delete') this.pools.delete(p.poolId);
         else {
-          const record = parseRecord<PoolRecord>(event.kv.value, 'pool');
+          const record = decodePool(event.kv);
           const pool = this.pools.get(p.poolId);
           if (pool === undefined) this.pools.set(p.poolId, new PoolState(record));
           else pool.record = record; // shared by a logical network, or its users changed
@@ -160,7 +159,7 @@ export class PoolIndex {
         return;
       case 'block': {
         const pool = this.pools.get(p.poolId);
-        const record = event.type === 'put' ? parseRecord<BlockRecord>(event.kv.value, 'block') : undefined;
+        const record = event.type === 'put' ? decodeBlock(event.kv) : undefined;
         pool?.setBlock(parseAddress(p.start).value, record, event.kv.modRevision);
         return;
       }

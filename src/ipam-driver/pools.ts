@@ -11,7 +11,7 @@ import { keys } from '../store/keys.js';
 import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
 import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
-import { parseRecord, type PoolRecord } from './records.js';
+import { decodePool, type PoolRecord } from './records.js';
 
 export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' } as const;
 
@@ -59,7 +59,7 @@ export class Pools {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const spaceKv = await this.deps.store.get(keys.space(space));
       const listed = await this.deps.store.list(keys.pools);
-      const existing = listed.kvs.map((kv) => parseRecord<PoolRecord>(kv.value, 'pool'));
+      const existing = listed.kvs.map(decodePool);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
         if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0)) return { poolId: logical.poolId, pool: logical.pool };
@@ -102,7 +102,7 @@ export class Pools {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const kv = await this.deps.store.get(keys.pool(poolId));
       if (kv === undefined) return; // already released: idempotent
-      const record = parseRecord<PoolRecord>(kv.value, 'pool');
+      const record = decodePool(kv);
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
       if (record.logical !== undefined) {
         // A logical network's pool stays while another host's network uses it.

@@ -17,11 +17,17 @@ import { formatAddress, parseAddress, prefix as parsePrefix } from '../cidr.js';
 import { keys, unpart } from '../store/keys.js';
 import { absent, del, modRevisionIs, put, type KeyValue, type Op, type Store } from '../store/types.js';
 import { blockSizeOf } from './pool-index.js';
-import { parseRecord, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
+import { decodeRecord } from '../store/decode.js';
+import { decodeBlock, decodePool, decodeReservation, type PoolRecord, type Reservation } from './records.js';
 
-export interface Departed {
+interface Departed {
   readonly host: string;
   readonly since: string;
+}
+
+/** The members of a logical network record (the driver owns that record; only names matter here). */
+function membersOf(kv: KeyValue): Record<string, unknown> {
+  return decodeRecord<{ members: Record<string, unknown> }>(kv.key, kv.value, (v) => (typeof v.members === 'object' && v.members !== null ? undefined : 'it has no members')).members;
 }
 
 export interface ReclaimDeps {
@@ -75,10 +81,10 @@ export class Reclaimer {
       store.list(keys.departed),
     ]);
     const named = new Set<string>();
-    for (const kv of pools.kvs) for (const u of parseRecord<PoolRecord>(kv.value, 'pool').users ?? []) named.add(u);
-    for (const kv of blocks.kvs) named.add(parseRecord<BlockRecord>(kv.value, 'block').host);
-    for (const kv of logical.kvs) for (const m of Object.keys((JSON.parse(kv.value) as { members: Record<string, unknown> }).members)) named.add(m);
-    const gone = new Map(departed.kvs.map((kv) => [unpart(kv.key.slice(keys.departed.length)), parseRecord<Departed>(kv.value, 'departed')]));
+    for (const kv of pools.kvs) for (const u of decodePool(kv).users ?? []) named.add(u);
+    for (const kv of blocks.kvs) named.add(decodeBlock(kv).host);
+    for (const kv of logical.kvs) for (const m of Object.keys(membersOf(kv))) named.add(m);
+    const gone = new Map(departed.kvs.map((kv) => [unpart(kv.key.slice(keys.departed.length)), decodeRecord<Departed>(kv.key, kv.value)]));
     const reclaimed: string[] = [];
     for (const host of named) {
       if (host === '' || host === this.deps.self || registered.has(host)) continue;
@@ -102,13 +108,13 @@ export class Reclaimer {
   private async reclaim(host: string, pools: readonly KeyValue[], logical: readonly KeyValue[]): Promise<void> {
     let addresses = 0;
     for (const kv of pools) {
-      const pool = parseRecord<PoolRecord>(kv.value, 'pool');
+      const pool = decodePool(kv);
       if (pool.logical === undefined) continue;
       addresses += await this.reclaimPool(host, pool);
     }
     for (const kv of logical) {
       const name = unpart(kv.key.slice(keys.logicalNetworks.length));
-      if (host in (JSON.parse(kv.value) as { members: Record<string, unknown> }).members) await this.deps.leaveLogical(name, host);
+      if (host in membersOf(kv)) await this.deps.leaveLogical(name, host);
     }
     await this.deps.store.txn({ compares: [absent(keys.host(host))], success: [del(keys.departedHost(host))] });
     this.deps.log.warn({ host, addresses }, 'grace period over: reclaimed a dead host\'s blocks and addresses');
@@ -120,7 +126,7 @@ export class Reclaimer {
     const p = parsePrefix(pool.pool);
     const size = blockSizeOf(pool);
     const startOf = (value: bigint) => p.base + ((value - p.base) / size) * size;
-    const held = (await store.list(keys.addresses(pool.poolId))).kvs.map((kv) => parseRecord<Reservation>(kv.value, 'reservation'));
+    const held = (await store.list(keys.addresses(pool.poolId))).kvs.map(decodeReservation);
     const theirs = new Map<string, Reservation[]>();
     for (const r of held) {
       if (r.host !== host || r.kind === 'gateway') continue;
@@ -130,13 +136,13 @@ export class Reclaimer {
     const blocks = await store.list(keys.blocks(pool.poolId));
     for (const kv of blocks.kvs) {
       const start = unpart(kv.key.slice(keys.blocks(pool.poolId).length));
-      if (parseRecord<BlockRecord>(kv.value, 'block').host === host && !theirs.has(start)) theirs.set(start, []);
+      if (decodeBlock(kv).host === host && !theirs.has(start)) theirs.set(start, []);
     }
     let freed = 0;
     for (const [start, list] of theirs) {
       const key = keys.block(pool.poolId, start);
       const kv = blocks.kvs.find((b) => b.key === key);
-      const block = kv === undefined ? undefined : parseRecord<BlockRecord>(kv.value, 'block');
+      const block = kv === undefined ? undefined : decodeBlock(kv);
       const count = Math.max((block?.count ?? list.length) - list.length, 0);
       const host2 = block?.host === host ? '' : (block?.host ?? '');
       const ops: Op[] = list.map((r) => del(keys.address(pool.poolId, r.address)));

@@ -1,4 +1,6 @@
 /** What IPAM keeps in the store, and how it is read back. */
+import { decodeRecord, type ShapeCheck } from '../store/decode.js';
+import type { KeyValue } from '../store/types.js';
 
 export interface PoolRecord {
   readonly poolId: string;
@@ -50,13 +52,24 @@ export interface Reservation {
   readonly endpoint?: string;
 }
 
-export function parseRecord<T>(value: string, what: string): T {
-  try {
-    return JSON.parse(value) as T;
-  } catch (err) {
-    throw new Error(`corrupt ${what} record in the store: ${String(err)}`);
-  }
+/** What a record must hold for IPAM to use it: the named fields, of these types. */
+function fields(wanted: Readonly<Record<string, 'string' | 'number'>>): ShapeCheck {
+  return (value) => {
+    for (const [name, type] of Object.entries(wanted)) {
+      if (typeof value[name] !== type) return `its ${name} is not a ${type}`;
+    }
+    return undefined;
+  };
 }
+
+const poolShape = fields({ poolId: 'string', pool: 'string' });
+const blockShape = fields({ host: 'string', count: 'number' });
+const reservationShape = fields({ address: 'string', poolId: 'string', host: 'string' });
+
+/** A pool record read from the store (STORE_RECORD_INVALID when malformed). */
+export const decodePool = (kv: Pick<KeyValue, 'key' | 'value'>): PoolRecord => decodeRecord<PoolRecord>(kv.key, kv.value, poolShape);
+export const decodeBlock = (kv: Pick<KeyValue, 'key' | 'value'>): BlockRecord => decodeRecord<BlockRecord>(kv.key, kv.value, blockShape);
+export const decodeReservation = (kv: Pick<KeyValue, 'key' | 'value'>): Reservation => decodeRecord<Reservation>(kv.key, kv.value, reservationShape);
 
 export function describeHolder(r: Reservation): string {
   const who = r.kind === 'gateway' ? 'the network gateway' : r.kind === 'static' ? 'a request for this exact address' : 'a container';

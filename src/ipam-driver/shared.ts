@@ -14,11 +14,11 @@
  */
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
+import { absent, del, get, modRevisionIs, put, type Compare, type KeyValue, type Op, type Store } from '../store/types.js';
 import { formatAddress, parseAddress } from '../cidr.js';
 import type { AddressStrategy } from './one-host.js';
 import type { PoolState } from './pool-index.js';
-import { parseRecord, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
+import { decodeBlock, decodePool, decodeReservation, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
 
 const MAX_RETRIES = 64;
 /** How many blocks one search looks at: enough to find an unclaimed one past the claimed. */
@@ -49,12 +49,12 @@ export class SharedPools implements AddressStrategy {
     const { poolId } = pool.record;
     const kv = await this.deps.store.get(keys.pool(poolId));
     if (kv === undefined) return 'gone';
-    const record: PoolRecord = { ...parseRecord<PoolRecord>(kv.value, 'pool'), logical: name, users: [this.deps.host] };
+    const record: PoolRecord = { ...decodePool(kv), logical: name, users: [this.deps.host] };
     const countKv = await this.deps.store.get(keys.poolCount(poolId));
     const held = await this.deps.store.list(keys.addresses(poolId));
     const counts = new Map<bigint, number>();
     for (const a of held.kvs) {
-      const start = pool.blockOf(parseAddress(parseRecord<Reservation>(a.value, 'reservation').address).value);
+      const start = pool.blockOf(parseAddress(decodeReservation(a).address).value);
       counts.set(start, (counts.get(start) ?? 0) + 1);
     }
     const blocks = [...counts].map(([start, count]) => ({ start, block: { host: '', count, claimedAt: this.deps.now().toISOString() } satisfies BlockRecord }));
@@ -126,7 +126,7 @@ export class SharedPools implements AddressStrategy {
       const holder = res.gets[0];
       if (holder !== undefined) {
         pool.mark(value, true);
-        return parseRecord<Reservation>(holder.value, 'reservation');
+        return decodeReservation(holder);
       }
       this.refresh(pool, start, res.gets[1], res.revision);
     }
@@ -149,7 +149,7 @@ export class SharedPools implements AddressStrategy {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }
-      const r = parseRecord<Reservation>(held.value, 'reservation');
+      const r = decodeReservation(held);
       if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
       // The shared gateway stays while another host's network uses the pool.
       if (r.kind === 'gateway' && (pool.record.users ?? []).some((u) => u !== this.deps.host)) return;
@@ -210,7 +210,7 @@ export class SharedPools implements AddressStrategy {
     return current === undefined || modRevision === undefined ? absent(blockKey) : modRevisionIs(blockKey, modRevision);
   }
 
-  private refresh(pool: PoolState, start: bigint, kv: { value: string; modRevision: number } | undefined, revision: number): void {
-    pool.setBlock(start, kv === undefined ? undefined : parseRecord<BlockRecord>(kv.value, 'block'), kv?.modRevision ?? revision);
+  private refresh(pool: PoolState, start: bigint, kv: KeyValue | undefined, revision: number): void {
+    pool.setBlock(start, kv === undefined ? undefined : decodeBlock(kv), kv?.modRevision ?? revision);
   }
 }

@@ -3,29 +3,18 @@
  *
  * Every unary call is raced against OVSNET_STORE_TIMEOUT_MS (and carries a gRPC deadline a
  * little later), so a lost connection surfaces as STORE_UNAVAILABLE / STORE_TIMEOUT well inside
- * Docker's 15 s retry window, never as a hang; an answer that arrived by then is never dropped. gRPC and etcd errors are converted here, kept as `cause`.
+ * Docker's 15 s retry window, never as a hang; an answer that arrived by then is never dropped.
+ * gRPC and etcd errors are converted where they enter (etcd-convert.ts), kept as `cause`.
  */
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
 import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
 import { expireAfterIo } from '../deadline.js';
-import { OvsnetError, messageOf } from '../errors.js';
-import { prefixEnd } from './keys.js';
+import { OvsnetError } from '../errors.js';
+import { keys, prefixEnd } from './keys.js';
 import { MAX_PAGE } from './common.js';
-import type {
-  Compare,
-  KeyValue,
-  LeaseId,
-  Op,
-  RangeOptions,
-  RangePage,
-  Store,
-  TxnRequest,
-  TxnResult,
-  WatchEvent,
-  WatchHandlers,
-  Watcher,
-} from './types.js';
+import { bytes, convertError, toCompare, toKv, toRequestOp } from './etcd-convert.js';
+import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchEvent, WatchHandlers, Watcher } from './types.js';
 
 /** How long a call waits before trying again while the endpoint's circuit is open. */
 const CIRCUIT_WAIT_MS = 200;
@@ -39,50 +28,6 @@ export interface EtcdStoreOptions {
   readonly timeoutMs: number;
   readonly tls?: { readonly ca: Buffer; readonly cert?: Buffer; readonly key?: Buffer };
   readonly auth?: { readonly username: string; readonly password: string };
-}
-
-const b = (s: string): Buffer => Buffer.from(s, 'utf8');
-
-const OPS = { '==': 'Equal', '>': 'Greater', '<': 'Less', '!=': 'NotEqual' } as const;
-
-function toKv(kv: RPC.IKeyValue): KeyValue {
-  return {
-    key: kv.key.toString('utf8'),
-    value: kv.value.toString('utf8'),
-    createRevision: Number(kv.create_revision),
-    modRevision: Number(kv.mod_revision),
-    version: Number(kv.version),
-    lease: String(kv.lease),
-  };
-}
-
-function toCompare(c: Compare): RPC.ICompare {
-  const key = b(c.key);
-  switch (c.target) {
-    case 'absent':
-      return { key, target: 'Version', result: 'Equal', version: 0 };
-    case 'present':
-      return { key, target: 'Version', result: 'Greater', version: 0 };
-    case 'value':
-      return { key, target: 'Value', result: OPS[c.op], value: b(c.value) };
-    case 'version':
-      return { key, target: 'Version', result: OPS[c.op], version: c.version };
-    case 'modRevision':
-      return { key, target: 'Mod', result: OPS[c.op], mod_revision: c.modRevision };
-  }
-}
-
-function toRequestOp(op: Op): RPC.IRequestOp {
-  switch (op.type) {
-    case 'put':
-      return { request_put: { key: b(op.key), value: b(op.value), lease: op.lease ?? 0 } };
-    case 'delete':
-      return { request_delete_range: { key: b(op.key) } };
-    case 'deletePrefix':
-      return { request_delete_range: { key: b(op.prefix), range_end: b(prefixEnd(op.prefix)) } };
-    case 'get':
-      return { request_range: { key: b(op.key) } };
-  }
 }
 
 export class EtcdStore implements Store {
@@ -126,7 +71,7 @@ export class EtcdStore implements Store {
   }
 
   async get(key: string): Promise<KeyValue | undefined> {
-    const res = await this.call('get', () => this.client.kv.range({ key: b(key) }));
+    const res = await this.call('get', () => this.client.kv.range({ key: bytes(key) }));
     const kv = res.kvs[0];
     return kv === undefined ? undefined : toKv(kv);
   }
@@ -151,7 +96,7 @@ export class EtcdStore implements Store {
 
   async revision(): Promise<number> {
     const res = await this.call('revision', () =>
-      this.client.kv.range({ key: b(keysProbe), count_only: true }),
+      this.client.kv.range({ key: bytes(keys.health), count_only: true }),
     );
     return Number(res.header.revision);
   }
@@ -212,7 +157,7 @@ export class EtcdStore implements Store {
     watcher.on('error', (err) => {
       if (failed) return;
       failed = true;
-      handlers.onError?.(this.convert('watch', err));
+      handlers.onError?.(convertError(this.where, 'watch', err));
     });
     return { close: () => watcher.cancel().catch(() => undefined) };
   }
@@ -260,8 +205,8 @@ export class EtcdStore implements Store {
     const start = options.after === undefined ? prefix : options.after + '\0';
     const res = await this.call('range', () =>
       this.client.kv.range({
-        key: b(start),
-        range_end: b(prefixEnd(prefix)),
+        key: bytes(start),
+        range_end: bytes(prefixEnd(prefix)),
         limit,
         ...(revision === undefined ? {} : { revision }),
       }),
@@ -298,37 +243,9 @@ export class EtcdStore implements Store {
     try {
       return await Promise.race([attempt(), timeout]);
     } catch (err) {
-      throw this.convert(what, err);
+      throw convertError(this.where, what, err);
     } finally {
       clearTimeout(timer);
     }
   }
-
-  private convert(what: string, err: unknown): OvsnetError {
-    if (err instanceof OvsnetError) return err;
-    const msg = messageOf(err);
-    if (/requested lease not found/i.test(msg)) {
-      return new OvsnetError('STORE_LEASE_NOT_FOUND', `etcd: ${msg}`, { cause: err });
-    }
-    if (/authentication failed|permission denied|invalid auth token|user name not found|user name is empty/i.test(msg)) {
-      return new OvsnetError(
-        'STORE_FORBIDDEN',
-        `etcd at ${this.where} refused ${what}: ${msg} (check OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD, and that the user's role may read and write /ovsnet/)`,
-        { cause: err },
-      );
-    }
-    if (/compacted/i.test(msg)) {
-      return new OvsnetError('STORE_COMPACTED', `etcd ${what}: ${msg}`, { cause: err });
-    }
-    if (/closed/i.test(msg) && /client/i.test(msg)) {
-      return new OvsnetError('STORE_CLOSED', 'the store was closed', { cause: err });
-    }
-    if (err instanceof Error && (isRecoverableError(err) || /deadline|unavailable|circuit|connect/i.test(msg))) {
-      return new OvsnetError('STORE_UNAVAILABLE', `etcd at ${this.where} is unavailable for ${what}: ${msg}`, { cause: err });
-    }
-    return new OvsnetError('STORE_CORRUPT', `etcd ${what} failed: ${msg}`, { cause: err });
-  }
 }
-
-/** Any key works for a count-only read of the current revision. */
-const keysProbe = '/ovsnet/v1/health';

@@ -9,6 +9,7 @@
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keepTrying, seconds } from '../retry.js';
+import { decodeRecord } from './decode.js';
 import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
 
 export interface FollowOptions {
@@ -92,13 +93,13 @@ export class FollowedRecords<T> {
       ...o,
       onSnapshot: (kvs) => {
         this.records.clear();
-        for (const kv of kvs) this.records.set(name(kv.key), JSON.parse(kv.value) as T);
+        for (const kv of kvs) this.records.set(name(kv.key), decodeRecord<T>(kv.key, kv.value));
         this.loaded = true;
         o.onChange();
       },
       onEvents: (events) => {
         for (const e of events) {
-          if (e.type === 'put') this.records.set(name(e.kv.key), JSON.parse(e.kv.value) as T);
+          if (e.type === 'put') this.records.set(name(e.kv.key), decodeRecord<T>(e.kv.key, e.kv.value));
           else this.records.delete(name(e.kv.key));
         }
         o.onChange();

@@ -10,6 +10,7 @@
 import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keepTrying, seconds } from '../retry.js';
+import { decodeRecord } from './decode.js';
 import { FollowedRecords } from './follow.js';
 import { keys } from './keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -96,7 +97,7 @@ export class HostRegistry {
     const { store, self, ttlSeconds } = this.opts;
     const key = keys.host(self.name);
     const held = await store.txn({ compares: [], success: [get(key)] });
-    const other = held.gets[0] === undefined ? undefined : (JSON.parse(held.gets[0].value) as HostRecord);
+    const other = held.gets[0] === undefined ? undefined : decodeRecord<HostRecord>(held.gets[0].key, held.gets[0].value);
     if (other !== undefined && other.machineId !== self.machineId) {
       throw new OvsnetError(
         'HOST_NAME_TAKEN',

@@ -5,7 +5,7 @@
  * Key parts are escaped so that a value containing '/' (a CIDR) stays one part.
  */
 
-export const ROOT = '/ovsnet/v1/';
+const ROOT = '/ovsnet/v1/';
 
 /** Escapes '/' and '%' so a part never splits; readable for CIDRs ("10.0.0.0%2F24"). */
 export function part(value: string): string {
@@ -25,7 +25,7 @@ export function prefixEnd(prefix: string): string {
 
 export const keys = {
   root: ROOT,
-  /** Store self-test / health probe key. */
+  /** Read (count only) for the store's current revision: any key would do. */
   health: `${ROOT}health`,
 
   /** IPAM pools: one record per pool, keyed by PoolID. */
@@ -38,7 +38,6 @@ export const keys = {
   allAddresses: `${ROOT}ipam/addresses/`,
 
   /** Per-pool allocated-address count (moves only on a new reservation or a real release). */
-  poolCounts: `${ROOT}ipam/counts/`,
   poolCount: (poolId: string) => `${ROOT}ipam/counts/${part(poolId)}`,
 
   /**

@@ -1,6 +1,7 @@
 /**
- * The embedded store's SQLite side: schema, rows, opening a file safely from several
- * processes at once, and turning event rows into watch events. Used by sqlite.ts only.
+ * The embedded store's SQLite side: schema, prepared statements, rows, opening a file safely
+ * from several processes at once, and turning event rows into watch events. Used by the
+ * sqlite*.ts modules only.
  */
 import Database from 'better-sqlite3';
 import type { KeyValue, WatchEvent } from './types.js';
@@ -20,7 +21,7 @@ export interface EventRow extends Row {
   type: number;
 }
 
-export const SCHEMA = `
+const SCHEMA = `
 CREATE TABLE IF NOT EXISTS kv (
   key TEXT PRIMARY KEY, value TEXT NOT NULL, create_rev INTEGER NOT NULL,
   mod_rev INTEGER NOT NULL, version INTEGER NOT NULL, lease INTEGER NOT NULL DEFAULT 0
@@ -35,6 +36,45 @@ CREATE TABLE IF NOT EXISTS leases (id INTEGER PRIMARY KEY, ttl INTEGER NOT NULL,
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL) WITHOUT ROWID;
 INSERT OR IGNORE INTO meta VALUES ('revision', 1), ('compacted', 0);
 `;
+
+/** Every statement the store runs, prepared once per database. */
+export function prepareStatements(db: Database.Database) {
+  return {
+    rev: db.prepare<[], { value: number }>(`SELECT value FROM meta WHERE name = 'revision'`),
+    compacted: db.prepare<[], { value: number }>(`SELECT value FROM meta WHERE name = 'compacted'`),
+    setMeta: db.prepare<[number, string]>(`UPDATE meta SET value = ? WHERE name = ?`),
+    get: db.prepare<[string], Row>(`SELECT * FROM kv WHERE key = ?`),
+    range: db.prepare<[string, string, string, number], Row>(
+      `SELECT * FROM kv WHERE key >= ? AND key > ? AND key < ? ORDER BY key LIMIT ?`,
+    ),
+    rangeAll: db.prepare<[string, string], Row>(`SELECT * FROM kv WHERE key >= ? AND key < ? ORDER BY key`),
+    upsert: db.prepare<[string, string, number, number, number, number]>(
+      `INSERT OR REPLACE INTO kv (key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?)`,
+    ),
+    delete: db.prepare<[string]>(`DELETE FROM kv WHERE key = ?`),
+    keysInRange: db.prepare<[string, string], Row>(`SELECT * FROM kv WHERE key >= ? AND key < ?`),
+    event: db.prepare<[number, number, number, string, string, number, number, number, number]>(
+      `INSERT INTO events (rev, seq, type, key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+    ),
+    eventsSince: db.prepare<[number, number], EventRow>(
+      `SELECT * FROM events WHERE rev > ? AND rev <= ? ORDER BY rev, seq`,
+    ),
+    compact: db.prepare<[number]>(`DELETE FROM events WHERE rev < ?`),
+    lease: db.prepare<[number], { id: number; ttl: number; expires_at: number }>(`SELECT * FROM leases WHERE id = ?`),
+    insertLease: db.prepare<[number, number, number]>(`INSERT INTO leases (id, ttl, expires_at) VALUES (?, ?, ?)`),
+    renewLease: db.prepare<[number, number]>(`UPDATE leases SET expires_at = ? WHERE id = ?`),
+    deleteLease: db.prepare<[number]>(`DELETE FROM leases WHERE id = ?`),
+    leaseKeys: db.prepare<[number], Row>(`SELECT * FROM kv WHERE lease = ?`),
+    expired: db.prepare<[number], { id: number }>(`SELECT id FROM leases WHERE expires_at <= ?`),
+  };
+}
+
+export type Statements = ReturnType<typeof prepareStatements>;
+
+/** The store's revision: moved by one per transaction that wrote something. */
+export function currentRevision(s: Statements): number {
+  return s.rev.get()?.value ?? 1;
+}
 
 export const toKv = (r: Row): KeyValue => ({
   key: r.key,

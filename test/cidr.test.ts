@@ -12,7 +12,7 @@ import {
   subnetAt,
   subnetCount,
   usableBounds,
-} from '../../src/cidr.js';
+} from '../src/cidr.js';
 
 t.test('parse and format, both families', async (t) => {
   t.equal(formatPrefix(prefix('10.55.0.0/24')), '10.55.0.0/24');
