@@ -1,8 +1,10 @@
 /**
  * Keeps the pool index (pool-index.ts) current with the store. A Follower (src/store/follow.ts)
  * loads one snapshot of IPAM's keys into it and applies the watch's events after; when the
- * watch ends, the Follower follows again and its new snapshot replaces the index. Requests wait
- * for the first snapshot (ready()); a first load that fails is retried every second.
+ * watch ends, the index is not ready until the Follower's new snapshot (taken at once) replaces
+ * it: a request meanwhile waits for that, as for the first load (ready()), rather than pick an
+ * address from an index that may miss another process's writes. A first load that fails is
+ * retried every second.
  *
  * A pool another process created that the watch has not delivered yet is read on demand
  * (loadPool).
@@ -31,8 +33,12 @@ export class IndexSync {
   /** The first load under way (undefined before it starts and after it failed). */
   private loading: Promise<void> | undefined;
   private loaded = false;
+  /** Requests waiting for the index to be loaded again after a lost watch. */
+  private readonly waiting: (() => void)[] = [];
   private stopped = false;
   private retry: NodeJS.Timeout | undefined;
+  /** The watch ended after the first load; the Follower is loading the index again. */
+  private lost = false;
 
   constructor(
     private readonly index: PoolIndex,
@@ -46,20 +52,27 @@ export class IndexSync {
       onSnapshot: (kvs) => {
         index.load(kvs);
         deps.log.info({ pools: index.pools.size }, 'IPAM index loaded');
+        // A reload after a lost watch: ready again (the first load is ready once watched).
+        if (this.lost) this.markLoaded();
       },
       onEvents: (events) => events.forEach((e) => index.apply(e)),
+      onLost: () => {
+        this.loaded = false;
+        this.lost = true;
+      },
+      againAtOnce: true,
     });
   }
 
-  /** True once the first snapshot is loaded and watched. */
+  /** True once the first snapshot is loaded and watched; false again while a lost watch is rebuilt. */
   get isReady(): boolean {
     return this.loaded;
   }
 
   /** Starts the first load in the background (idempotent); ready() waits for it. */
   start(): void {
-    if (this.loading !== undefined || this.loaded) return;
-    this.loading = this.follower.start().then(() => void (this.loaded = true));
+    if (this.loading !== undefined || this.loaded || this.lost) return;
+    this.loading = this.follower.start().then(() => this.markLoaded());
     this.loading.catch((err: unknown) => {
       this.deps.log.warn({ err }, 'IPAM index not loaded yet; retrying');
       this.loading = undefined;
@@ -74,7 +87,8 @@ export class IndexSync {
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
-        this.loading,
+        ...(this.lost ? [] : [this.loading]),
+        new Promise<void>((resolve) => this.waiting.push(resolve)),
         new Promise((_, reject) => {
           timer = setTimeout(
             () => reject(new OvsnetError('NOT_READY', `ovsnet has not reached its store yet (waited ${this.deps.readyTimeoutMs} ms); Docker can retry`)),
@@ -85,6 +99,12 @@ export class IndexSync {
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  private markLoaded(): void {
+    this.loaded = true;
+    this.lost = false;
+    for (const resolve of this.waiting.splice(0)) resolve();
   }
 
   async stop(): Promise<void> {

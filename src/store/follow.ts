@@ -21,6 +21,10 @@ export interface FollowOptions {
   /** Everything under the prefix now: replaces what the owner knew. */
   readonly onSnapshot: (kvs: readonly KeyValue[]) => void;
   readonly onEvents: (events: readonly WatchEvent[]) => void;
+  /** The watch ended: what the owner knows may be stale until the next onSnapshot. */
+  readonly onLost?: () => void;
+  /** Follow again at once after a lost watch (later failures still back off). */
+  readonly againAtOnce?: boolean;
 }
 
 export class Follower {
@@ -51,6 +55,7 @@ export class Follower {
         if (!current()) return;
         this.generation++;
         this.o.log.warn({ err }, `the watch of ${this.o.what} ended (${messageOf(err)}); following again`);
+        this.o.onLost?.();
         void this.watcher?.close().catch(() => undefined);
         this.watcher = undefined;
         this.again();
@@ -74,7 +79,7 @@ export class Follower {
   private again(): void {
     void keepTrying(() => this.start(), {
       signal: this.stopping.signal,
-      delayFirst: true,
+      delayFirst: this.o.againAtOnce !== true,
       onFailure: (err, delayMs) => this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
     });
   }

@@ -53,6 +53,7 @@ t.test('a lost watch is followed again, and what changed meanwhile is in the new
   ipam.start();
   await ipam.requestPool(pool('10.98.0.0/24')); // waits for the first load
   flaky.endWatches();
+  t.equal(ipam.poolsHolding('10.98.0.5'), undefined, 'not ready while the lost watch is rebuilt: requests wait for the new snapshot');
   await other.requestPool(pool('10.99.0.0/24'));
   await waitFor(() => pools(ipam).includes('10.99.0.0/24'), 5000, 'followed again');
   await other.requestPool(pool('10.100.0.0/24'));
