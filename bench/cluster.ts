@@ -28,7 +28,15 @@ const N = 400;
 async function requestAddress(etcd: string, label: string, blockBits: number | undefined, hosts: number): Promise<Summary> {
   const stores = Array.from({ length: hosts }, () => new EtcdStore({ endpoints: [`http://${etcd}`], timeoutMs: 3000 }));
   const ipams = stores.map(
-    (store, i) => new Ipam({ store, log: createLogger('silent'), host: `bench${i}`, defaultPools: loadConfig({}).defaultPools, hostRoutes: () => [], readyTimeoutMs: 5000 }),
+    (store, i) =>
+      new Ipam({
+        store,
+        log: createLogger('silent'),
+        host: `bench${i}`,
+        defaultPools: loadConfig({}).defaultPools,
+        hostRoutes: () => [],
+        readyTimeoutMs: 5000,
+      }),
   );
   const octet = 1 + Math.floor(Math.random() * 250);
   const cidr = `10.${octet}.0.0/16`;
@@ -55,7 +63,13 @@ async function requestAddress(etcd: string, label: string, blockBits: number | u
 /** Per-request percentiles over all hosts' samples; throughput of all of them together. */
 function merge(parts: readonly Summary[]): Summary {
   const lat = parts.flatMap((p) => p.latenciesMs).sort((a, b) => a - b);
-  return { n: lat.length, perSecond: parts.reduce((s, p) => s + p.perSecond, 0), p50Ms: percentile(lat, 0.5), p99Ms: percentile(lat, 0.99), latenciesMs: lat };
+  return {
+    n: lat.length,
+    perSecond: parts.reduce((s, p) => s + p.perSecond, 0),
+    p50Ms: percentile(lat, 0.5),
+    p99Ms: percentile(lat, 0.99),
+    latenciesMs: lat,
+  };
 }
 
 /** Seconds `busybox time` reports for sending `bytes` from container `from` to `to`:port. */
@@ -71,12 +85,38 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
   const daemons: Ovsnet[] = [];
   try {
     for (const [i, h] of cluster.hosts.entries()) {
-      daemons.push(await h.startOvsnet({ OVSNET_STORE: cluster.store, OVSNET_HOST: `b${i + 1}`, OVSNET_VTEP_IP: cluster.addresses[i] ?? '', OVSNET_LOG_LEVEL: 'warn' }));
-      await h.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+      daemons.push(
+        await h.startOvsnet({
+          OVSNET_STORE: cluster.store,
+          OVSNET_HOST: `b${i + 1}`,
+          OVSNET_VTEP_IP: cluster.addresses[i] ?? '',
+          OVSNET_LOG_LEVEL: 'warn',
+        }),
+      );
+      await h.dockerOk([
+        'network',
+        'create',
+        '-d',
+        'ovsnet',
+        '--ipam-driver',
+        'ovsnet',
+        '--subnet',
+        '10.230.0.0/24',
+        '-o',
+        'ovsnet.network=bench',
+        '-o',
+        'ovsnet.encap=vxlan',
+        'bench',
+      ]);
     }
     const [h1, h2] = cluster.hosts;
     if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
-    for (const [h, name] of [[h1, 'src'], [h1, 'near'], [h2, 'far']] as const) await h.dockerOk(['run', '-d', '--name', name, '--network', 'bench', IMAGE, 'sleep', '600']);
+    for (const [h, name] of [
+      [h1, 'src'],
+      [h1, 'near'],
+      [h2, 'far'],
+    ] as const)
+      await h.dockerOk(['run', '-d', '--name', name, '--network', 'bench', IMAGE, 'sleep', '600']);
     const ip = (h: DockerHost, c: string) => h.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "bench").IPAddress}}', c]);
     const near = await ip(h1, 'near');
     const far = await ip(h2, 'far');
@@ -109,8 +149,18 @@ export async function benchCluster(): Promise<void> {
     const single = await requestAddress(etcd, 'single', undefined, hosts);
     const owned = await requestAddress(etcd, 'owned', 22, hosts);
     const claim = await requestAddress(etcd, 'claim', 32, hosts);
-    const row = (name: string, s: Summary) => [`${hosts} host${hosts > 1 ? 's at once' : ''}: ${name}`, fmt(s.p50Ms), fmt(s.p99Ms), fmt(s.perSecond, 0), fmt(s.p50Ms / single.p50Ms)];
-    rows.push(row('one-host pool, per-pool count [baseline]', single), row('shared pool, own block with room', owned), row('shared pool, every request claims a block', claim));
+    const row = (name: string, s: Summary) => [
+      `${hosts} host${hosts > 1 ? 's at once' : ''}: ${name}`,
+      fmt(s.p50Ms),
+      fmt(s.p99Ms),
+      fmt(s.perSecond, 0),
+      fmt(s.p50Ms / single.p50Ms),
+    ];
+    rows.push(
+      row('one-host pool, per-pool count [baseline]', single),
+      row('shared pool, own block with room', owned),
+      row('shared pool, every request claims a block', claim),
+    );
   }
   console.log(`RequestAddress, in process, against etcd (${N} per case):`);
   console.log(table(['case', 'p50 ms', 'p99 ms', 'per s (all hosts)', 'p50 vs baseline'], rows));
@@ -127,6 +177,11 @@ export async function benchCluster(): Promise<void> {
   );
   const p50 = (c: DriverCall) => percentile(calls.get(c) ?? [], 0.5);
   const base = p50('NetworkDriver.GetCapabilities');
-  console.log('\nA container\'s network driver calls over the plugin socket, store etcd (p50 of 100, 40 ms apart):');
-  console.log(table(['call', 'p50 ms', 'vs GetCapabilities'], DRIVER_CALLS.map((c) => [c + (c.endsWith('GetCapabilities') ? ' [baseline]' : ''), fmt(p50(c)), fmt(p50(c) / base)])));
+  console.log("\nA container's network driver calls over the plugin socket, store etcd (p50 of 100, 40 ms apart):");
+  console.log(
+    table(
+      ['call', 'p50 ms', 'vs GetCapabilities'],
+      DRIVER_CALLS.map((c) => [c + (c.endsWith('GetCapabilities') ? ' [baseline]' : ''), fmt(p50(c)), fmt(p50(c) / base)]),
+    ),
+  );
 }

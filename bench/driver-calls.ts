@@ -7,7 +7,13 @@
 import path from 'node:path';
 import { pluginCall, type DockerHost } from '../test/harness/host.js';
 
-export const DRIVER_CALLS = ['NetworkDriver.GetCapabilities', 'NetworkDriver.CreateEndpoint', 'NetworkDriver.Join', 'NetworkDriver.EndpointOperInfo', 'Leave + DeleteEndpoint'] as const;
+export const DRIVER_CALLS = [
+  'NetworkDriver.GetCapabilities',
+  'NetworkDriver.CreateEndpoint',
+  'NetworkDriver.Join',
+  'NetworkDriver.EndpointOperInfo',
+  'Leave + DeleteEndpoint',
+] as const;
 export type DriverCall = (typeof DRIVER_CALLS)[number];
 
 /** Milliseconds of each call, sorted; `octet` picks the network's pool 10.octet.0.0/16. */
@@ -18,7 +24,12 @@ export async function timeDriverCalls(host: DockerHost, n: number, octet: number
     if (r.status !== 200) throw new Error(`${method}: ${JSON.stringify(r.body)}`);
   };
   const NetworkID = octet.toString(16).padStart(2, '0').repeat(32);
-  await call('NetworkDriver.CreateNetwork', { NetworkID, Options: {}, IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: `10.${octet}.0.0/16`, Gateway: `10.${octet}.0.1/16` }], IPv6Data: [] });
+  await call('NetworkDriver.CreateNetwork', {
+    NetworkID,
+    Options: {},
+    IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: `10.${octet}.0.0/16`, Gateway: `10.${octet}.0.1/16` }],
+    IPv6Data: [],
+  });
   const ms = new Map<DriverCall, number[]>(DRIVER_CALLS.map((c) => [c, []]));
   const time = async (name: DriverCall, keep: boolean, f: () => Promise<void>) => {
     const t0 = process.hrtime.bigint();
@@ -29,7 +40,13 @@ export async function timeDriverCalls(host: DockerHost, n: number, octet: number
     const ids = { NetworkID, EndpointID: `${i.toString(16).padStart(8, '0')}${'e'.repeat(56)}` };
     const keep = i >= 20;
     await time('NetworkDriver.GetCapabilities', keep, () => call('NetworkDriver.GetCapabilities'));
-    await time('NetworkDriver.CreateEndpoint', keep, () => call('NetworkDriver.CreateEndpoint', { ...ids, Interface: { Address: `10.${octet}.${i >> 8}.${(i & 255) + 2}/16`, AddressIPv6: '', MacAddress: '' }, Options: {} }));
+    await time('NetworkDriver.CreateEndpoint', keep, () =>
+      call('NetworkDriver.CreateEndpoint', {
+        ...ids,
+        Interface: { Address: `10.${octet}.${i >> 8}.${(i & 255) + 2}/16`, AddressIPv6: '', MacAddress: '' },
+        Options: {},
+      }),
+    );
     await time('NetworkDriver.Join', keep, () => call('NetworkDriver.Join', { ...ids, SandboxKey: '', Options: {} }));
     await time('NetworkDriver.EndpointOperInfo', keep, () => call('NetworkDriver.EndpointOperInfo', ids));
     await time('Leave + DeleteEndpoint', keep, async () => {

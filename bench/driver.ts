@@ -41,24 +41,41 @@ export async function benchDriver(): Promise<void> {
     const enter = ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, '--'];
     const naive: number[] = [];
     for (let i = 0; i < Math.min(n, 30); i++) {
-      naive.push(await time(async () => {
-        await sh([...enter, 'ip', 'link', 'add', `nvh${i}`, 'type', 'veth', 'peer', 'name', `nvc${i}`]);
-        await sh([...enter, 'ip', 'link', 'set', `nvh${i}`, 'mtu', '1500', 'up']);
-        await sh([...enter, 'ethtool', '-K', `nvc${i}`, 'tx', 'off']);
-        await sh([...enter, 'ovs-vsctl', 'add-port', 'ovsnet0', `nvh${i}`, 'tag=1']);
-      }));
+      naive.push(
+        await time(async () => {
+          await sh([...enter, 'ip', 'link', 'add', `nvh${i}`, 'type', 'veth', 'peer', 'name', `nvc${i}`]);
+          await sh([...enter, 'ip', 'link', 'set', `nvh${i}`, 'mtu', '1500', 'up']);
+          await sh([...enter, 'ethtool', '-K', `nvc${i}`, 'tx', 'off']);
+          await sh([...enter, 'ovs-vsctl', 'add-port', 'ovsnet0', `nvh${i}`, 'tag=1']);
+        }),
+      );
       await sh([...enter, 'ovs-vsctl', 'del-port', 'ovsnet0', `nvh${i}`]);
       await sh([...enter, 'ip', 'link', 'del', `nvh${i}`]);
     }
     const sn = sorted(naive);
     const j50 = percentile(sj, 0.5);
     console.log(`plugin calls on the socket, ${n} endpoints after 20 warm-up, 40 ms apart; target: Join p50 <= 5 ms\n`);
-    console.log(table(['call', 'p50 ms', 'p99 ms', 'p50 vs ovsnet Join'], [
-      ['GetCapabilities (HTTP round trip)', fmt(percentile(sa, 0.5), 3), fmt(percentile(sa, 0.99), 3), `${fmt(percentile(sa, 0.5) / j50)}x`],
-      ['NetworkDriver.Join', fmt(j50, 3), fmt(percentile(sj, 0.99), 3), '1.00x'],
-      ['Leave + DeleteEndpoint', fmt(percentile(sl, 0.5), 3), fmt(percentile(sl, 0.99), 3), `${fmt(percentile(sl, 0.5) / j50)}x`],
-      [`naive Join: ip, ip, ethtool, ovs-vsctl (${sn.length})`, fmt(percentile(sn, 0.5), 3), fmt(percentile(sn, 0.99), 3), `${fmt(percentile(sn, 0.5) / j50)}x`],
-    ]));
+    console.log(
+      table(
+        ['call', 'p50 ms', 'p99 ms', 'p50 vs ovsnet Join'],
+        [
+          [
+            'GetCapabilities (HTTP round trip)',
+            fmt(percentile(sa, 0.5), 3),
+            fmt(percentile(sa, 0.99), 3),
+            `${fmt(percentile(sa, 0.5) / j50)}x`,
+          ],
+          ['NetworkDriver.Join', fmt(j50, 3), fmt(percentile(sj, 0.99), 3), '1.00x'],
+          ['Leave + DeleteEndpoint', fmt(percentile(sl, 0.5), 3), fmt(percentile(sl, 0.99), 3), `${fmt(percentile(sl, 0.5) / j50)}x`],
+          [
+            `naive Join: ip, ip, ethtool, ovs-vsctl (${sn.length})`,
+            fmt(percentile(sn, 0.5), 3),
+            fmt(percentile(sn, 0.99), 3),
+            `${fmt(percentile(sn, 0.5) / j50)}x`,
+          ],
+        ],
+      ),
+    );
     console.log(`\nJoin p50 ${fmt(j50, 3)} ms: target ${j50 <= 5 ? 'met' : 'NOT met'}`);
 
     // docker run --rm: ovsnet vs a user-defined bridge, same daemon, alternating.
@@ -78,10 +95,15 @@ export async function benchDriver(): Promise<void> {
     const mo = percentile(sorted(ovs), 0.5);
     const mb = percentile(sorted(br), 0.5);
     console.log(`\ndocker run --rm, ${runs} runs each after 2 warm-up, alternating; target ratio <= 1.00\n`);
-    console.log(table(['network', 'median ms', 'min ms', 'max ms', 'vs bridge'], [
-      ['user-defined bridge (baseline)', fmt(mb, 1), fmt(Math.min(...br), 1), fmt(Math.max(...br), 1), '1.00x'],
-      ['ovsnet (OVS, ovsnet IPAM)', fmt(mo, 1), fmt(Math.min(...ovs), 1), fmt(Math.max(...ovs), 1), `${fmt(mo / mb)}x`],
-    ]));
+    console.log(
+      table(
+        ['network', 'median ms', 'min ms', 'max ms', 'vs bridge'],
+        [
+          ['user-defined bridge (baseline)', fmt(mb, 1), fmt(Math.min(...br), 1), fmt(Math.max(...br), 1), '1.00x'],
+          ['ovsnet (OVS, ovsnet IPAM)', fmt(mo, 1), fmt(Math.min(...ovs), 1), fmt(Math.max(...ovs), 1), `${fmt(mo / mb)}x`],
+        ],
+      ),
+    );
     console.log(`\nratio ${fmt(mo / mb)}: target ${mo / mb <= 1 ? 'met' : 'NOT met'}`);
   } finally {
     await host.down();

@@ -26,13 +26,19 @@ const MAIN = fileURLToPath(new URL('../src/main.js', import.meta.url));
 
 function allocator(fill: number, total: number): number {
   const pool = new PoolState({
-    poolId: 'bench', addressSpace: 'LocalDefault', pool: '10.0.0.0/16', v6: false, dynamic: false,
-    options: {}, host: 'bench', createdAt: '',
+    poolId: 'bench',
+    addressSpace: 'LocalDefault',
+    pool: '10.0.0.0/16',
+    v6: false,
+    dynamic: false,
+    options: {},
+    host: 'bench',
+    createdAt: '',
   });
   const usable = Number(pool.capacity);
   let seed = 7;
   const rand = () => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff), seed / 0x7fffffff);
-  for (let i = 1; i <= usable; i++) if (rand() < fill) pool.mark(10n << 24n | BigInt(i), true);
+  for (let i = 1; i <= usable; i++) if (rand() < fill) pool.mark((10n << 24n) | BigInt(i), true);
   const batch = Math.max(1, Math.min(1000, Math.floor((usable - pool.reserved.count) / 2)));
   const taken: bigint[] = new Array<bigint>(batch);
   let done = 0;
@@ -78,7 +84,13 @@ async function overSocket(store: string, n: number): Promise<{ activate: number[
   try {
     for (let i = 0; i < 200 && !fs.existsSync(socket); i++) await new Promise((r) => setTimeout(r, 25));
     const subnet = `10.${100 + Math.floor(Math.random() * 100)}.0.0/16`;
-    const pool = await call(socket, 'IpamDriver.RequestPool', { AddressSpace: 'LocalDefault', Pool: subnet, SubPool: '', Options: {}, V6: false });
+    const pool = await call(socket, 'IpamDriver.RequestPool', {
+      AddressSpace: 'LocalDefault',
+      Pool: subnet,
+      SubPool: '',
+      Options: {},
+      V6: false,
+    });
     if (pool.status !== 200) throw new Error(JSON.stringify(pool.json));
     const PoolID = pool.json.PoolID;
     const time = async (f: () => Promise<unknown>) => {
@@ -151,26 +163,43 @@ export async function benchIpam(): Promise<void> {
   const rates = [0, 0.5, 0.95].map((f) => [f, allocator(f, total)] as const);
   const base = rates[0]?.[1] ?? NaN;
   console.log(`in-process allocator, /16 (65534 usable), ${total} allocations per fill level; target >= 1,000,000/s\n`);
-  console.log(table(['fill', 'allocations/s', 'vs 0% full', 'target met'],
-    rates.map(([f, r]) => [`${Math.round(f * 100)}%`, fmt(r, 0), `${fmt(r / base)}x`, r >= 1e6 ? 'yes' : 'NO'])));
+  console.log(
+    table(
+      ['fill', 'allocations/s', 'vs 0% full', 'target met'],
+      rates.map(([f, r]) => [`${Math.round(f * 100)}%`, fmt(r, 0), `${fmt(r / base)}x`, r >= 1e6 ? 'yes' : 'NO']),
+    ),
+  );
 
   const n = Number(process.env.BENCH_N ?? 1000);
   const rows: string[][] = [];
-  for (const [name, store, target] of [['embedded', 'sqlite', 1], ['etcd', `etcd://${endpoints}`, 3]] as const) {
+  for (const [name, store, target] of [
+    ['embedded', 'sqlite', 1],
+    ['etcd', `etcd://${endpoints}`, 3],
+  ] as const) {
     const r = await overSocket(store, n);
     const s = (xs: number[]) => [...xs].sort((a, b) => a - b);
     const [a, q, l] = [s(r.activate), s(r.request), s(r.release)];
     const act = percentile(a, 0.5);
     rows.push([name, 'Plugin.Activate (baseline)', fmt(act, 3), fmt(percentile(a, 0.99), 3), '1.00x', '']);
-    rows.push([name, 'RequestAddress', fmt(percentile(q, 0.5), 3), fmt(percentile(q, 0.99), 3), `${fmt(percentile(q, 0.5) / act)}x`,
-      `p50 <= ${target} ms: ${percentile(q, 0.5) <= target ? 'yes' : 'NO'}`]);
+    rows.push([
+      name,
+      'RequestAddress',
+      fmt(percentile(q, 0.5), 3),
+      fmt(percentile(q, 0.99), 3),
+      `${fmt(percentile(q, 0.5) / act)}x`,
+      `p50 <= ${target} ms: ${percentile(q, 0.5) <= target ? 'yes' : 'NO'}`,
+    ]);
     rows.push([name, 'ReleaseAddress', fmt(percentile(l, 0.5), 3), fmt(percentile(l, 0.99), 3), `${fmt(percentile(l, 0.5) / act)}x`, '']);
   }
   console.log(`\nover the plugin socket (ovsnet serve, one keep-alive connection, ${n} rounds after 100 warm-up)\n`);
   console.log(table(['store', 'call', 'p50 ms', 'p99 ms', 'p50 vs Activate', 'target'], rows));
 
   const binds: string[][] = [];
-  for (const [pools, octet] of [[10, 160], [500, 170]] as const) binds.push(...(await binding(endpoints, pools, 300, octet)));
+  for (const [pools, octet] of [
+    [10, 160],
+    [500, 170],
+  ] as const)
+    binds.push(...(await binding(endpoints, pools, 300, octet)));
   console.log('\nCreateEndpoint binding its reservation, etcd: finding the pool (300 binds, each a get + a txn)\n');
   console.log(table(['pools', 'how the pool is found', 'p50 ms', 'p99 ms', 'p50 vs baseline'], binds));
 }

@@ -16,7 +16,13 @@ const CHURN = `i=0; while :; do i=$((i+1)); n=ovsnet-blc$i
   ip netns add $n && ip link add blx$i type veth peer name bly$i && ip link set bly$i netns $n
   ip link del blx$i; ip netns del $n; done`;
 
-interface Probe { mode: string; cycles: number; p50: number; p99: number; max: number }
+interface Probe {
+  mode: string;
+  cycles: number;
+  p50: number;
+  p99: number;
+  max: number;
+}
 
 export async function benchLinks(): Promise<void> {
   await run('ip', ['netns', 'add', NS]);
@@ -31,10 +37,19 @@ export async function benchLinks(): Promise<void> {
     }
     const idle = Math.max(...rows.filter((r) => r.mode === 'idle').map((r) => r.p99));
     console.log('event-loop delay of a process making and deleting a veth every 20 ms, while another process churns namespaces\n');
-    console.log(table(['netlink calls', 'cycles', 'p50 ms', 'p99 ms', 'max ms', 'p99 vs idle'], rows.map((r) => [
-      r.mode === 'idle' ? 'none (idle)' : r.mode === 'main' ? 'on the main thread (before)' : 'on the link worker (ovsnet)',
-      String(r.cycles), fmt(r.p50, 2), fmt(r.p99, 2), fmt(r.max, 2), `${fmt(r.p99 / idle)}x`,
-    ])));
+    console.log(
+      table(
+        ['netlink calls', 'cycles', 'p50 ms', 'p99 ms', 'max ms', 'p99 vs idle'],
+        rows.map((r) => [
+          r.mode === 'idle' ? 'none (idle)' : r.mode === 'main' ? 'on the main thread (before)' : 'on the link worker (ovsnet)',
+          String(r.cycles),
+          fmt(r.p50, 2),
+          fmt(r.p99, 2),
+          fmt(r.max, 2),
+          `${fmt(r.p99 / idle)}x`,
+        ]),
+      ),
+    );
   } finally {
     if (churn.pid !== undefined) process.kill(-churn.pid, 'SIGKILL');
     await run('ip', ['netns', 'del', NS]);
@@ -42,6 +57,7 @@ export async function benchLinks(): Promise<void> {
     for (const n of (await run('ip', ['netns', 'list'])).stdout.split('\n').map((l) => l.split(' ')[0] ?? '')) {
       if (n.startsWith('ovsnet-blc')) await run('ip', ['netns', 'del', n]);
     }
-    for (const l of (await run('ip', ['-o', 'link', 'show'])).stdout.matchAll(/^\d+: (blx\d+)@/gm)) await run('ip', ['link', 'del', l[1] ?? '']);
+    for (const l of (await run('ip', ['-o', 'link', 'show'])).stdout.matchAll(/^\d+: (blx\d+)@/gm))
+      await run('ip', ['link', 'del', l[1] ?? '']);
   }
 }

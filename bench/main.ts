@@ -5,7 +5,13 @@ import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
 import { benchStore } from './store.js';
 
-const suites: Record<string, () => Promise<void>> = { store: benchStore, ipam: benchIpam, driver: benchDriver, links: benchLinks, cluster: benchCluster };
+const suites: Record<string, () => Promise<void>> = {
+  store: benchStore,
+  ipam: benchIpam,
+  driver: benchDriver,
+  links: benchLinks,
+  cluster: benchCluster,
+};
 
 const name = process.argv[2];
 const run = name === undefined ? undefined : suites[name];

@@ -39,7 +39,10 @@ export async function benchStore(): Promise<void> {
     const base = await suite(sqlite);
     const remote = await suite(etcd);
     const rows: string[][] = [];
-    for (const [name, res] of [['embedded (sqlite)', base], ['etcd', remote]] as const) {
+    for (const [name, res] of [
+      ['embedded (sqlite)', base],
+      ['etcd', remote],
+    ] as const) {
       for (const op of ['put', 'get', 'cas'] as const) {
         const r = res[op];
         const b = base[op];

@@ -49,4 +49,6 @@ if (problems.length > 0) {
   console.error(problems.join('\n'));
   process.exit(1);
 }
-console.log(`layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines`);
+console.log(
+  `layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines`,
+);

@@ -66,7 +66,7 @@ export const SETTINGS = {
   },
   OVSNET_DEFAULT_POOLS: {
     default: '10.192.0.0/10:24,fd5e:0e00::/40:64',
-    form: 'comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range\'s own)',
+    form: "comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range's own)",
     doc: 'Ranges that networks created without --subnet get their pool from, and the pool size carved from each.',
   },
   OVSNET_BRIDGE: {
@@ -184,12 +184,7 @@ export function loadConfig(env: Env): Config {
   return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics, journal });
 }
 
-function parseStore(
-  raw: string,
-  env: Env,
-  bad: (why?: string) => void,
-  problems: string[],
-): StoreConfig | undefined {
+function parseStore(raw: string, env: Env, bad: (why?: string) => void, problems: string[]): StoreConfig | undefined {
   const etcdOnly = ['OVSNET_ETCD_CA', 'OVSNET_ETCD_CERT', 'OVSNET_ETCD_KEY', 'OVSNET_ETCD_USERNAME', 'OVSNET_ETCD_PASSWORD'] as const;
   const given = (n: SettingName): string | undefined => {
     const v = env[n]?.trim();
@@ -207,8 +202,13 @@ function parseStore(
     return { kind: 'sqlite', file };
   }
   if (raw.startsWith('etcd://')) {
-    const hosts = raw.slice('etcd://'.length).split(',').map((h) => h.trim());
-    const valid = hosts.length > 0 && hosts.every((h) => /^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h) && Number(h.split(':').pop()) <= 65535);
+    const hosts = raw
+      .slice('etcd://'.length)
+      .split(',')
+      .map((h) => h.trim());
+    const valid =
+      hosts.length > 0 &&
+      hosts.every((h) => /^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h) && Number(h.split(':').pop()) <= 65535);
     if (!valid) {
       bad('each endpoint is host:port');
       return undefined;
@@ -218,9 +218,12 @@ function parseStore(
     const key = given('OVSNET_ETCD_KEY');
     const username = given('OVSNET_ETCD_USERNAME');
     const password = given('OVSNET_ETCD_PASSWORD');
-    if ((cert === undefined) !== (key === undefined)) problems.push('OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together: set both or neither');
-    if (cert !== undefined && ca === undefined) problems.push('OVSNET_ETCD_CERT needs OVSNET_ETCD_CA (the CA that signed the etcd server certificate)');
-    if ((username === undefined) !== (password === undefined)) problems.push('OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together: set both or neither');
+    if ((cert === undefined) !== (key === undefined))
+      problems.push('OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together: set both or neither');
+    if (cert !== undefined && ca === undefined)
+      problems.push('OVSNET_ETCD_CERT needs OVSNET_ETCD_CA (the CA that signed the etcd server certificate)');
+    if ((username === undefined) !== (password === undefined))
+      problems.push('OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together: set both or neither');
     const scheme = ca === undefined ? 'http' : 'https';
     return {
       kind: 'etcd',

@@ -4,13 +4,7 @@
  * one place (src/plugin-api); foreign errors are converted where they enter, kept as `cause`.
  */
 
-export type ErrorKind =
-  | 'InvalidParameter'
-  | 'NotFound'
-  | 'Conflict'
-  | 'Unavailable'
-  | 'Forbidden'
-  | 'System';
+export type ErrorKind = 'InvalidParameter' | 'NotFound' | 'Conflict' | 'Unavailable' | 'Forbidden' | 'System';
 
 export const ERROR_CODES = {
   CONFIG_INVALID: 'InvalidParameter',

@@ -15,7 +15,9 @@ const USAGE = `usage: ovsnet <command> [--json]
 
 commands:
   serve       run the plugin: Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET
-${Object.entries(COMMANDS).map(([c, d]) => `  ${c.padEnd(10)}  ${d}`).join('\n')}
+${Object.entries(COMMANDS)
+  .map(([c, d]) => `  ${c.padEnd(10)}  ${d}`)
+  .join('\n')}
 
 Settings are OVSNET_* environment variables; see the README.`;
 

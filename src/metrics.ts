@@ -31,11 +31,27 @@ export interface GaugeSources {
 
 export class Metrics {
   readonly registry = new Registry();
-  private readonly calls = this.histogram('ovsnet_docker_call_duration_seconds', 'Latency of Docker plugin calls, by method and HTTP status', ['method', 'status']);
+  private readonly calls = this.histogram(
+    'ovsnet_docker_call_duration_seconds',
+    'Latency of Docker plugin calls, by method and HTTP status',
+    ['method', 'status'],
+  );
   private readonly errors = this.counter('ovsnet_errors_total', 'Errors answered to Docker, by kind and code', ['kind', 'code']);
-  private readonly store = this.histogram('ovsnet_store_request_duration_seconds', 'Round trips to the state store, by operation and outcome', ['op', 'outcome']);
-  private readonly ovsdb = this.histogram('ovsnet_ovsdb_request_duration_seconds', 'Round trips to ovsdb-server, by JSON-RPC method and outcome', ['method', 'outcome']);
-  private readonly repairs = this.counter('ovsnet_reconcile_repairs_total', 'What reconcile found out of line with the store: recreated or removed', ['action']);
+  private readonly store = this.histogram(
+    'ovsnet_store_request_duration_seconds',
+    'Round trips to the state store, by operation and outcome',
+    ['op', 'outcome'],
+  );
+  private readonly ovsdb = this.histogram(
+    'ovsnet_ovsdb_request_duration_seconds',
+    'Round trips to ovsdb-server, by JSON-RPC method and outcome',
+    ['method', 'outcome'],
+  );
+  private readonly repairs = this.counter(
+    'ovsnet_reconcile_repairs_total',
+    'What reconcile found out of line with the store: recreated or removed',
+    ['action'],
+  );
 
   private histogram<L extends string>(name: string, help: string, labelNames: readonly L[]): Histogram<L> {
     return new Histogram({ name, help, labelNames, buckets: LATENCY_BUCKETS, registers: [this.registry] });
@@ -57,7 +73,9 @@ export class Metrics {
     this.gauge('ovsnet_ipam_pool_used', 'Reserved addresses of each pool', () => pools().map((p) => [{ pool: p.pool }, p.used]));
     this.gauge('ovsnet_hosts', 'Hosts registered in the shared store, this one included', () => [[{}, cluster().hosts]]);
     this.gauge('ovsnet_vxlan_tunnels', 'VXLAN tunnel ports this host keeps to its peers', () => [[{}, cluster().tunnels]]);
-    this.gauge('ovsnet_ipam_blocks_owned', 'Blocks of each shared (logical network) pool this host owns', () => cluster().blocks.map((b) => [{ pool: b.pool }, b.owned]));
+    this.gauge('ovsnet_ipam_blocks_owned', 'Blocks of each shared (logical network) pool this host owns', () =>
+      cluster().blocks.map((b) => [{ pool: b.pool }, b.owned]),
+    );
   }
 
   /**

@@ -25,9 +25,20 @@ export function isCommand(c: string): c is Command {
 function table(rows: readonly Record<string, unknown>[]): string {
   if (rows.length === 0) return '(none)';
   const cols = Object.keys(rows[0] ?? {});
-  const cell = (v: unknown) => (Array.isArray(v) ? v.join(',') : typeof v === 'object' && v !== null ? Object.entries(v).map(([k, n]) => `${k}:${String(n)}`).join(',') : String(v));
+  const cell = (v: unknown) =>
+    Array.isArray(v)
+      ? v.join(',')
+      : typeof v === 'object' && v !== null
+        ? Object.entries(v)
+            .map(([k, n]) => `${k}:${String(n)}`)
+            .join(',')
+        : String(v);
   const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ').trimEnd();
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => c.padEnd(widths[i] ?? 0))
+      .join('  ')
+      .trimEnd();
   return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
 }
 
@@ -44,7 +55,17 @@ export async function runCommand(command: Command, json: boolean, config: Config
         // Host and logical network columns only where several hosts share the store.
         const cluster = rows.some((r) => r.logical !== '' || (r.host !== '' && r.host !== rows[0]?.host));
         print(
-          table(rows.map((r) => ({ network: r.network, ...(cluster ? { host: r.host, logical: r.logical } : {}), tag: r.tag, subnets: r.subnets, gateway: r.gateway, mtu: r.mtu, endpoints: r.endpoints }))),
+          table(
+            rows.map((r) => ({
+              network: r.network,
+              ...(cluster ? { host: r.host, logical: r.logical } : {}),
+              tag: r.tag,
+              subnets: r.subnets,
+              gateway: r.gateway,
+              mtu: r.mtu,
+              endpoints: r.endpoints,
+            })),
+          ),
           rows,
         );
         return 0;
@@ -58,16 +79,40 @@ export async function runCommand(command: Command, json: boolean, config: Config
         const rows = await pools(store);
         const shared = rows.some((r) => r.logical !== '');
         print(
-          table(rows.map((r) => ({ pool: r.pool, range: r.range, used: r.used, usable: r.usable, use: r.percent, hosts: r.byHost, ...(shared ? { logical: r.logical || '-', blocks: r.blocks } : {}) }))),
+          table(
+            rows.map((r) => ({
+              pool: r.pool,
+              range: r.range,
+              used: r.used,
+              usable: r.usable,
+              use: r.percent,
+              hosts: r.byHost,
+              ...(shared ? { logical: r.logical || '-', blocks: r.blocks } : {}),
+            })),
+          ),
           rows,
         );
         return 0;
       }
       case 'status': {
-        const checks = (await doctor(config, store, ovs, datapath)).filter((c) => ['store', 'openvswitch', 'datapath', 'daemon', 'docker'].includes(c.check));
+        const checks = (await doctor(config, store, ovs, datapath)).filter((c) =>
+          ['store', 'openvswitch', 'datapath', 'daemon', 'docker'].includes(c.check),
+        );
         const registered = await hosts(store).catch(() => [] as string[]);
-        checks.push({ check: 'hosts', ok: true, detail: registered.length === 0 ? 'single host (no host registered in the store)' : registered.join(', ') });
-        const data = { store: describeStore(config.store), bridge: config.bridge, datapath, socket: config.socket, daemon: await daemonAnswers(config.socket), hosts: registered, checks };
+        checks.push({
+          check: 'hosts',
+          ok: true,
+          detail: registered.length === 0 ? 'single host (no host registered in the store)' : registered.join(', '),
+        });
+        const data = {
+          store: describeStore(config.store),
+          bridge: config.bridge,
+          datapath,
+          socket: config.socket,
+          daemon: await daemonAnswers(config.socket),
+          hosts: registered,
+          checks,
+        };
         print(table(checks.map((c) => ({ check: c.check, ok: c.ok ? 'ok' : 'FAIL', detail: c.detail }))), data);
         return checks.every((c) => c.ok) ? 0 : 1;
       }

@@ -128,7 +128,7 @@ export function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | u
       res.on('data', (d: Buffer) => (text += d.toString()));
       res.on('end', () => {
         try {
-          resolve(((JSON.parse(text) as { Plugins?: { Network?: string[] } }).Plugins?.Network ?? []));
+          resolve((JSON.parse(text) as { Plugins?: { Network?: string[] } }).Plugins?.Network ?? []);
         } catch {
           resolve(undefined);
         }
@@ -170,13 +170,27 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     const rev = await store.revision();
     checks.push({ check: 'store', ok: true, detail: `${config.store.kind} reachable, revision ${rev}, ${Date.now() - t0} ms` });
   } catch (err) {
-    checks.push({ check: 'store', ok: false, detail: messageOf(err), fix: 'check OVSNET_STORE and that etcd (or the state directory) is reachable' });
+    checks.push({
+      check: 'store',
+      ok: false,
+      detail: messageOf(err),
+      fix: 'check OVSNET_STORE and that etcd (or the state directory) is reachable',
+    });
   }
   try {
     const exists = await ovs.bridgeExists(config.bridge);
-    checks.push({ check: 'openvswitch', ok: true, detail: `OVSDB reachable at ${config.ovsdb}; bridge ${config.bridge} ${exists ? 'exists' : 'not created yet (made with the first network)'}` });
+    checks.push({
+      check: 'openvswitch',
+      ok: true,
+      detail: `OVSDB reachable at ${config.ovsdb}; bridge ${config.bridge} ${exists ? 'exists' : 'not created yet (made with the first network)'}`,
+    });
   } catch (err) {
-    checks.push({ check: 'openvswitch', ok: false, detail: messageOf(err), fix: 'install openvswitch-switch and start it (ovs-ctl start), or set OVSNET_OVSDB' });
+    checks.push({
+      check: 'openvswitch',
+      ok: false,
+      detail: messageOf(err),
+      fix: 'install openvswitch-switch and start it (ovs-ctl start), or set OVSNET_OVSDB',
+    });
   }
   const kernel = ovsKernelModuleLoaded();
   checks.push({
@@ -225,7 +239,8 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
       if (n.gatewayPort === undefined) continue;
       const file = `/sys/class/net/${n.gatewayPort}/mtu`;
       const mtu = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8')) : undefined;
-      if (mtu !== undefined && mtu !== n.mtu) bad.push(`${n.networkId.slice(0, 12)}: ${n.gatewayPort} has MTU ${mtu}, the network ${n.mtu}`);
+      if (mtu !== undefined && mtu !== n.mtu)
+        bad.push(`${n.networkId.slice(0, 12)}: ${n.gatewayPort} has MTU ${mtu}, the network ${n.mtu}`);
     }
     checks.push({
       check: 'mtu',
@@ -240,8 +255,15 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     checks.push({
       check: 'orphan reservations',
       ok: orphans.length === 0,
-      detail: orphans.length === 0 ? 'every reservation bound to an endpoint has it' : orphans.map((r) => `${r.address} (endpoint ${r.endpoint?.slice(0, 12) ?? ''})`).join(' '),
-      ...(orphans.length === 0 ? {} : { fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address' }),
+      detail:
+        orphans.length === 0
+          ? 'every reservation bound to an endpoint has it'
+          : orphans.map((r) => `${r.address} (endpoint ${r.endpoint?.slice(0, 12) ?? ''})`).join(' '),
+      ...(orphans.length === 0
+        ? {}
+        : {
+            fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address',
+          }),
     });
   } catch {
     // the store is unreachable: reported above
@@ -254,11 +276,18 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
   checks.push({
     check: 'checksum offload',
     ok: true,
-    detail: datapath === 'netdev' ? 'userspace datapath: ovsnet turns transmit checksum offload off on every container end (TCP fails otherwise)' : 'kernel datapath: offloads left as they are',
+    detail:
+      datapath === 'netdev'
+        ? 'userspace datapath: ovsnet turns transmit checksum offload off on every container end (TCP fails otherwise)'
+        : 'kernel datapath: offloads left as they are',
   });
   try {
     const all = await pools(store);
-    checks.push({ check: 'reservations', ok: true, detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools` });
+    checks.push({
+      check: 'reservations',
+      ok: true,
+      detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools`,
+    });
   } catch {
     // the store is unreachable: reported above
   }
@@ -276,7 +305,11 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
     check: 'hosts',
     ok: mtus.size <= 1,
     detail: peers.map((p) => `${p.name} (${p.vtepIp}${p.tunnelMtu === undefined ? '' : `, MTU ${p.tunnelMtu}`})`).join(', '),
-    ...(mtus.size <= 1 ? {} : { fix: "give every host's tunnel interface one MTU (VXLAN networks default to it minus 50), or create logical networks with -o com.docker.network.driver.mtu" }),
+    ...(mtus.size <= 1
+      ? {}
+      : {
+          fix: "give every host's tunnel interface one MTU (VXLAN networks default to it minus 50), or create logical networks with -o com.docker.network.driver.mtu",
+        }),
   });
   const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
   const iface = vtep === undefined ? undefined : interfaceOf(vtep);
@@ -285,8 +318,14 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
     checks.push({
       check: 'vxlan',
       ok: onOvs,
-      detail: onOvs ? `tunnel address ${vtep ?? ''} is on OVS bridge port ${iface ?? ''} (native tunnelling)` : `tunnel address ${vtep ?? '(none)'} is on ${iface ?? 'no interface'}, not on an OVS bridge`,
-      ...(onOvs ? {} : { fix: 'on the userspace datapath VXLAN needs the tunnel address on an OVS bridge that owns the underlay interface: ovs-vsctl add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy <underlay>; move the address to br-phy' }),
+      detail: onOvs
+        ? `tunnel address ${vtep ?? ''} is on OVS bridge port ${iface ?? ''} (native tunnelling)`
+        : `tunnel address ${vtep ?? '(none)'} is on ${iface ?? 'no interface'}, not on an OVS bridge`,
+      ...(onOvs
+        ? {}
+        : {
+            fix: 'on the userspace datapath VXLAN needs the tunnel address on an OVS bridge that owns the underlay interface: ovs-vsctl add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy <underlay>; move the address to br-phy',
+          }),
     });
   }
   return checks;

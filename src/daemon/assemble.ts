@@ -139,7 +139,9 @@ export function assemble(config: Config, log: Logger): Parts {
     cluster: () => ({
       hosts: registry.hosts().size,
       tunnels: tunnels.count,
-      blocks: ipam.usage().flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
+      blocks: ipam
+        .usage()
+        .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
     }),
   });
   return { config, log, metrics, raw, store, ipam, ovs, datapath, refreshDatapath, links, driver, registry, tunnels, reclaimer, app };

@@ -58,7 +58,14 @@ export class Daemon {
     for (const task of this.tasks(onFatal)) task.start();
     // startupMs: from process start to the socket answering (Docker's first call waits on it).
     log.info(
-      { store: describeStore(config.store), socket: config.socket, bridge: config.bridge, datapath, pid: process.pid, startupMs: Math.round(performance.now()) },
+      {
+        store: describeStore(config.store),
+        socket: config.socket,
+        bridge: config.bridge,
+        datapath,
+        pid: process.pid,
+        startupMs: Math.round(performance.now()),
+      },
       'ovsnet serving',
     );
   }
@@ -109,9 +116,14 @@ export class Daemon {
         },
       },
       // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
-      { name: 'reclaim departed hosts', start: () => reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000)) },
+      {
+        name: 'reclaim departed hosts',
+        start: () => reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000)),
+      },
       retried('register this host', () => registry.start()),
-      retried('reconcile with Open vSwitch', () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))),
+      retried('reconcile with Open vSwitch', () =>
+        driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
+      ),
     ];
   }
 

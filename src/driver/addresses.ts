@@ -18,6 +18,9 @@ export function parseCidrAddress(cidr: string, field: string): { family: Family;
  * makes them (stable and readable), or random when the endpoint has no IPv4 address.
  */
 export function macFor(address: string): string {
-  const bytes = address === '' ? Buffer.concat([Buffer.from([0x02]), randomBytes(5)]) : Buffer.concat([Buffer.from([0x02, 0x42]), parseCidrAddress(address, 'Interface.Address').bytes]);
+  const bytes =
+    address === ''
+      ? Buffer.concat([Buffer.from([0x02]), randomBytes(5)])
+      : Buffer.concat([Buffer.from([0x02, 0x42]), parseCidrAddress(address, 'Interface.Address').bytes]);
   return [...bytes].map((b) => b.toString(16).padStart(2, '0')).join(':');
 }

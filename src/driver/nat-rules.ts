@@ -23,7 +23,11 @@ export const CHAINS = {
 } as const;
 
 /** ovsnet's chains, in the order they are created. */
-export const OWN_CHAINS: readonly (readonly [Table, string])[] = [['nat', CHAINS.masquerade], ['nat', CHAINS.dnat], ['filter', CHAINS.forward]];
+export const OWN_CHAINS: readonly (readonly [Table, string])[] = [
+  ['nat', CHAINS.masquerade],
+  ['nat', CHAINS.dnat],
+  ['filter', CHAINS.forward],
+];
 
 /** Jumps into ovsnet's chains from the built-in ones. */
 export const JUMPS: readonly Rule[] = [
@@ -61,8 +65,15 @@ export function portRules(endpointId: string, address: string, ports: readonly P
       chain: CHAINS.dnat,
       spec: [
         ...(p.hostIp === '' || p.hostIp === '0.0.0.0' ? [] : ['-d', p.hostIp]),
-        '-p', p.proto, '--dport', range, ...comment(endpointId),
-        '-j', 'DNAT', '--to-destination', `${address}:${p.containerPort}`,
+        '-p',
+        p.proto,
+        '--dport',
+        range,
+        ...comment(endpointId),
+        '-j',
+        'DNAT',
+        '--to-destination',
+        `${address}:${p.containerPort}`,
       ],
     };
   });

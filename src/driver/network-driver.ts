@@ -58,18 +58,28 @@ export class NetworkDriver {
     if ((await this.network(req.networkId, false)) !== undefined) return; // the same request again: created already
     const undo: Undo[] = [];
     try {
-      const vni = await joinSegment(this.deps, {
-        networkId: req.networkId, opts, subnets: [...req.ipv4, ...req.ipv6].map((d) => d.pool), now: this.now,
-        // Under the port mutex no other create runs here: a member without a record is a leftover.
-        isLeftover: async (other) => (await this.network(other, false)) === undefined,
-      }, undo);
+      const vni = await joinSegment(
+        this.deps,
+        {
+          networkId: req.networkId,
+          opts,
+          subnets: [...req.ipv4, ...req.ipv6].map((d) => d.pool),
+          now: this.now,
+          // Under the port mutex no other create runs here: a member without a record is a leftover.
+          isLeftover: async (other) => (await this.network(other, false)) === undefined,
+        },
+        undo,
+      );
       const tag = await this.claimTag(req.networkId, vni === undefined ? opts.tag : undefined, undo);
       const record = this.networkRecord(req, opts, tag, vni);
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
       await this.addGateway(record, undo);
       await this.guardGateway(record, undo);
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
-      this.deps.log.info({ networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu }, 'network created');
+      this.deps.log.info(
+        { networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu },
+        'network created',
+      );
       this.deps.onNetworksChanged?.();
     } catch (err) {
       await undoAll(undo, this.deps.log, 'create network', req.networkId);
@@ -136,7 +146,10 @@ export class NetworkDriver {
   async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
     const network = await this.network(req.networkId, true);
     if (req.address === '' && req.addressV6 === '') {
-      throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`);
+      throw new OvsnetError(
+        'ENDPOINT_INVALID',
+        `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`,
+      );
     }
     for (const a of [req.address, req.addressV6]) if (a !== '') parseCidrAddress(a, 'Interface.Address');
     const mac = req.mac === '' ? macFor(req.address) : req.mac;
@@ -153,7 +166,10 @@ export class NetworkDriver {
     };
     const standing = await this.records.createEndpoint(record);
     if (standing.address !== record.address || standing.addressV6 !== record.addressV6) {
-      throw new OvsnetError('ENDPOINT_INVALID', `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`);
+      throw new OvsnetError(
+        'ENDPOINT_INVALID',
+        `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`,
+      );
     }
     // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
     for (const a of [req.address, req.addressV6]) {
@@ -191,7 +207,8 @@ export class NetworkDriver {
       await undoAll(undo, this.deps.log, 'join', endpointId);
       throw err;
     }
-    const gw = (list: readonly IpData[]) => (network.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? ''));
+    const gw = (list: readonly IpData[]) =>
+      network.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
     return { srcName: ep.containerVeth, gateway: gw(network.ipv4), gatewayV6: gw(network.ipv6) };
   }
 
@@ -217,7 +234,9 @@ export class NetworkDriver {
     // ovsnet stops first, the next reconcile removes the leftover, as any veth of no endpoint).
     const unlink: Promise<void> = this.deps.links
       .deleteLink(hostVeth)
-      .catch((err: unknown) => this.deps.log.warn({ err }, `cannot delete veth ${hostVeth}: ${messageOf(err)}; the next reconcile removes it`))
+      .catch((err: unknown) =>
+        this.deps.log.warn({ err }, `cannot delete veth ${hostVeth}: ${messageOf(err)}; the next reconcile removes it`),
+      )
       .finally(() => this.unlinking.delete(unlink));
     this.unlinking.add(unlink);
   }
@@ -266,7 +285,8 @@ export class NetworkDriver {
   // --- internals -------------------------------------------------------------------------
 
   private async unpublish(ep: EndpointRecord): Promise<void> {
-    if (ep.portmap.length > 0 && ep.address !== undefined) await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
+    if (ep.portmap.length > 0 && ep.address !== undefined)
+      await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
   }
 
   private async network(networkId: string, required: true): Promise<NetworkRecord>;
@@ -281,7 +301,11 @@ export class NetworkDriver {
 
   private async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
     const record = await this.records.endpoint(networkId, endpointId);
-    if (record === undefined) throw new OvsnetError('ENDPOINT_NOT_FOUND', `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`);
+    if (record === undefined)
+      throw new OvsnetError(
+        'ENDPOINT_NOT_FOUND',
+        `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`,
+      );
     return record;
   }
 
@@ -289,4 +313,3 @@ export class NetworkDriver {
     await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));
   }
 }
-

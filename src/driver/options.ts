@@ -35,7 +35,9 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
   const generic: Record<string, unknown> = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
   for (const key of Object.keys(generic)) {
     if (key.startsWith('ovsnet.') && !(key in NETWORK_OPTIONS)) {
-      const valid = Object.entries(NETWORK_OPTIONS).map(([k, v]) => `${k} (${v})`).join(', ');
+      const valid = Object.entries(NETWORK_OPTIONS)
+        .map(([k, v]) => `${k} (${v})`)
+        .join(', ');
       throw invalid(`-o ${key} is not an ovsnet option; valid ones: ${valid}`);
     }
   }
@@ -58,13 +60,18 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
     throw invalid(`-o ovsnet.network=${logical} is not valid: expected ${NETWORK_OPTIONS['ovsnet.network'] ?? ''}`);
   }
   if (encap === 'vxlan' && logical === undefined) {
-    throw invalid('-o ovsnet.encap=vxlan needs -o ovsnet.network=NAME: the logical network this host\'s network joins (give the same NAME on every host)');
+    throw invalid(
+      "-o ovsnet.encap=vxlan needs -o ovsnet.network=NAME: the logical network this host's network joins (give the same NAME on every host)",
+    );
   }
   if (encap === 'vlan' && logical !== undefined) {
     throw invalid(`-o ovsnet.network=${logical} spans hosts over VXLAN: add -o ovsnet.encap=vxlan`);
   }
   return {
-    tag: encap === 'vxlan' ? int('ovsnet.tag', 1, MAX_VNI, `a VNI from 1 to ${MAX_VNI}`) : int('ovsnet.tag', 1, 4094, 'a VLAN tag from 1 to 4094'),
+    tag:
+      encap === 'vxlan'
+        ? int('ovsnet.tag', 1, MAX_VNI, `a VNI from 1 to ${MAX_VNI}`)
+        : int('ovsnet.tag', 1, 4094, 'a VLAN tag from 1 to 4094'),
     encap,
     logical,
     mtu: int(MTU_OPTION, 68, 65535, 'an MTU from 68 to 65535'),

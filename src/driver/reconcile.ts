@@ -84,16 +84,16 @@ export class Reconciler {
    * them (ovs-vswitchd keeps no flows across a restart). Returns what it repaired.
    */
   async checkGuards(): Promise<string[]> {
-      const repaired: string[] = [];
-      for (const n of await this.records.localNetworks()) {
-        if (n.vni === undefined || n.gatewayPort === undefined) continue;
-        const wanted = guardFlowCount(n);
-        if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
-        await this.gateways.guard(n);
-        repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
-      }
-      if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
-      return repaired;
+    const repaired: string[] = [];
+    for (const n of await this.records.localNetworks()) {
+      if (n.vni === undefined || n.gatewayPort === undefined) continue;
+      const wanted = guardFlowCount(n);
+      if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
+      await this.gateways.guard(n);
+      repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
+    }
+    if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
+    return repaired;
   }
 
   /**
@@ -108,8 +108,13 @@ export class Reconciler {
       const members = kv === undefined ? {} : decodeRecord<LogicalNetwork>(kv.key, kv.value).members;
       if (members[this.deps.host]?.networkId === n.networkId) return false;
       await joinLogical(this.deps.store, {
-        name, vni: n.vni, subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool), internal: n.internal,
-        host: this.deps.host, networkId: n.networkId, now: this.now(),
+        name,
+        vni: n.vni,
+        subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool),
+        internal: n.internal,
+        host: this.deps.host,
+        networkId: n.networkId,
+        now: this.now(),
       });
       return true;
     } catch (err) {

@@ -17,7 +17,10 @@ export async function claimTag(store: Store, host: string, networkId: string, wa
     });
     const holder = res.gets[0]?.value;
     if (!res.succeeded && holder !== networkId) {
-      throw new OvsnetError('TAG_TAKEN', `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'} on this host: pick another from 1 to 4094, or omit -o ovsnet.tag`);
+      throw new OvsnetError(
+        'TAG_TAKEN',
+        `VLAN tag ${wanted} is used by network ${holder?.slice(0, 12) ?? '?'} on this host: pick another from 1 to 4094, or omit -o ovsnet.tag`,
+      );
     }
     return wanted;
   }

@@ -33,7 +33,10 @@ export function checkRequested(pool: PoolState, address: string, gateway: boolea
   const value = addressIn(pool, address);
   const hostBits = (pool.prefix.family === 4 ? 32 : 128) - pool.prefix.bits;
   if (hostBits >= 2 && !gateway && value === pool.prefix.base) {
-    throw new OvsnetError('IPAM_ADDRESS_INVALID', `address ${address} is the network address of ${pool.record.pool}; pick one from ${formatAddress(pool.prefix.family, pool.prefix.base + 1n)} on`);
+    throw new OvsnetError(
+      'IPAM_ADDRESS_INVALID',
+      `address ${address} is the network address of ${pool.record.pool}; pick one from ${formatAddress(pool.prefix.family, pool.prefix.base + 1n)} on`,
+    );
   }
   if (hostBits >= 2 && pool.prefix.family === 4 && value === pool.prefix.base + size(pool.prefix) - 1n) {
     throw new OvsnetError('IPAM_ADDRESS_INVALID', `address ${address} is the broadcast address of ${pool.record.pool}; pick one below it`);

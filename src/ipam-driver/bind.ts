@@ -24,7 +24,10 @@ export async function bindReservation(store: Store, address: string, endpointId:
       if (kv === undefined) break;
       const record = decodeReservation(kv);
       if (record.endpoint === endpointId) return true;
-      const res = await store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, JSON.stringify({ ...record, endpoint: endpointId }))] });
+      const res = await store.txn({
+        compares: [modRevisionIs(key, kv.modRevision)],
+        success: [put(key, JSON.stringify({ ...record, endpoint: endpointId }))],
+      });
       if (res.succeeded) return true;
     }
   }

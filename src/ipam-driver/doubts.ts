@@ -64,7 +64,8 @@ export class Doubts {
     try {
       const raw = JSON.parse(fs.readFileSync(this.journal, 'utf8')) as (Omit<Doubt, 'at'> & { at: string })[];
       loaded = raw.map((d) => ({ ...d, at: new Date(d.at) }) as Doubt);
-      if (loaded.some((d) => Number.isNaN(d.at.getTime()) || !['pool', 'request', 'release'].includes(d.kind))) throw new Error('an entry is not a doubt');
+      if (loaded.some((d) => Number.isNaN(d.at.getTime()) || !['pool', 'request', 'release'].includes(d.kind)))
+        throw new Error('an entry is not a doubt');
     } catch (err) {
       const aside = `${this.journal}.unreadable-${Date.now()}`;
       fs.renameSync(this.journal, aside);
@@ -72,7 +73,11 @@ export class Doubts {
       return;
     }
     this.pending.push(...loaded);
-    if (loaded.length > 0) this.log.warn({ doubts: loaded }, `${loaded.length} unconfirmed IPAM change(s) from before the restart; settled once the store answers`);
+    if (loaded.length > 0)
+      this.log.warn(
+        { doubts: loaded },
+        `${loaded.length} unconfirmed IPAM change(s) from before the restart; settled once the store answers`,
+      );
     this.schedule();
   }
 
@@ -127,7 +132,10 @@ export class Doubts {
       }
       fs.renameSync(tmp, this.journal);
     } catch (err) {
-      this.log.error({ err }, `cannot write the journal ${this.journal} (${messageOf(err)}): unconfirmed IPAM changes are kept in memory only; check OVSNET_JOURNAL`);
+      this.log.error(
+        { err },
+        `cannot write the journal ${this.journal} (${messageOf(err)}): unconfirmed IPAM changes are kept in memory only; check OVSNET_JOURNAL`,
+      );
     }
   }
 

@@ -91,7 +91,13 @@ export class IndexSync {
         new Promise<void>((resolve) => this.waiting.push(resolve)),
         new Promise((_, reject) => {
           timer = setTimeout(
-            () => reject(new OvsnetError('NOT_READY', `ovsnet has not reached its store yet (waited ${this.deps.readyTimeoutMs} ms); Docker can retry`)),
+            () =>
+              reject(
+                new OvsnetError(
+                  'NOT_READY',
+                  `ovsnet has not reached its store yet (waited ${this.deps.readyTimeoutMs} ms); Docker can retry`,
+                ),
+              ),
             this.deps.readyTimeoutMs,
           );
         }),

@@ -190,7 +190,10 @@ export class Ipam {
       const { poolId } = pool.record;
       if (pool.record.logical === name) return poolId;
       if (pool.record.logical !== undefined) {
-        throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `subnet ${cidr} belongs to logical network ${pool.record.logical}: use -o ovsnet.network=${pool.record.logical}, or another subnet`);
+        throw new OvsnetError(
+          'LOGICAL_NETWORK_MISMATCH',
+          `subnet ${cidr} belongs to logical network ${pool.record.logical}: use -o ovsnet.network=${pool.record.logical}, or another subnet`,
+        );
       }
       const shared = await this.shared.share(pool, name);
       if (shared === 'gone') return undefined;
@@ -253,7 +256,10 @@ export class Ipam {
   private async pool(poolId: string): Promise<PoolState> {
     const pool = this.index.pools.get(poolId) ?? (await this.sync.loadPool(poolId));
     if (pool === undefined) {
-      throw new OvsnetError('IPAM_POOL_NOT_FOUND', `pool ${JSON.stringify(poolId)} does not exist: it was released, or was never requested from ovsnet`);
+      throw new OvsnetError(
+        'IPAM_POOL_NOT_FOUND',
+        `pool ${JSON.stringify(poolId)} does not exist: it was released, or was never requested from ovsnet`,
+      );
     }
     return pool;
   }

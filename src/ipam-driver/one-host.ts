@@ -87,7 +87,10 @@ export class OneHostPools implements AddressStrategy {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const next = pool.count - 1;
       const res = await this.store.txn({
-        compares: [held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision), modRevisionIs(keys.poolCount(poolId), pool.countRevision)],
+        compares: [
+          held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision),
+          modRevisionIs(keys.poolCount(poolId), pool.countRevision),
+        ],
         success: [del(key), put(keys.poolCount(poolId), String(next))],
         failure: [get(key), get(keys.poolCount(poolId))],
       });
@@ -102,6 +105,9 @@ export class OneHostPools implements AddressStrategy {
       }
       refreshCount(pool, res.gets[1]);
     }
-    throw new OvsnetError('NOT_READY', `address ${formatAddress(pool.prefix.family, value)} of pool ${poolId} could not be released under contention; retry`);
+    throw new OvsnetError(
+      'NOT_READY',
+      `address ${formatAddress(pool.prefix.family, value)} of pool ${poolId} could not be released under contention; retry`,
+    );
   }
 }

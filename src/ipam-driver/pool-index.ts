@@ -130,7 +130,8 @@ function parseKey(key: string): Parsed {
     return { kind: 'address', poolId: unpart(a), address: unpart(b) };
   }
   if (section === 'counts' && a !== undefined && rest.length === 2) return { kind: 'count', poolId: unpart(a) };
-  if (section === 'blocks' && a !== undefined && b !== undefined && rest.length === 3) return { kind: 'block', poolId: unpart(a), start: unpart(b) };
+  if (section === 'blocks' && a !== undefined && b !== undefined && rest.length === 3)
+    return { kind: 'block', poolId: unpart(a), start: unpart(b) };
   return { kind: 'other' };
 }
 

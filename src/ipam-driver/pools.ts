@@ -17,7 +17,8 @@ export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' }
 
 /** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
 export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
-  'ovsnet.block-size': 'the prefix length of the blocks hosts claim in a logical network\'s pool, 16 to 32 (default 26: 64 addresses; IPv6 blocks hold as many addresses)',
+  'ovsnet.block-size':
+    "the prefix length of the blocks hosts claim in a logical network's pool, 16 to 32 (default 26: 64 addresses; IPv6 blocks hold as many addresses)",
 };
 
 export interface PoolRequest {
@@ -62,7 +63,8 @@ export class Pools {
       const existing = listed.kvs.map(decodePool);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
-        if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0)) return { poolId: logical.poolId, pool: logical.pool };
+        if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0))
+          return { poolId: logical.poolId, pool: logical.pool };
         continue;
       }
       const chosen: Chosen = req.pool === '' ? await this.choosePool(req.v6, existing) : this.checkPool(req, space, existing);
@@ -86,7 +88,17 @@ export class Pools {
         success: ops,
       });
       if (res.succeeded) {
-        this.index.apply({ type: 'put', kv: { key: keys.pool(poolId), value: JSON.stringify(record), createRevision: res.revision, modRevision: res.revision, version: 1, lease: '0' } });
+        this.index.apply({
+          type: 'put',
+          kv: {
+            key: keys.pool(poolId),
+            value: JSON.stringify(record),
+            createRevision: res.revision,
+            modRevision: res.revision,
+            version: 1,
+            lease: '0',
+          },
+        });
         this.deps.log.info({ poolId, dynamic: record.dynamic }, 'pool requested');
         return { poolId, pool: record.pool };
       }
@@ -123,7 +135,10 @@ export class Pools {
       }
       if (await this.remove(poolId, record, kv.modRevision)) return;
     }
-    throw new OvsnetError('NOT_READY', `pool ${poolId} could not be released while other pools change; Docker retries on the next network removal`);
+    throw new OvsnetError(
+      'NOT_READY',
+      `pool ${poolId} could not be released while other pools change; Docker retries on the next network removal`,
+    );
   }
 
   /** The logical network's pool that is exactly this request's, if any. */
@@ -143,10 +158,16 @@ export class Pools {
       );
     }
     const value = JSON.stringify({ ...record, users: [...users, this.deps.host] });
-    const res = await this.deps.store.txn({ compares: [modRevisionIs(keys.pool(record.poolId), modRevision)], success: [put(keys.pool(record.poolId), value)] });
+    const res = await this.deps.store.txn({
+      compares: [modRevisionIs(keys.pool(record.poolId), modRevision)],
+      success: [put(keys.pool(record.poolId), value)],
+    });
     if (!res.succeeded) return false;
     // The index must know the pool is shared before this host's first RequestAddress.
-    this.index.apply({ type: 'put', kv: { key: keys.pool(record.poolId), value, createRevision: 0, modRevision: res.revision, version: 0, lease: '0' } });
+    this.index.apply({
+      type: 'put',
+      kv: { key: keys.pool(record.poolId), value, createRevision: 0, modRevision: res.revision, version: 0, lease: '0' },
+    });
     this.deps.log.info({ poolId: record.poolId, logical: record.logical }, 'joined the shared pool of a logical network');
     return true;
   }
@@ -180,13 +201,19 @@ export class Pools {
       throw new OvsnetError('IPAM_POOL_INVALID', `pool ${req.pool} is IPv${pool.family} but the request is for IPv${req.v6 ? 6 : 4}`);
     }
     if (pool.family === 6 && pool.bits > 64) {
-      throw new OvsnetError('IPAM_POOL_INVALID', `IPv6 pool ${req.pool} is too small: ovsnet takes IPv6 pools of /64 or larger (a shorter prefix)`);
+      throw new OvsnetError(
+        'IPAM_POOL_INVALID',
+        `IPv6 pool ${req.pool} is too small: ovsnet takes IPv6 pools of /64 or larger (a shorter prefix)`,
+      );
     }
     let sub: Prefix | undefined;
     if (req.subPool !== '') {
       sub = parsePool(req.subPool, 'SubPool (--ip-range)');
       if (!contains(pool, sub)) {
-        throw new OvsnetError('IPAM_POOL_INVALID', `--ip-range ${req.subPool} is not inside --subnet ${formatPrefix(pool)}: give a range within the subnet`);
+        throw new OvsnetError(
+          'IPAM_POOL_INVALID',
+          `--ip-range ${req.subPool} is not inside --subnet ${formatPrefix(pool)}: give a range within the subnet`,
+        );
       }
     }
     for (const other of existing) {
@@ -225,7 +252,10 @@ export function poolIdOf(space: string, pool: Prefix, sub: Prefix | undefined): 
 function checkSpace(space: string): string {
   if (space === '') return ADDRESS_SPACES.local;
   if (space !== ADDRESS_SPACES.local && space !== ADDRESS_SPACES.global) {
-    throw new OvsnetError('IPAM_ADDRESS_SPACE_INVALID', `address space ${JSON.stringify(space)} is not one of ovsnet's: ${ADDRESS_SPACES.local}, ${ADDRESS_SPACES.global}`);
+    throw new OvsnetError(
+      'IPAM_ADDRESS_SPACE_INVALID',
+      `address space ${JSON.stringify(space)} is not one of ovsnet's: ${ADDRESS_SPACES.local}, ${ADDRESS_SPACES.global}`,
+    );
   }
   return space;
 }
@@ -233,13 +263,18 @@ function checkSpace(space: string): string {
 function checkOptions(options: Readonly<Record<string, string>>): void {
   for (const key of Object.keys(options)) {
     if (key.startsWith('ovsnet.') && !(key in IPAM_OPTIONS)) {
-      const valid = Object.entries(IPAM_OPTIONS).map(([k, v]) => `${k} (${v})`).join(', ');
+      const valid = Object.entries(IPAM_OPTIONS)
+        .map(([k, v]) => `${k} (${v})`)
+        .join(', ');
       throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${key} is not an ovsnet IPAM option: valid ones: ${valid}`);
     }
   }
   const block = options['ovsnet.block-size'];
   if (block !== undefined && !(/^\/?\d+$/.test(block) && Number(block.replace('/', '')) >= 16 && Number(block.replace('/', '')) <= 32)) {
-    throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ovsnet.block-size=${block} is not valid: expected ${IPAM_OPTIONS['ovsnet.block-size'] ?? ''}`);
+    throw new OvsnetError(
+      'IPAM_OPTION_INVALID',
+      `--ipam-opt ovsnet.block-size=${block} is not valid: expected ${IPAM_OPTIONS['ovsnet.block-size'] ?? ''}`,
+    );
   }
 }
 

@@ -27,7 +27,9 @@ interface Departed {
 
 /** The members of a logical network record (the driver owns that record; only names matter here). */
 function membersOf(kv: KeyValue): Record<string, unknown> {
-  return decodeRecord<{ members: Record<string, unknown> }>(kv.key, kv.value, (v) => (typeof v.members === 'object' && v.members !== null ? undefined : 'it has no members')).members;
+  return decodeRecord<{ members: Record<string, unknown> }>(kv.key, kv.value, (v) =>
+    typeof v.members === 'object' && v.members !== null ? undefined : 'it has no members',
+  ).members;
 }
 
 export interface ReclaimDeps {
@@ -91,8 +93,14 @@ export class Reclaimer {
       const since = gone.get(host);
       if (since === undefined) {
         const record: Departed = { host, since: this.now().toISOString() };
-        await store.txn({ compares: [absent(keys.departedHost(host)), absent(keys.host(host))], success: [put(keys.departedHost(host), JSON.stringify(record))] });
-        this.deps.log.warn({ host, graceSeconds: this.deps.graceMs / 1000 }, 'host gone: its addresses in logical networks are kept until the grace period ends');
+        await store.txn({
+          compares: [absent(keys.departedHost(host)), absent(keys.host(host))],
+          success: [put(keys.departedHost(host), JSON.stringify(record))],
+        });
+        this.deps.log.warn(
+          { host, graceSeconds: this.deps.graceMs / 1000 },
+          'host gone: its addresses in logical networks are kept until the grace period ends',
+        );
       } else if (this.now().getTime() - Date.parse(since.since) >= this.deps.graceMs) {
         await this.reclaim(host, pools.kvs, logical.kvs);
         reclaimed.push(host);
@@ -117,7 +125,7 @@ export class Reclaimer {
       if (host in membersOf(kv)) await this.deps.leaveLogical(name, host);
     }
     await this.deps.store.txn({ compares: [absent(keys.host(host))], success: [del(keys.departedHost(host))] });
-    this.deps.log.warn({ host, addresses }, 'grace period over: reclaimed a dead host\'s blocks and addresses');
+    this.deps.log.warn({ host, addresses }, "grace period over: reclaimed a dead host's blocks and addresses");
   }
 
   /** Per block, one transaction; then the host leaves the pool's users. Returns addresses freed. */
@@ -146,8 +154,15 @@ export class Reclaimer {
       const count = Math.max((block?.count ?? list.length) - list.length, 0);
       const host2 = block?.host === host ? '' : (block?.host ?? '');
       const ops: Op[] = list.map((r) => del(keys.address(pool.poolId, r.address)));
-      ops.push(count === 0 && host2 === '' ? del(key) : put(key, JSON.stringify({ host: host2, count, claimedAt: block?.claimedAt ?? this.now().toISOString() })));
-      const res = await store.txn({ compares: [absent(keys.host(host)), kv === undefined ? absent(key) : modRevisionIs(key, kv.modRevision)], success: ops });
+      ops.push(
+        count === 0 && host2 === ''
+          ? del(key)
+          : put(key, JSON.stringify({ host: host2, count, claimedAt: block?.claimedAt ?? this.now().toISOString() })),
+      );
+      const res = await store.txn({
+        compares: [absent(keys.host(host)), kv === undefined ? absent(key) : modRevisionIs(key, kv.modRevision)],
+        success: ops,
+      });
       if (res.succeeded) freed += list.length;
       // A block that moved meanwhile is retried on the next sweep (the departed record stays).
       else throw new Error(`block ${start} of pool ${pool.pool} changed while reclaiming host ${host}; the next sweep retries`);

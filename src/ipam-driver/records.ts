@@ -69,7 +69,8 @@ const reservationShape = fields({ address: 'string', poolId: 'string', host: 'st
 /** A pool record read from the store (STORE_RECORD_INVALID when malformed). */
 export const decodePool = (kv: Pick<KeyValue, 'key' | 'value'>): PoolRecord => decodeRecord<PoolRecord>(kv.key, kv.value, poolShape);
 export const decodeBlock = (kv: Pick<KeyValue, 'key' | 'value'>): BlockRecord => decodeRecord<BlockRecord>(kv.key, kv.value, blockShape);
-export const decodeReservation = (kv: Pick<KeyValue, 'key' | 'value'>): Reservation => decodeRecord<Reservation>(kv.key, kv.value, reservationShape);
+export const decodeReservation = (kv: Pick<KeyValue, 'key' | 'value'>): Reservation =>
+  decodeRecord<Reservation>(kv.key, kv.value, reservationShape);
 
 export function describeHolder(r: Reservation): string {
   const who = r.kind === 'gateway' ? 'the network gateway' : r.kind === 'static' ? 'a request for this exact address' : 'a container';

@@ -39,7 +39,10 @@ export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> 
       const made = (await deps.store.list(keys.addresses(d.poolId))).kvs.map(decodeReservation).filter((r) => r.token === d.token);
       for (const r of made) {
         await deps.releaseAddress(d.poolId, r.address, (cur) => cur.token === d.token);
-        deps.log.warn({ poolId: d.poolId, address: r.address }, 'released an address reserved by a request that failed while the store was unreachable');
+        deps.log.warn(
+          { poolId: d.poolId, address: r.address },
+          'released an address reserved by a request that failed while the store was unreachable',
+        );
       }
       return made.length > 0 ? 'undone' : 'nothing';
     }

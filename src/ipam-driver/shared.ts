@@ -57,7 +57,10 @@ export class SharedPools implements AddressStrategy {
       const start = pool.blockOf(parseAddress(decodeReservation(a).address).value);
       counts.set(start, (counts.get(start) ?? 0) + 1);
     }
-    const blocks = [...counts].map(([start, count]) => ({ start, block: { host: '', count, claimedAt: this.deps.now().toISOString() } satisfies BlockRecord }));
+    const blocks = [...counts].map(([start, count]) => ({
+      start,
+      block: { host: '', count, claimedAt: this.deps.now().toISOString() } satisfies BlockRecord,
+    }));
     const res = await this.deps.store.txn({
       // Every reservation moves the count key: an unchanged count means the list is complete.
       compares: [modRevisionIs(keys.pool(poolId), kv.modRevision), modRevisionIs(keys.poolCount(poolId), countKv?.modRevision ?? 0)],
@@ -98,7 +101,12 @@ export class SharedPools implements AddressStrategy {
    * The reservation record created if absent and its block's count moved, in one transaction.
    * `claim` makes this host the block's owner; 'lost' when another host claimed it first.
    */
-  private async tryReserve(pool: PoolState, value: bigint, record: (address: string) => Reservation, claim: boolean): Promise<'ok' | 'lost' | Reservation> {
+  private async tryReserve(
+    pool: PoolState,
+    value: bigint,
+    record: (address: string) => Reservation,
+    claim: boolean,
+  ): Promise<'ok' | 'lost' | Reservation> {
     const address = formatAddress(pool.prefix.family, value);
     const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);

@@ -28,7 +28,9 @@ export function poolUsage(p: PoolState): PoolUsage {
     ...(p.shared
       ? {
           logical: p.record.logical ?? '',
-          blocks: [...p.blocks].flatMap(([start, b]) => (b.record === undefined ? [] : [{ start: formatAddress(p.prefix.family, start), host: b.record.host, count: b.record.count }])),
+          blocks: [...p.blocks].flatMap(([start, b]) =>
+            b.record === undefined ? [] : [{ start: formatAddress(p.prefix.family, start), host: b.record.host, count: b.record.count }],
+          ),
         }
       : {}),
     reserved: p.reserved.count,

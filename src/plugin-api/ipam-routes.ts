@@ -16,11 +16,14 @@ import {
 } from './wire.js';
 
 export function ipamRoutes(app: FastifyInstance, ipam: Ipam): void {
-  app.post('/IpamDriver.GetCapabilities', (): IpamCapabilitiesResponse => ({
-    RequiresMACAddress: false,
-    // ovsnet's store, not Docker's replay, is the truth after a restart.
-    RequiresRequestReplay: false,
-  }));
+  app.post(
+    '/IpamDriver.GetCapabilities',
+    (): IpamCapabilitiesResponse => ({
+      RequiresMACAddress: false,
+      // ovsnet's store, not Docker's replay, is the truth after a restart.
+      RequiresRequestReplay: false,
+    }),
+  );
 
   app.post('/IpamDriver.GetDefaultAddressSpaces', (): DefaultAddressSpacesResponse => {
     const s = ipam.defaultAddressSpaces();

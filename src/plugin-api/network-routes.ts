@@ -1,15 +1,7 @@
 /** NetworkDriver.* routes: translate the wire to the NetworkDriver, nothing more. */
 import type { FastifyInstance } from 'fastify';
 import type { NetworkDriver } from '../driver/network-driver.js';
-import {
-  bodyOf,
-  ipamData,
-  objectOf,
-  portmapOf,
-  str,
-  type JoinResponse,
-  type NetworkCapabilitiesResponse,
-} from './wire.js';
+import { bodyOf, ipamData, objectOf, portmapOf, str, type JoinResponse, type NetworkCapabilitiesResponse } from './wire.js';
 
 export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void {
   const ids = (m: string, body: unknown) => {
@@ -22,7 +14,8 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
   app.post('/NetworkDriver.CreateNetwork', async (req) => {
     const m = 'CreateNetwork';
     const b = bodyOf(m, req.body, true);
-    const data = (field: string) => ipamData(m, b, field).map((d) => ({ pool: d.Pool, ...(d.Gateway === undefined ? {} : { gateway: d.Gateway }) }));
+    const data = (field: string) =>
+      ipamData(m, b, field).map((d) => ({ pool: d.Pool, ...(d.Gateway === undefined ? {} : { gateway: d.Gateway }) }));
     await driver.createNetwork({
       networkId: str(m, b, 'NetworkID', { required: true }),
       options: objectOf(m, b, 'Options'),

@@ -103,7 +103,9 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   if (deps.driver !== undefined) networkRoutes(app, deps.driver);
 
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send({ Err: `${req.method} ${req.url} is not a method of ovsnet (NetworkDriver.*, IpamDriver.*, Plugin.Activate)` });
+    void reply
+      .code(404)
+      .send({ Err: `${req.method} ${req.url} is not a method of ovsnet (NetworkDriver.*, IpamDriver.*, Plugin.Activate)` });
   });
 
   app.setErrorHandler((err: unknown, req, reply) => {

@@ -166,14 +166,21 @@ export function ipamData(method: string, b: Body, field: string): IPAMData[] {
     if (item === null || typeof item !== 'object') throw invalid(method, `${field}[${i}] must be an object`);
     const o = item as Body;
     const gateway = str(method, o, 'Gateway');
-    return { AddressSpace: str(method, o, 'AddressSpace'), Pool: str(method, o, 'Pool', { required: true }), ...(gateway === '' ? {} : { Gateway: gateway }) };
+    return {
+      AddressSpace: str(method, o, 'AddressSpace'),
+      Pool: str(method, o, 'Pool', { required: true }),
+      ...(gateway === '' ? {} : { Gateway: gateway }),
+    };
   });
 }
 
 const PROTOS: Record<number, 'tcp' | 'udp' | 'sctp'> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
 /** Docker's PortBinding list ({Proto: 6, Port, HostIP, HostPort, HostPortEnd}). */
-export function portmapOf(method: string, options: Record<string, unknown>): { proto: 'tcp' | 'udp' | 'sctp'; containerPort: number; hostIp: string; hostPort: number; hostPortEnd: number }[] {
+export function portmapOf(
+  method: string,
+  options: Record<string, unknown>,
+): { proto: 'tcp' | 'udp' | 'sctp'; containerPort: number; hostIp: string; hostPort: number; hostPortEnd: number }[] {
   const v = options[PORTMAP];
   if (v === undefined || v === null) return [];
   if (!Array.isArray(v)) throw invalid(method, `Options.${PORTMAP} must be an array`);
@@ -188,6 +195,14 @@ export function portmapOf(method: string, options: Record<string, unknown>): { p
     // HostPort 0 means Docker did not pick one: nothing to publish.
     if (hostPort === 0) return [];
     const end = Number(o.HostPortEnd ?? 0);
-    return [{ proto, containerPort: port, hostIp: typeof o.HostIP === 'string' ? o.HostIP : '', hostPort, hostPortEnd: end > hostPort ? end : hostPort }];
+    return [
+      {
+        proto,
+        containerPort: port,
+        hostIp: typeof o.HostIP === 'string' ? o.HostIP : '',
+        hostPort,
+        hostPortEnd: end > hostPort ? end : hostPort,
+      },
+    ];
   });
 }

@@ -14,7 +14,18 @@ import { OvsnetError } from '../errors.js';
 import { keys, prefixEnd } from './keys.js';
 import { MAX_PAGE } from './common.js';
 import { bytes, convertError, toCompare, toKv, toRequestOp } from './etcd-convert.js';
-import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchEvent, WatchHandlers, Watcher } from './types.js';
+import type {
+  KeyValue,
+  LeaseId,
+  RangeOptions,
+  RangePage,
+  Store,
+  TxnRequest,
+  TxnResult,
+  WatchEvent,
+  WatchHandlers,
+  Watcher,
+} from './types.js';
 
 /** How long a call waits before trying again while the endpoint's circuit is open. */
 const CIRCUIT_WAIT_MS = 200;
@@ -54,9 +65,8 @@ export class EtcdStore implements Store {
             halfOpenAfter: 1000,
             breaker: new ConsecutiveBreaker(3),
           }),
-        global: options.endpoints.length > 1
-          ? retry(handleWhen(isRecoverableError), { maxAttempts: 1, backoff: new ConstantBackoff(50) })
-          : noop,
+        global:
+          options.endpoints.length > 1 ? retry(handleWhen(isRecoverableError), { maxAttempts: 1, backoff: new ConstantBackoff(50) }) : noop,
       },
     };
     if (options.tls !== undefined) {
@@ -95,9 +105,7 @@ export class EtcdStore implements Store {
   }
 
   async revision(): Promise<number> {
-    const res = await this.call('revision', () =>
-      this.client.kv.range({ key: bytes(keys.health), count_only: true }),
-    );
+    const res = await this.call('revision', () => this.client.kv.range({ key: bytes(keys.health), count_only: true }));
     return Number(res.header.revision);
   }
 
@@ -122,9 +130,7 @@ export class EtcdStore implements Store {
   }
 
   async watch(prefix: string, fromRevision: number, handlers: WatchHandlers): Promise<Watcher> {
-    const watcher = await this.call('watch', () =>
-      this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create(),
-    );
+    const watcher = await this.call('watch', () => this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create());
     let failed = false;
     watcher.on('data', (res) => {
       if (failed) return;

@@ -80,7 +80,8 @@ export class Follower {
     void keepTrying(() => this.start(), {
       signal: this.stopping.signal,
       delayFirst: this.o.againAtOnce !== true,
-      onFailure: (err, delayMs) => this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
+      onFailure: (err, delayMs) =>
+        this.o.log.warn({ err }, `cannot follow ${this.o.what} yet (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
     });
   }
 }
@@ -92,7 +93,9 @@ export class FollowedRecords<T> {
   loaded = false;
   private readonly follower: Follower;
 
-  constructor(o: Omit<FollowOptions, 'onSnapshot' | 'onEvents'> & { readonly nameOf?: (rest: string) => string; readonly onChange: () => void }) {
+  constructor(
+    o: Omit<FollowOptions, 'onSnapshot' | 'onEvents'> & { readonly nameOf?: (rest: string) => string; readonly onChange: () => void },
+  ) {
     const name = (key: string) => (o.nameOf ?? ((r: string) => r))(key.slice(o.prefix.length));
     this.follower = new Follower({
       ...o,

@@ -46,7 +46,13 @@ export class HostRegistry {
   onChange: ((hosts: ReadonlyMap<string, HostRecord>) => void) | undefined;
 
   constructor(private readonly opts: RegistryOptions) {
-    this.peers = new FollowedRecords<HostRecord>({ store: opts.store, prefix: keys.hosts, log: opts.log, what: 'hosts', onChange: () => this.changed() });
+    this.peers = new FollowedRecords<HostRecord>({
+      store: opts.store,
+      prefix: keys.hosts,
+      log: opts.log,
+      what: 'hosts',
+      onChange: () => this.changed(),
+    });
   }
 
   /** Registers this host and starts following the others (again after a lost watch). */
@@ -63,7 +69,14 @@ export class HostRegistry {
   private changed(): void {
     const mine = this.opts.self.tunnelMtu;
     for (const [name, peer] of this.peers.records) {
-      if (name === this.opts.self.name || mine === undefined || peer.tunnelMtu === undefined || peer.tunnelMtu === mine || this.mtuWarned.has(name)) continue;
+      if (
+        name === this.opts.self.name ||
+        mine === undefined ||
+        peer.tunnelMtu === undefined ||
+        peer.tunnelMtu === mine ||
+        this.mtuWarned.has(name)
+      )
+        continue;
       this.mtuWarned.add(name);
       this.opts.log.warn(
         { peer: name, peerMtu: peer.tunnelMtu, mtu: mine },
@@ -89,7 +102,8 @@ export class HostRegistry {
   private registerAgain(): void {
     void keepTrying(() => this.register(), {
       signal: this.stopping.signal,
-      onFailure: (err, delayMs) => this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
+      onFailure: (err, delayMs) =>
+        this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${seconds(delayMs)}`),
     });
   }
 
@@ -118,7 +132,9 @@ export class HostRegistry {
       await store.txn({ compares: [], success: [put(key, JSON.stringify(record), keeper.lease), del(keys.departedHost(self.name))] });
     } catch (err) {
       await keeper.stop(true).catch(() => undefined);
-      throw isOvsnetError(err) ? err : new OvsnetError('STORE_UNAVAILABLE', `cannot register host ${self.name}: ${messageOf(err)}`, { cause: err });
+      throw isOvsnetError(err)
+        ? err
+        : new OvsnetError('STORE_UNAVAILABLE', `cannot register host ${self.name}: ${messageOf(err)}`, { cause: err });
     }
     const previous = this.keeper;
     this.keeper = keeper;

@@ -19,7 +19,9 @@ async function load(config: StoreConfig, timeoutMs: number): Promise<Store> {
         try {
           return fs.readFileSync(file);
         } catch (err) {
-          throw new OvsnetError('CONFIG_INVALID', `${setting}=${file} cannot be read: ${messageOf(err)} (expected a readable PEM file)`, { cause: err });
+          throw new OvsnetError('CONFIG_INVALID', `${setting}=${file} cannot be read: ${messageOf(err)} (expected a readable PEM file)`, {
+            cause: err,
+          });
         }
       };
       const tls = config.tls;
@@ -86,7 +88,10 @@ class DeferredStore implements Store {
     return this.ready.then((s) => s.revision());
   }
   close(): Promise<void> {
-    return this.ready.then((s) => s.close(), () => undefined);
+    return this.ready.then(
+      (s) => s.close(),
+      () => undefined,
+    );
   }
 }
 

@@ -56,9 +56,7 @@ export function prepareStatements(db: Database.Database) {
     event: db.prepare<[number, number, number, string, string, number, number, number, number]>(
       `INSERT INTO events (rev, seq, type, key, value, create_rev, mod_rev, version, lease) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
-    eventsSince: db.prepare<[number, number], EventRow>(
-      `SELECT * FROM events WHERE rev > ? AND rev <= ? ORDER BY rev, seq`,
-    ),
+    eventsSince: db.prepare<[number, number], EventRow>(`SELECT * FROM events WHERE rev > ? AND rev <= ? ORDER BY rev, seq`),
     compact: db.prepare<[number]>(`DELETE FROM events WHERE rev < ?`),
     lease: db.prepare<[number], { id: number; ttl: number; expires_at: number }>(`SELECT * FROM leases WHERE id = ?`),
     insertLease: db.prepare<[number, number, number]>(`INSERT INTO leases (id, ttl, expires_at) VALUES (?, ?, ?)`),

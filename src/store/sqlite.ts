@@ -173,7 +173,12 @@ export class SqliteStore implements Store {
     try {
       if (this.s.expired.all(this.now()).length > 0) {
         this.db
-          .transaction(() => expireLeases(this.s, this.s.expired.all(this.now()).map((r) => r.id)))
+          .transaction(() =>
+            expireLeases(
+              this.s,
+              this.s.expired.all(this.now()).map((r) => r.id),
+            ),
+          )
           .immediate();
       }
       const floor = currentRevision(this.s) - this.historyRevisions;

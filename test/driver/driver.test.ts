@@ -17,7 +17,17 @@ function setup(t: Test, datapath: 'system' | 'netdev' = 'netdev') {
   const store = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
   t.teardown(() => store.close());
   const { ovs, links, nat, flows } = fakeSideEffects();
-  const driver = new NetworkDriver({ store, log: createLogger('silent'), ovs, links, nat, flows, host: 'h1', bridge: 'br0', datapath: () => datapath });
+  const driver = new NetworkDriver({
+    store,
+    log: createLogger('silent'),
+    ovs,
+    links,
+    nat,
+    flows,
+    host: 'h1',
+    bridge: 'br0',
+    datapath: () => datapath,
+  });
   return { store, ovs, links, nat, driver };
 }
 
@@ -68,7 +78,10 @@ t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
     [{ 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '16777216' }, /a VNI from 1 to 16777215/],
     [{ 'com.docker.network.driver.mtu': '9' }, /an MTU from 68 to 65535/],
   ] as const) {
-    await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': opts }, '10.2.0.0/24')), { code: 'NETWORK_OPTION_INVALID', message });
+    await t.rejects(driver.createNetwork(net(NET2, { 'com.docker.network.generic': opts }, '10.2.0.0/24')), {
+      code: 'NETWORK_OPTION_INVALID',
+      message,
+    });
   }
   await driver.createNetwork(net(NET2, { 'com.docker.network.internal': true }, '10.2.0.0/24'));
   t.equal(ovs.ports.has('ovgbbbbbbbbbbbb'), false, '--internal: no gateway port');
@@ -97,7 +110,10 @@ t.test('endpoints: MAC only when Docker gave none, Join, Leave, idempotent Delet
   await driver.createNetwork(net(NET));
   t.same(await driver.createEndpoint(ep()), { mac: '02:42:0a:01:00:05' }, 'a MAC derived from the address');
   t.same(await driver.createEndpoint({ ...ep('02:00:00:00:00:01'), endpointId: 'd'.repeat(64) }), {}, "Docker's MAC is never echoed");
-  await t.rejects(driver.createEndpoint({ ...ep(), endpointId: 'e'.repeat(64), address: '' }), { code: 'ENDPOINT_INVALID', message: /has no address/ });
+  await t.rejects(driver.createEndpoint({ ...ep(), endpointId: 'e'.repeat(64), address: '' }), {
+    code: 'ENDPOINT_INVALID',
+    message: /has no address/,
+  });
   const res = await driver.join(NET, EP);
   t.equal(res.srcName, 'ovccccccccccccc');
   t.match(ovs.ports.get('ovhcccccccccccc'), { tag: 1, externalIds: { 'ovsnet-endpoint': EP, 'ovsnet-network': NET } });
@@ -121,7 +137,8 @@ t.test('DeleteEndpoint does not wait for the kernel to delete the veth; a failed
   /** DeleteEndpoint with a veth deletion that ends (or fails) only when told. */
   const deleteHeld = async () => {
     let finish: (fail: boolean) => void = () => undefined;
-    links.deleteLink = (name) => new Promise<boolean>((r) => (finish = r)).then((fail) => (fail ? Promise.reject(new Error('injected: EBUSY')) : deleteLink(name)));
+    links.deleteLink = (name) =>
+      new Promise<boolean>((r) => (finish = r)).then((fail) => (fail ? Promise.reject(new Error('injected: EBUSY')) : deleteLink(name)));
     await driver.deleteEndpoint(NET, EP);
     links.deleteLink = deleteLink;
     return finish;
@@ -191,7 +208,10 @@ t.test('reconcile: recreates what is missing, removes what no endpoint owns', as
   t.same(res.removed, ['ovh999999999999', 'VLAN tag 77 of no network']);
   t.equal(await store.get(keys.vlanTag('h1', 77)), undefined, 'the tag is free again');
   t.same(res.repaired, ['gateway ovgaaaaaaaaaaaa']);
-  t.ok(ovs.ports.has('ovgaaaaaaaaaaaa') && links.addresses.get('ovgaaaaaaaaaaaa')?.includes('10.1.0.1/24'), 'gateway back with its address');
+  t.ok(
+    ovs.ports.has('ovgaaaaaaaaaaaa') && links.addresses.get('ovgaaaaaaaaaaaa')?.includes('10.1.0.1/24'),
+    'gateway back with its address',
+  );
   t.ok(ovs.ports.has('ovhcccccccccccc'), "a live endpoint's port stays");
   t.same(await driver.reconcile(), { repaired: [], removed: [] }, 'a second run changes nothing');
 });
@@ -227,7 +247,11 @@ t.test("a container's calls read the store once for its network, never for its e
   t.match(await driver.endpointInfo(NET, EP), { port: 'ovhcccccccccccc' });
   t.match(await driver.endpointInfo(NET, EP), { port: 'ovhcccccccccccc' });
   t.same(gets, [], 'CreateEndpoint, Join, ProgramExternalConnectivity, EndpointOperInfo x2: no store read');
-  t.match(JSON.parse((await get(keys.endpoint(NET, EP)))?.value ?? '{}'), { portmap: [{ hostPort: 8080 }] }, 'the port map was written through');
+  t.match(
+    JSON.parse((await get(keys.endpoint(NET, EP)))?.value ?? '{}'),
+    { portmap: [{ hostPort: 8080 }] },
+    'the port map was written through',
+  );
   await driver.leave(NET, EP);
   await driver.deleteEndpoint(NET, EP);
   await t.rejects(driver.endpointInfo(NET, EP), { code: 'ENDPOINT_NOT_FOUND' }, 'a deleted endpoint is gone');

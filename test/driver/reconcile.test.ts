@@ -72,7 +72,12 @@ t.test('from the records alone: the bridge, the gateway port with its tag, MTU a
   const res = await reconciler.reconcile();
   t.same(res, { repaired: ['bridge br0', `gateway ${GW}`], removed: [] });
   t.equal(ovs.bridges.get('br0'), 'system', 'the bridge, with the datapath asked for');
-  t.match(ovs.ports.get(GW), { bridge: 'br0', tag: 1, type: 'internal', externalIds: { 'ovsnet-owner': 'ovsnet', 'ovsnet-network': NET, 'ovsnet-role': 'gateway' } });
+  t.match(ovs.ports.get(GW), {
+    bridge: 'br0',
+    tag: 1,
+    type: 'internal',
+    externalIds: { 'ovsnet-owner': 'ovsnet', 'ovsnet-network': NET, 'ovsnet-role': 'gateway' },
+  });
   t.equal(ovs.mtus.get(GW), 1450, "the gateway's MTU pinned to the network's");
   t.same(links.addresses.get(GW), ['10.1.0.1/24'], 'the gateway address');
   t.equal(nat.networks.get(NET), `10.1.0.0/24 via ${GW}`, 'masquerading');
@@ -104,7 +109,11 @@ t.test('ports and veths of endpoints that no longer exist go; those of existing 
   // A veth left over with no port at all (ovsnet stopped while deleting it in the background).
   await links.createVeth({ host: 'ovheeeeeeeeeeee', container: 'ovceeeeeeeeeeee', mtu: 1450 });
   // A gateway port of a network the store no longer has.
-  await ovs.addPort('br0', 'ovgbbbbbbbbbbbb', { tag: 2, type: 'internal', externalIds: { 'ovsnet-network': GONE_NET, 'ovsnet-role': 'gateway' } });
+  await ovs.addPort('br0', 'ovgbbbbbbbbbbbb', {
+    tag: 2,
+    type: 'internal',
+    externalIds: { 'ovsnet-network': GONE_NET, 'ovsnet-role': 'gateway' },
+  });
   // Not ovsnet's: a port without its external_ids, and a link outside its names.
   await ovs.addPort('br0', 'uplink0', { tag: 0, externalIds: {} });
   await links.createVeth({ host: 'eth9', container: 'eth10', mtu: 1500 });

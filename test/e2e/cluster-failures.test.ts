@@ -36,14 +36,18 @@ t.test('a host cut off longer than the TTL: its peer drops its tunnel, and traff
   t.ok(gone < Number.POSITIVE_INFINITY, `h1 dropped its tunnel to h2 ${gone} ms after h2 was cut off`);
   await new Promise((r) => setTimeout(r, Math.max(0, (TTL_SECONDS + 2) * 1000 - gone)));
   await m.host(1).vswitchd('start');
-  const underlay = await until(async () => (await m.host(1).exec(['busybox', 'ping', '-c', '1', '-W', '1', m.cluster.addresses[0] ?? ''])).code === 0, 10_000);
+  const underlay = await until(
+    async () => (await m.host(1).exec(['busybox', 'ping', '-c', '1', '-W', '1', m.cluster.addresses[0] ?? ''])).code === 0,
+    10_000,
+  );
   t.ok(underlay < 10_000, `h2's underlay back ${underlay} ms after ovs-vswitchd started`);
   const back = await until(async () => (await m.tunnels(0)).length === 1, 15_000);
   t.ok(back < 15_000, `h2 registered again and h1's tunnel back ${back} ms after h2's underlay`);
   // VXLAN from h2 arriving while h1 adds the tunnel port again: on the userspace datapath a flow
   // cached then could keep delivering it to h1's own stack, for good (Vswitchd.purgeFlows). A
   // race: without the purge this failed 1 run in 4 here.
-  const ping = async (i: number, from: string, to: string) => (await m.docker(i, ['exec', from, 'ping', '-c', '1', '-W', '1', to])).code === 0;
+  const ping = async (i: number, from: string, to: string) =>
+    (await m.docker(i, ['exec', from, 'ping', '-c', '1', '-W', '1', to])).code === 0;
   const flows = await until(() => ping(1, 'q2', q1), 10_000);
   t.ok(flows < 10_000, `h2 -> h1 flows again (${flows} ms after the tunnel)`);
   if (flows === Number.POSITIVE_INFINITY) t.comment(await m.diagnostics());
@@ -62,7 +66,11 @@ t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated
     const r = await m.docker(0, ['run', '-d', '--name', 'during', '--network', 'green', IMAGE, 'sleep', '600']);
     const took = Date.now() - t0;
     t.not(r.code, 0, 'a container needing a new address cannot start while etcd is frozen');
-    t.match(r.stderr, /store|etcd|unavailable|did not answer|timed out/i, `with a clear error: ${r.stderr.split('\n').find((l) => /error/i.test(l)) ?? r.stderr}`);
+    t.match(
+      r.stderr,
+      /store|etcd|unavailable|did not answer|timed out/i,
+      `with a clear error: ${r.stderr.split('\n').find((l) => /error/i.test(l)) ?? r.stderr}`,
+    );
     t.ok(took < 10_000, `and fails fast (${took} ms), well inside Docker's 15 s`);
     await m.docker(0, ['rm', '-f', 'during']);
     t.ok(await m.ping(0, 'g1', await m.ip(1, 'g2', 'green')), 'running containers keep talking across hosts meanwhile');
@@ -71,7 +79,10 @@ t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated
     m.cluster.resumeEtcd();
   }
   // Leases ran out while etcd was frozen: hosts register again and tunnels come back.
-  const back = await until(async () => (await m.tunnels(0)).length === 2 && (await m.tunnels(1)).length === 2 && (await m.tunnels(2)).length === 2, 15_000);
+  const back = await until(
+    async () => (await m.tunnels(0)).length === 2 && (await m.tunnels(1)).length === 2 && (await m.tunnels(2)).length === 2,
+    15_000,
+  );
   t.ok(back < 15_000, `tunnels back ${back} ms after etcd resumed`);
   await Promise.all([0, 1, 2].flatMap((i) => [0, 1, 2, 3, 4].map((k) => m.runOn(i, `after${i + 1}-${k}`, 'green'))));
   const all = await addressesOn('green');
@@ -85,7 +96,7 @@ t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated
   t.ok(await m.ping(2, 'after3-0', await m.ip(0, 'after1-0', 'green')), 'new containers talk across hosts');
 });
 
-t.test("a host killed: none of its addresses is handed out before the grace period ends; after it, they are", async (t) => {
+t.test('a host killed: none of its addresses is handed out before the grace period ends; after it, they are', async (t) => {
   // A small pool of 4-address blocks: 14 usable addresses, one the gateway.
   for (const i of [0, 2]) await m.createLogical(i, 'tiny', '10.221.0.0/28', ['--ipam-opt', 'ovsnet.block-size=30']);
   await Promise.all([0, 1, 2].map((k) => m.runOn(2, `t3-${k}`, 'tiny')));
@@ -104,15 +115,21 @@ t.test("a host killed: none of its addresses is handed out before the grace peri
   }
   t.ok(Date.now() - killedAt < GRACE_SECONDS * 1000, 'all of that within the grace period');
   t.equal(mine.length, 10, 'h1 got the 10 addresses nobody held');
-  t.notOk(mine.some((a) => theirs.includes(a)), 'none of the dead host\'s addresses');
+  t.notOk(
+    mine.some((a) => theirs.includes(a)),
+    "none of the dead host's addresses",
+  );
   // After the grace period (and a sweep), the dead host's addresses are free again.
-  const took = await until(async () => {
-    const r = await m.docker(0, ['run', '-d', '--name', 'late', '--network', 'tiny', IMAGE, 'sleep', '600']);
-    if (r.code === 0) return true;
-    await m.docker(0, ['rm', '-f', 'late']);
-    await new Promise((res) => setTimeout(res, 1000));
-    return false;
-  }, (GRACE_SECONDS + 30) * 1000);
+  const took = await until(
+    async () => {
+      const r = await m.docker(0, ['run', '-d', '--name', 'late', '--network', 'tiny', IMAGE, 'sleep', '600']);
+      if (r.code === 0) return true;
+      await m.docker(0, ['rm', '-f', 'late']);
+      await new Promise((res) => setTimeout(res, 1000));
+      return false;
+    },
+    (GRACE_SECONDS + 30) * 1000,
+  );
   t.ok(Date.now() - killedAt >= GRACE_SECONDS * 1000, `reclaimed only after the grace period (${Date.now() - killedAt} ms after the kill)`);
   t.ok(took < Number.POSITIVE_INFINITY, 'and then handed out');
   t.ok(theirs.includes(await m.ip(0, 'late', 'tiny')), "the late container got one of the dead host's former addresses");

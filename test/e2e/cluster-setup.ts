@@ -66,7 +66,22 @@ export class MultiHost {
 
   /** docker network create of logical network `name` on host i. */
   createLogical(i: number, name: string, subnet: string, extra: readonly string[] = []): Promise<string> {
-    return this.dockerOk(i, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', subnet, '-o', `ovsnet.network=${name}`, '-o', 'ovsnet.encap=vxlan', ...extra, name]);
+    return this.dockerOk(i, [
+      'network',
+      'create',
+      '-d',
+      'ovsnet',
+      '--ipam-driver',
+      'ovsnet',
+      '--subnet',
+      subnet,
+      '-o',
+      `ovsnet.network=${name}`,
+      '-o',
+      'ovsnet.encap=vxlan',
+      ...extra,
+      name,
+    ]);
   }
 
   runOn(i: number, name: string, net: string): Promise<string> {
@@ -84,7 +99,10 @@ export class MultiHost {
   /** Names of host i's tunnel ports (OVS ports ovsnet made with role tunnel), with their peer. */
   async tunnels(i: number): Promise<string[]> {
     const r = await this.host(i).exec(['ovs-vsctl', '--bare', '--columns=external_ids', 'find', 'Port', 'external_ids:ovsnet-role=tunnel']);
-    return r.stdout.split('\n').flatMap((l) => /ovsnet-peer=([^\s,]+)/.exec(l)?.[1] ?? []).sort();
+    return r.stdout
+      .split('\n')
+      .flatMap((l) => /ovsnet-peer=([^\s,]+)/.exec(l)?.[1] ?? [])
+      .sort();
   }
 
   /** The hosts registered now, as `ovsnet status` on host i reports them. */
@@ -116,8 +134,17 @@ export class MultiHost {
     const out = [`registered: ${(await this.registered()).join(' ')}`];
     for (const [i, h] of this.cluster.hosts.entries()) {
       const flows = (await h.exec(['ovs-appctl', 'dpctl/dump-flows'])).stdout.split('\n').filter((l) => l.includes('4789'));
-      const warnings = (this.daemons[i]?.log ?? '').split('\n').filter((l) => /"level":(40|50|60)/.test(l)).slice(-8);
-      out.push(`h${i + 1} tunnels to: ${(await this.tunnels(i)).join(' ')}`, `h${i + 1} datapath flows of VXLAN:`, ...flows, `h${i + 1} ovsnet warnings:`, ...warnings);
+      const warnings = (this.daemons[i]?.log ?? '')
+        .split('\n')
+        .filter((l) => /"level":(40|50|60)/.test(l))
+        .slice(-8);
+      out.push(
+        `h${i + 1} tunnels to: ${(await this.tunnels(i)).join(' ')}`,
+        `h${i + 1} datapath flows of VXLAN:`,
+        ...flows,
+        `h${i + 1} ovsnet warnings:`,
+        ...warnings,
+      );
     }
     return out.join('\n');
   }

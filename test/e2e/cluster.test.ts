@@ -25,19 +25,46 @@ t.test('logical networks: created on every host, mismatches explained, tunnels t
     await m.createLogical(i, 'blue', '10.210.0.0/24');
     await m.createLogical(i, 'red', '10.211.0.0/24');
   }
-  const bad = await m.docker(1, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.212.9.0/24', '-o', 'ovsnet.network=blue', '-o', 'ovsnet.encap=vxlan', 'blue2']);
+  const bad = await m.docker(1, [
+    'network',
+    'create',
+    '-d',
+    'ovsnet',
+    '--ipam-driver',
+    'ovsnet',
+    '--subnet',
+    '10.212.9.0/24',
+    '-o',
+    'ovsnet.network=blue',
+    '-o',
+    'ovsnet.encap=vxlan',
+    'blue2',
+  ]);
   t.not(bad.code, 0);
-  t.match(bad.stderr, /logical network blue is vxlan VNI \d+ with subnet 10\.210\.0\.0\/24 \(created on host h1 .*\); this request has subnet 10\.212\.9\.0\/24: pass --subnet 10\.210\.0\.0\/24/);
+  t.match(
+    bad.stderr,
+    /logical network blue is vxlan VNI \d+ with subnet 10\.210\.0\.0\/24 \(created on host h1 .*\); this request has subnet 10\.212\.9\.0\/24: pass --subnet 10\.210\.0\.0\/24/,
+  );
   const plain = await m.docker(2, ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.210.0.0/24', 'plain']);
   t.match(plain.stderr, /already used on this host by logical network blue|belongs to logical network blue/);
   for (let i = 0; i < 3; i++) {
     const took = await until(async () => (await m.tunnels(i)).length === 4, 2000);
     t.ok(took < 2000, `host ${i + 1}: 2 networks x 2 peers = 4 tunnels within 2 s (${took} ms)`);
   }
-  const doctor = await m.host(0).exec(['env', ...Object.entries(m.env(0)).map(([k, v]) => `${k}=${v}`), process.execPath, MAIN, 'doctor', '--json']);
+  const doctor = await m
+    .host(0)
+    .exec(['env', ...Object.entries(m.env(0)).map(([k, v]) => `${k}=${v}`), process.execPath, MAIN, 'doctor', '--json']);
   const checks = JSON.parse(doctor.stdout) as { check: string; ok: boolean; detail: string }[];
-  t.match(checks.find((c) => c.check === 'hosts'), { ok: true, detail: /h1 \(10\.200\.\d+\.1, MTU 1600\)/ }, 'doctor lists the hosts and their tunnel MTU');
-  t.match(checks.find((c) => c.check === 'vxlan'), { ok: true, detail: /on OVS bridge port br-phy/ }, 'doctor: the tunnel address is on OVS (native tunnelling)');
+  t.match(
+    checks.find((c) => c.check === 'hosts'),
+    { ok: true, detail: /h1 \(10\.200\.\d+\.1, MTU 1600\)/ },
+    'doctor lists the hosts and their tunnel MTU',
+  );
+  t.match(
+    checks.find((c) => c.check === 'vxlan'),
+    { ok: true, detail: /on OVS bridge port br-phy/ },
+    'doctor: the tunnel address is on OVS (native tunnelling)',
+  );
   const scraped = (await m.host(0).exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
   t.match(scraped, /^ovsnet_hosts 3$/m, 'metrics: hosts registered');
   t.match(scraped, /^ovsnet_vxlan_tunnels 4$/m, 'metrics: tunnel ports');
@@ -73,12 +100,14 @@ t.test('containers on different hosts: ping, 10 MiB over TCP, full-MTU pings; lo
 t.test('a dual-stack logical network: IPv6 across hosts, one IPv6 gateway on every host', async (t) => {
   for (const i of [0, 1]) await m.createLogical(i, 'dual', '10.212.0.0/24', ['--ipv6', '--subnet', 'fd5e:212::/64']);
   await Promise.all([m.runOn(0, 'd1', 'dual'), m.runOn(1, 'd2', 'dual')]);
-  const v6 = (i: number, c: string) => m.dockerOk(i, ['inspect', '-f', '{{(index .NetworkSettings.Networks "dual").GlobalIPv6Address}}', c]);
+  const v6 = (i: number, c: string) =>
+    m.dockerOk(i, ['inspect', '-f', '{{(index .NetworkSettings.Networks "dual").GlobalIPv6Address}}', c]);
   const [a, b] = [await v6(0, 'd1'), await v6(1, 'd2')];
   t.not(a, b, 'distinct IPv6 addresses from the shared pool');
-  const ping6 = async (i: number, c: string, to: string) => (await m.docker(i, ['exec', c, 'ping', '-6', '-c', '2', '-W', '2', to])).code === 0;
+  const ping6 = async (i: number, c: string, to: string) =>
+    (await m.docker(i, ['exec', c, 'ping', '-6', '-c', '2', '-W', '2', to])).code === 0;
   t.ok(await ping6(0, 'd1', b), 'IPv6 across hosts');
-  t.ok(await ping6(1, 'd2', 'fd5e:212::1'), "the IPv6 gateway answers on the second host too");
+  t.ok(await ping6(1, 'd2', 'fd5e:212::1'), 'the IPv6 gateway answers on the second host too');
   const flows = (await m.host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout;
   t.match(flows, /icmp_type=135,nd_target=fd5e:212::1 actions=drop/, 'neighbour discovery for the gateway is kept off the tunnels');
 });
@@ -86,7 +115,9 @@ t.test('a dual-stack logical network: IPv6 across hosts, one IPv6 gateway on eve
 t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', async (t) => {
   const names = (i: number) => Array.from({ length: 30 }, (_, k) => `p${i + 1}-${k}`);
   const t0 = Date.now();
-  const runs = await Promise.allSettled([0, 1, 2].flatMap((i) => names(i).map((n) => m.dockerOk(i, ['run', '-d', '--name', n, '--network', 'blue', IMAGE, 'sleep', '600']))));
+  const runs = await Promise.allSettled(
+    [0, 1, 2].flatMap((i) => names(i).map((n) => m.dockerOk(i, ['run', '-d', '--name', n, '--network', 'blue', IMAGE, 'sleep', '600']))),
+  );
   const failed = runs.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
   t.same(failed, [], `90 containers up in ${Date.now() - t0} ms`);
   t.comment(await m.latencies());
@@ -109,7 +140,8 @@ t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', 
 
 t.test('ovs-vswitchd restarted: tunnels come back with it, the gateway guard within the check period', async (t) => {
   await m.host(1).vswitchd('restart');
-  const guarded = async () => /arp_tpa=10\.210\.0\.1 actions=drop/.test((await m.host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout);
+  const guarded = async () =>
+    /arp_tpa=10\.210\.0\.1 actions=drop/.test((await m.host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout);
   const took = await until(guarded, 15_000);
   t.ok(took < 15_000, `guard flows back ${took} ms after the restart (checked every 10 s)`);
   // The host's underlay (on OVS here) was down meanwhile: if that outlasted the TTL, its peers
@@ -125,11 +157,17 @@ t.test('a host killed is gone from its peers within the TTL, its tunnels with it
   t.ok(complete < 15_000, 'before: h1 has its tunnels to h2 (blue, red, dual) and h3 (blue, red)');
   const killedAt = Date.now();
   await m.daemons[2]?.kill('SIGKILL');
-  const took = await until(async () => (await m.tunnels(0)).every((p) => p !== 'h3') && (await m.tunnels(1)).every((p) => p !== 'h3'), 10_000);
+  const took = await until(
+    async () => (await m.tunnels(0)).every((p) => p !== 'h3') && (await m.tunnels(1)).every((p) => p !== 'h3'),
+    10_000,
+  );
   t.ok(took < TTL_SECONDS * 1000 + 2000, `tunnels to h3 gone from h1 and h2 after ${took} ms (TTL ${TTL_SECONDS} s)`);
   t.same(await m.tunnels(0), ['h2', 'h2', 'h2'], 'h1 keeps its tunnels to h2 (blue, red, dual)');
   await m.start(2);
-  const back = await until(async () => (await m.tunnels(0)).filter((p) => p === 'h3').length === 2 && (await m.tunnels(2)).length === 4, 5000);
+  const back = await until(
+    async () => (await m.tunnels(0)).filter((p) => p === 'h3').length === 2 && (await m.tunnels(2)).length === 4,
+    5000,
+  );
   t.ok(back < 5000, `back: tunnels again within ${back} ms of its start (${Date.now() - killedAt} ms in all)`);
   const r2 = await m.ip(1, 'r2', 'red');
   const flows = await until(() => m.ping(2, 'r3', r2), 10_000);
@@ -140,9 +178,13 @@ t.test('a host killed is gone from its peers within the TTL, its tunnels with it
 t.test('down leaves no namespace, directory, link, route, mount or rule of the cluster', async (t) => {
   await m.cluster.down();
   const left = (await run('ip', ['netns', 'list'])).stdout;
-  for (const name of [m.cluster.underlay.name, ...m.cluster.hosts.map((h) => h.name)]) t.notMatch(left, new RegExp(name), `${name} removed`);
+  for (const name of [m.cluster.underlay.name, ...m.cluster.hosts.map((h) => h.name)])
+    t.notMatch(left, new RegExp(name), `${name} removed`);
   t.notOk(fs.existsSync(m.cluster.underlay.dir));
-  t.notOk(m.cluster.hosts.some((h) => fs.existsSync(h.dir)), 'host directories removed');
+  t.notOk(
+    m.cluster.hosts.some((h) => fs.existsSync(h.dir)),
+    'host directories removed',
+  );
   t.notOk(fs.existsSync(m.cluster.etcdDir), "etcd's data directory removed");
   t.same(await rootTraces(marks), [], 'no link, route, mount or rule names the cluster');
   t.same(await rootTraces(SUBNETS), before, "the machine's own namespace has no route or rule of the overlay subnets");

@@ -45,7 +45,9 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.equal(mtu, '1500');
     if (opts.ipam) {
       const store = new SqliteStore({ file: host.storeFile });
-      const reservations = (await store.list(keys.allAddresses)).kvs.map((kv) => JSON.parse(kv.value) as { address: string; endpoint?: string });
+      const reservations = (await store.list(keys.allAddresses)).kvs.map(
+        (kv) => JSON.parse(kv.value) as { address: string; endpoint?: string },
+      );
       await store.close();
       const epId = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").EndpointID}}', 'a2']);
       t.equal(reservations.find((r) => r.address === a2)?.endpoint, epId, "CreateEndpoint bound a2's reservation to its endpoint");
@@ -69,13 +71,55 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     await create('n3', `10.${o}.3.0/24`, ['-o', 'ovsnet.tag=300', '-o', 'com.docker.network.driver.mtu=1400']);
     await run('d1', 'n3');
     t.equal(await host.dockerOk(['exec', 'd1', 'cat', '/sys/class/net/eth0/mtu']), '1400', 'MTU set on the container end');
-    t.match(await inHost(['ovs-vsctl', 'get', 'Port', `ovg${(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n3'])).slice(0, 12)}`, 'tag']), /^300/);
-    const dup = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.4.0/24`, '-o', 'ovsnet.tag=300', 'n4']);
+    t.match(
+      await inHost([
+        'ovs-vsctl',
+        'get',
+        'Port',
+        `ovg${(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n3'])).slice(0, 12)}`,
+        'tag',
+      ]),
+      /^300/,
+    );
+    const dup = await host.docker([
+      'network',
+      'create',
+      '-d',
+      'ovsnet',
+      ...ipamArgs,
+      '--subnet',
+      `10.${o}.4.0/24`,
+      '-o',
+      'ovsnet.tag=300',
+      'n4',
+    ]);
     t.not(dup.code, 0);
     t.match(dup.stderr, /VLAN tag 300 is used by network [0-9a-f]{12} on this host: pick another from 1 to 4094/);
-    const bad = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.5.0/24`, '-o', 'ovsnet.color=blue', 'n5']);
+    const bad = await host.docker([
+      'network',
+      'create',
+      '-d',
+      'ovsnet',
+      ...ipamArgs,
+      '--subnet',
+      `10.${o}.5.0/24`,
+      '-o',
+      'ovsnet.color=blue',
+      'n5',
+    ]);
     t.match(bad.stderr, /-o ovsnet\.color is not an ovsnet option; valid ones: ovsnet\.tag \(a VLAN tag from 1 to 4094/);
-    const vx = await host.docker(['network', 'create', '-d', 'ovsnet', ...ipamArgs, '--subnet', `10.${o}.6.0/24`, '-o', 'ovsnet.encap=vxlan', 'n6']);
+    const vx = await host.docker([
+      'network',
+      'create',
+      '-d',
+      'ovsnet',
+      ...ipamArgs,
+      '--subnet',
+      `10.${o}.6.0/24`,
+      '-o',
+      'ovsnet.encap=vxlan',
+      'n6',
+    ]);
     t.match(vx.stderr, /-o ovsnet\.encap=vxlan needs -o ovsnet\.network=NAME/);
     t.equal((await host.docker(['network', 'inspect', 'n4'])).code, 1, 'a refused network is not left behind');
   });
@@ -90,7 +134,12 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
   });
 
   await t.test('-p 8080:80 is reachable from the host', async (t) => {
-    await run('web', 'n1', ['-p', '8080:80'], ['sh', '-c', 'while true; do printf "HTTP/1.0 200 OK\\r\\n\\r\\nhello from ovsnet" | nc -l -p 80; done']);
+    await run(
+      'web',
+      'n1',
+      ['-p', '8080:80'],
+      ['sh', '-c', 'while true; do printf "HTTP/1.0 200 OK\\r\\n\\r\\nhello from ovsnet" | nc -l -p 80; done'],
+    );
     let body = '';
     for (let i = 0; i < 20 && body === ''; i++) {
       body = await inHost(['wget', '-q', '-O', '-', '-T', '2', `http://10.${o}.1.1:8080/`]);
@@ -127,15 +176,27 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
       const r = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, ...args]);
       return { code: r.code, out: r.stdout, err: r.stderr };
     };
-    const nets = JSON.parse((await cli(['networks', '--json'])).out) as { network: string; tag: number; endpoints: number; subnets: string[] }[];
+    const nets = JSON.parse((await cli(['networks', '--json'])).out) as {
+      network: string;
+      tag: number;
+      endpoints: number;
+      subnets: string[];
+    }[];
     const many = nets.find((n) => n.subnets.includes(`10.${o}.8.0/24`));
     t.equal(many?.endpoints, 20, 'networks: the 20 endpoints of "many"');
     t.equal(many?.network, (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'many'])).slice(0, 12));
     const eps = JSON.parse((await cli(['endpoints', '--json'])).out) as { address: string; port: string }[];
-    t.ok(eps.some((e) => e.address.startsWith(`10.${o}.8.`) && /^ovh[0-9a-f]{12}$/.test(e.port)), 'endpoints with their OVS port');
+    t.ok(
+      eps.some((e) => e.address.startsWith(`10.${o}.8.`) && /^ovh[0-9a-f]{12}$/.test(e.port)),
+      'endpoints with their OVS port',
+    );
     if (opts.ipam) {
       const pools = JSON.parse((await cli(['ipam', '--json'])).out) as { pool: string; used: number; usable: string }[];
-      t.match(pools.find((p) => p.pool === `10.${o}.8.0/24`), { used: 21, usable: '254' }, 'ipam: 20 containers and the gateway of 254');
+      t.match(
+        pools.find((p) => p.pool === `10.${o}.8.0/24`),
+        { used: 21, usable: '254' },
+        'ipam: 20 containers and the gateway of 254',
+      );
     }
     const doc = await cli(['doctor']);
     t.equal(doc.code, 0, `doctor finds nothing wrong:\n${doc.out}`);
@@ -146,7 +207,10 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
   await t.test('Prometheus metrics after real Docker calls', async (t) => {
     const text = await inHost(['wget', '-q', '-O', '-', '-T', '3', 'http://127.0.0.1:9477/metrics']);
     const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
-    t.ok(value(/ovsnet_docker_call_duration_seconds_count\{method="NetworkDriver\.Join",status="200"\} (\d+)/) >= 20, 'Join latency histogram');
+    t.ok(
+      value(/ovsnet_docker_call_duration_seconds_count\{method="NetworkDriver\.Join",status="200"\} (\d+)/) >= 20,
+      'Join latency histogram',
+    );
     t.ok(value(/ovsnet_errors_total\{kind="Conflict",code="TAG_TAKEN"\} (\d+)/) >= 1, 'errors by kind and code');
     t.ok(value(/ovsnet_store_request_duration_seconds_count\{op="txn",outcome="ok"\} (\d+)/) > 0, 'store round trips');
     t.ok(value(/ovsnet_ovsdb_request_duration_seconds_count\{method="transact",outcome="ok"\} (\d+)/) > 0, 'OVSDB round trips');
@@ -168,7 +232,11 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.notOk(await ping('a1', `10.${o}.1.1`), 'the gateway is gone');
     const doc = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'doctor']);
     t.equal(doc.code, 1, 'doctor sees the problem');
-    t.match(doc.stdout, /daemon\s+FAIL\s+nothing answers on \/run\/docker\/plugins\/ovsnet\.sock\s+start it: `ovsnet serve`/, 'and says how to fix it');
+    t.match(
+      doc.stdout,
+      /daemon\s+FAIL\s+nothing answers on \/run\/docker\/plugins\/ovsnet\.sock\s+start it: `ovsnet serve`/,
+      'and says how to fix it',
+    );
     ctx.ovsnet = await host.startOvsnet();
     t.ok(await ping('a1', a2), 'and after it is back');
     let back = false;
@@ -201,14 +269,19 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     }
     t.notMatch(ports, new RegExp(port), "the dead container's port is gone");
     const store = new SqliteStore({ file: host.storeFile });
-    t.equal(await store.get(keys.endpoint((await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n1'])), epId)), undefined, 'and its record');
+    t.equal(
+      await store.get(keys.endpoint(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'n1']), epId)),
+      undefined,
+      'and its record',
+    );
     await store.close();
     t.ok(await ping('after', `10.${o}.1.1`), 'the network and its gateway work after the restart');
   });
 
   await t.test('docker network rm leaves no port, tag or NAT rule behind', async (t) => {
     const ids: Record<string, string> = {};
-    for (const n of ['n1', 'n2', 'n3', 'int', 'many']) ids[n] = (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', n])).slice(0, 12);
+    for (const n of ['n1', 'n2', 'n3', 'int', 'many'])
+      ids[n] = (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', n])).slice(0, 12);
     const all = (await host.dockerOk(['ps', '-aq'])).split('\n').filter((x) => x !== '');
     await host.dockerOk(['rm', '-f', ...all]);
     await host.dockerOk(['network', 'rm', 'n1', 'n2', 'n3', 'int', 'many']);

@@ -10,17 +10,36 @@ async function snapshot(name: string): Promise<Record<string, string>> {
   const out = async (cmd: string, args: string[]) => (await run(cmd, args)).stdout;
   const cgroups = fs.readdirSync('/sys/fs/cgroup').flatMap((c) => {
     try {
-      return fs.readdirSync(`/sys/fs/cgroup/${c}`).filter((d) => d === name).map((d) => `${c}/${d}`);
+      return fs
+        .readdirSync(`/sys/fs/cgroup/${c}`)
+        .filter((d) => d === name)
+        .map((d) => `${c}/${d}`);
     } catch {
       return [];
     }
   });
   return {
-    netns: (await out('ip', ['netns', 'list'])).split('\n').filter((l) => l.startsWith(name)).join('\n'),
-    mounts: fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').filter((l) => l.includes(name)).join('\n'),
+    netns: (await out('ip', ['netns', 'list']))
+      .split('\n')
+      .filter((l) => l.startsWith(name))
+      .join('\n'),
+    mounts: fs
+      .readFileSync('/proc/self/mountinfo', 'utf8')
+      .split('\n')
+      .filter((l) => l.includes(name))
+      .join('\n'),
     cgroups: cgroups.join('\n'),
-    links: (await out('ip', ['-o', 'link', 'show'])).replace(/\s+link\/.*$/gm, '').split('\n').map((l) => l.split(':')[1]?.trim()).sort().join(' '),
-    addresses: (await out('ip', ['-o', 'addr', 'show'])).split('\n').map((l) => l.split(/\s+/).slice(1, 4).join(' ')).sort().join('\n'),
+    links: (await out('ip', ['-o', 'link', 'show']))
+      .replace(/\s+link\/.*$/gm, '')
+      .split('\n')
+      .map((l) => l.split(':')[1]?.trim())
+      .sort()
+      .join(' '),
+    addresses: (await out('ip', ['-o', 'addr', 'show']))
+      .split('\n')
+      .map((l) => l.split(/\s+/).slice(1, 4).join(' '))
+      .sort()
+      .join('\n'),
     routes: (await out('ip', ['route', 'show'])).split('\n').sort().join('\n'),
     iptables: (await out('iptables-save', [])).replace(/^#.*$/gm, '').replace(/\[\d+:\d+\]/g, ''),
     dir: String(fs.existsSync(`/tmp/ovsnet-host-${name}`)),

@@ -35,8 +35,23 @@ export async function ipamScenarios(t: Test, ctx: Ctx, opts: { prefix: string; r
   const net = `${o}.55`;
 
   await t.test('--subnet --ip-range --gateway --aux-address, --ip, a duplicate --ip, reuse after rm', async (t) => {
-    await host.dockerOk(['network', 'create', '-d', 'bridge', '--ipam-driver', 'ovsnet', '--subnet', `10.${net}.0/24`,
-      '--ip-range', `10.${net}.128/25`, '--gateway', `10.${net}.1`, '--aux-address', `r=10.${net}.2`, 'n1']);
+    await host.dockerOk([
+      'network',
+      'create',
+      '-d',
+      'bridge',
+      '--ipam-driver',
+      'ovsnet',
+      '--subnet',
+      `10.${net}.0/24`,
+      '--ip-range',
+      `10.${net}.128/25`,
+      '--gateway',
+      `10.${net}.1`,
+      '--aux-address',
+      `r=10.${net}.2`,
+      'n1',
+    ]);
     await host.dockerOk(['run', '-d', '--name', 'c1', '--network', 'n1', IMAGE, 'sleep', '600']);
     await host.dockerOk(['run', '-d', '--name', 'c2', '--network', 'n1', IMAGE, 'sleep', '600']);
     t.equal(await ipOf(host, 'c1', 'n1'), `10.${net}.128`);
@@ -45,13 +60,21 @@ export async function ipamScenarios(t: Test, ctx: Ctx, opts: { prefix: string; r
     t.equal(await ipOf(host, 'c50', 'n1'), `10.${net}.50`);
     const dup = await host.docker(['run', '--name', 'dup', '--network', 'n1', '--ip', `10.${net}.50`, IMAGE, 'true']);
     t.not(dup.code, 0, 'a second container asking for the same --ip fails');
-    t.match(dup.stderr, new RegExp(`address 10\\.${o}\\.55\\.50 is already in use in pool 10\\.${o}\\.55\\.0/24: reserved by`), "ovsnet's message reaches docker run");
+    t.match(
+      dup.stderr,
+      new RegExp(`address 10\\.${o}\\.55\\.50 is already in use in pool 10\\.${o}\\.55\\.0/24: reserved by`),
+      "ovsnet's message reaches docker run",
+    );
     await host.docker(['rm', '-f', 'dup']);
     await host.dockerOk(['rm', '-f', 'c50']);
     await host.dockerOk(['run', '-d', '--name', 'c50b', '--network', 'n1', '--ip', `10.${net}.50`, IMAGE, 'sleep', '600']);
     t.equal(await ipOf(host, 'c50b', 'n1'), `10.${net}.50`, 'the address is reused after docker rm -f');
     const s = await poolState(store, `10.${net}.0/24`);
-    t.same(s?.addresses, [`10.${net}.1`, `10.${net}.128`, `10.${net}.129`, `10.${net}.2`, `10.${net}.50`], 'gateway, aux, three containers');
+    t.same(
+      s?.addresses,
+      [`10.${net}.1`, `10.${net}.128`, `10.${net}.129`, `10.${net}.2`, `10.${net}.50`],
+      'gateway, aux, three containers',
+    );
     t.equal(s?.count, 5, 'count equals reservations');
   });
 
@@ -85,7 +108,20 @@ export async function ipamScenarios(t: Test, ctx: Ctx, opts: { prefix: string; r
 
   await t.test('--ipv6 --subnet fd00:55::/64: containers get addresses from it', async (t) => {
     const v6 = `fd00:${o}::/64`;
-    await host.dockerOk(['network', 'create', '-d', 'bridge', '--ipam-driver', 'ovsnet', '--ipv6', '--subnet', v6, '--subnet', `10.${o}.57.0/24`, 'v6n']);
+    await host.dockerOk([
+      'network',
+      'create',
+      '-d',
+      'bridge',
+      '--ipam-driver',
+      'ovsnet',
+      '--ipv6',
+      '--subnet',
+      v6,
+      '--subnet',
+      `10.${o}.57.0/24`,
+      'v6n',
+    ]);
     await host.dockerOk(['run', '-d', '--name', 'six', '--network', 'v6n', IMAGE, 'sleep', '600']);
     t.equal(await ipOf(host, 'six', 'v6n', true), `fd00:${o}::2`, 'after the gateway fd00::1');
     const inside = await host.dockerOk(['exec', 'six', 'ip', '-6', 'addr', 'show', 'eth0']);

@@ -54,7 +54,9 @@ t.test('dockerd restarted with the plugin enabled: networks and containers work'
   await host.restartDockerd();
   let up = false;
   for (let i = 0; i < 100 && !up; i++) {
-    up = (await host.docker(['inspect', '-f', '{{.State.Running}}', 'p1'])).stdout.trim() === 'true' && (await host.docker(['inspect', '-f', '{{.State.Running}}', 'p2'])).stdout.trim() === 'true';
+    up =
+      (await host.docker(['inspect', '-f', '{{.State.Running}}', 'p1'])).stdout.trim() === 'true' &&
+      (await host.docker(['inspect', '-f', '{{.State.Running}}', 'p2'])).stdout.trim() === 'true';
     if (!up) await new Promise((r) => setTimeout(r, 100));
   }
   t.ok(up, 'restart=always containers are back');

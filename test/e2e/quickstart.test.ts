@@ -15,7 +15,8 @@ const root = fileURLToPath(new URL('../../../', import.meta.url));
 t.test('npm start brings Open vSwitch up and serves the plugin', async (t) => {
   const host = await DockerHost.up('quick');
   // Stop the harness's Open vSwitch: the quick start must start its own.
-  for (const f of ['ovs-vswitchd.pid', 'ovsdb-server.pid']) process.kill(Number(fs.readFileSync(path.join(host.dir, f), 'utf8')), 'SIGTERM');
+  for (const f of ['ovs-vswitchd.pid', 'ovsdb-server.pid'])
+    process.kill(Number(fs.readFileSync(path.join(host.dir, f), 'utf8')), 'SIGTERM');
   await new Promise((r) => setTimeout(r, 500));
   t.not((await host.exec(['ovs-vsctl', '--timeout=1', 'show'])).code, 0, 'OVS is down');
   fs.mkdirSync(path.join(host.dir, 'ovs-etc'));
@@ -24,7 +25,13 @@ t.test('npm start brings Open vSwitch up and serves the plugin', async (t) => {
     [`--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--', 'bash', `${root}scripts/start.sh`],
     {
       // ovs-ctl's database, system-id and logs in this host's directory, not the machine's /etc and /var/log.
-      env: { PATH: process.env.PATH ?? '', OVS_SYSCONFDIR: path.join(host.dir, 'ovs-etc'), OVS_DBDIR: path.join(host.dir, 'ovs-etc'), OVS_LOGDIR: path.join(host.dir, 'log'), OVSNET_STORE: 'sqlite:/run/ovsnet/state.db' },
+      env: {
+        PATH: process.env.PATH ?? '',
+        OVS_SYSCONFDIR: path.join(host.dir, 'ovs-etc'),
+        OVS_DBDIR: path.join(host.dir, 'ovs-etc'),
+        OVS_LOGDIR: path.join(host.dir, 'log'),
+        OVSNET_STORE: 'sqlite:/run/ovsnet/state.db',
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
   );
@@ -41,7 +48,12 @@ t.test('npm start brings Open vSwitch up and serves the plugin', async (t) => {
   const socket = path.join(host.pluginDir, 'ovsnet.sock');
   let up = false;
   for (let i = 0; i < 300 && !up; i++) {
-    up = fs.existsSync(socket) && (await pluginCall(socket, 'Plugin.Activate').then((r) => r.status === 200, () => false));
+    up =
+      fs.existsSync(socket) &&
+      (await pluginCall(socket, 'Plugin.Activate').then(
+        (r) => r.status === 200,
+        () => false,
+      ));
     if (!up) await new Promise((r) => setTimeout(r, 100));
   }
   t.ok(up, `the plugin answers:\n${log}`);

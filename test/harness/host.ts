@@ -25,7 +25,11 @@ export interface Run {
   stderr: string;
 }
 
-export function run(cmd: string, args: readonly string[], opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {}): Promise<Run> {
+export function run(
+  cmd: string,
+  args: readonly string[],
+  opts: { env?: NodeJS.ProcessEnv; timeoutMs?: number; input?: string } = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(cmd, args, { env: opts.env ?? process.env, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
@@ -250,10 +254,27 @@ export class Cluster {
     if (first === undefined || addr === undefined) throw new Error('no host for etcd');
     this.etcd = spawn(
       'nsenter',
-      [`--net=/run/netns/${first.name}`, '--', 'etcd', '--name', 'cluster', '--data-dir', this.etcdDir,
-        '--listen-client-urls', `http://${addr}:2379,http://127.0.0.1:2379`, '--advertise-client-urls', `http://${addr}:2379`,
-        '--listen-peer-urls', 'http://127.0.0.1:2380', '--initial-advertise-peer-urls', 'http://127.0.0.1:2380',
-        '--initial-cluster', 'cluster=http://127.0.0.1:2380', '--metrics', 'extensive'],
+      [
+        `--net=/run/netns/${first.name}`,
+        '--',
+        'etcd',
+        '--name',
+        'cluster',
+        '--data-dir',
+        this.etcdDir,
+        '--listen-client-urls',
+        `http://${addr}:2379,http://127.0.0.1:2379`,
+        '--advertise-client-urls',
+        `http://${addr}:2379`,
+        '--listen-peer-urls',
+        'http://127.0.0.1:2380',
+        '--initial-advertise-peer-urls',
+        'http://127.0.0.1:2380',
+        '--initial-cluster',
+        'cluster=http://127.0.0.1:2380',
+        '--metrics',
+        'extensive',
+      ],
       { stdio: 'ignore' },
     );
     for (let i = 0; i < 100; i++) {
@@ -273,7 +294,10 @@ export class Cluster {
     const first = this.hosts[0];
     if (first === undefined) return 'no etcd';
     const r = await first.exec(['wget', '-q', '-O', '-', '-T', '2', 'http://127.0.0.1:2379/metrics']);
-    const txns = r.stdout.split('\n').filter((l) => !l.startsWith('grpc_server_handling_seconds_bucket') || l.includes('grpc_method="Txn"')).join('\n');
+    const txns = r.stdout
+      .split('\n')
+      .filter((l) => !l.startsWith('grpc_server_handling_seconds_bucket') || l.includes('grpc_method="Txn"'))
+      .join('\n');
     return [
       `txn handling: ${histogramSummary(txns, 'grpc_server_handling_seconds')}`,
       `wal fsync: ${histogramSummary(r.stdout, 'etcd_disk_wal_fsync_duration_seconds')}`,

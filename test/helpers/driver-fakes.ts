@@ -21,7 +21,17 @@ class Failer {
 
 export class FakeOvs extends Failer implements OvsApi {
   readonly bridges = new Map<string, string>();
-  readonly ports = new Map<string, { bridge: string; tag: number; type: string; externalIds: Record<string, string>; options?: Record<string, string>; protected?: boolean }>();
+  readonly ports = new Map<
+    string,
+    {
+      bridge: string;
+      tag: number;
+      type: string;
+      externalIds: Record<string, string>;
+      options?: Record<string, string>;
+      protected?: boolean;
+    }
+  >();
   links: FakeLinks | undefined;
 
   async bridgeExists(bridge: string): Promise<boolean> {
@@ -34,7 +44,14 @@ export class FakeOvs extends Failer implements OvsApi {
   async addPort(
     bridge: string,
     name: string,
-    opts: { tag: number; type?: string; externalIds: Record<string, string>; mtu?: number; options?: Record<string, string>; protected?: boolean },
+    opts: {
+      tag: number;
+      type?: string;
+      externalIds: Record<string, string>;
+      mtu?: number;
+      options?: Record<string, string>;
+      protected?: boolean;
+    },
   ): Promise<void> {
     this.check('addPort');
     if (opts.mtu !== undefined) this.mtus.set(name, opts.mtu);

@@ -5,7 +5,10 @@ import { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger, type Logger } from '../../src/log.js';
 import type { Store } from '../../src/store/types.js';
 
-export function makeIpam(store: Store, opts: { host?: string; routes?: string[]; defaultPools?: string; log?: Logger; journal?: string; doubtConfirmMs?: number } = {}): Ipam {
+export function makeIpam(
+  store: Store,
+  opts: { host?: string; routes?: string[]; defaultPools?: string; log?: Logger; journal?: string; doubtConfirmMs?: number } = {},
+): Ipam {
   const routes: Prefix[] = (opts.routes ?? []).map(prefix);
   const config = loadConfig(opts.defaultPools === undefined ? {} : { OVSNET_DEFAULT_POOLS: opts.defaultPools });
   return new Ipam({

@@ -7,12 +7,18 @@ import { Links } from '../../src/driver/links/links.js';
 
 const links = new Links();
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
-const failure = async (f: () => Promise<unknown>) => f().then(() => 'no error', (err: unknown) => (err instanceof Error ? err.message : String(err)));
+const failure = async (f: () => Promise<unknown>) =>
+  f().then(
+    () => 'no error',
+    (err: unknown) => (err instanceof Error ? err.message : String(err)),
+  );
 const out: Record<string, unknown> = {};
 
 await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400, mac: '02:00:00:00:00:42', txChecksumOff: true });
 out.created = (await links.list('lt')).sort();
-out.hostUp = /state (UP|UNKNOWN|LOWERLAYERDOWN)/.test(sh('ip', '-o', 'link', 'show', 'lth0')) || /<[^>]*UP/.test(sh('ip', '-o', 'link', 'show', 'lth0'));
+out.hostUp =
+  /state (UP|UNKNOWN|LOWERLAYERDOWN)/.test(sh('ip', '-o', 'link', 'show', 'lth0')) ||
+  /<[^>]*UP/.test(sh('ip', '-o', 'link', 'show', 'lth0'));
 out.containerEnd = sh('ip', '-o', 'link', 'show', 'ltc0');
 out.txChecksum = /tx-checksumming: (on|off)/.exec(sh('ethtool', '-k', 'ltc0'))?.[1];
 out.again = await failure(() => links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400 }));

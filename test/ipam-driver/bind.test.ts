@@ -60,7 +60,11 @@ for (const [family, cidr, v6] of [
     t.equal(await ipam.bindEndpoint(cidrForm, 'ep1'), true, 'the CIDR form Docker sends is accepted');
     const bound = await record(store, poolId, address);
     t.equal(bound.endpoint, 'ep1', 'the reservation names its endpoint');
-    t.same({ ...bound, endpoint: undefined, modRevision: 0 }, { ...before, endpoint: undefined, modRevision: 0 }, 'and nothing else of it changed');
+    t.same(
+      { ...bound, endpoint: undefined, modRevision: 0 },
+      { ...before, endpoint: undefined, modRevision: 0 },
+      'and nothing else of it changed',
+    );
 
     const writes = txns();
     t.equal(await ipam.bindEndpoint(address, 'ep1'), true, 'binding again (plain form) is done already');

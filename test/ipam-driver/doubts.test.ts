@@ -20,7 +20,11 @@ let n = 0;
 function setup(t: Test, journal?: string, doubtConfirmMs?: number) {
   const inner = new SqliteStore({ file: path.join(dir, `d${n++}.db`) });
   const store = new Flaky(inner);
-  const ipam = makeIpam(store, { host: 'h1', ...(journal === undefined ? {} : { journal }), ...(doubtConfirmMs === undefined ? {} : { doubtConfirmMs }) });
+  const ipam = makeIpam(store, {
+    host: 'h1',
+    ...(journal === undefined ? {} : { journal }),
+    ...(doubtConfirmMs === undefined ? {} : { doubtConfirmMs }),
+  });
   t.teardown(async () => {
     await ipam.stop();
     await inner.close();
@@ -119,7 +123,11 @@ t.test('a pool created but unconfirmed is released, so the subnet can be asked f
   store.mode = 'lost';
   await t.rejects(ipam.requestPool(pool('10.79.0.0/24')), { code: 'STORE_TIMEOUT' });
   store.mode = 'ok';
-  await t.rejects(ipam.requestPool(pool('10.79.0.0/24')), { code: 'IPAM_POOL_OVERLAP' }, 'the unconfirmed pool blocks the subnet meanwhile');
+  await t.rejects(
+    ipam.requestPool(pool('10.79.0.0/24')),
+    { code: 'IPAM_POOL_OVERLAP' },
+    'the unconfirmed pool blocks the subnet meanwhile',
+  );
   await ipam.settle();
   t.same((await ipam.requestPool(pool('10.79.0.0/24'))).pool, '10.79.0.0/24', 'free again once settled');
 });

@@ -33,7 +33,11 @@ function setup(t: Test) {
   return { flaky, ipam, other };
 }
 
-const pools = (ipam: ReturnType<typeof makeIpam>) => ipam.usage().map((u) => u.pool).sort();
+const pools = (ipam: ReturnType<typeof makeIpam>) =>
+  ipam
+    .usage()
+    .map((u) => u.pool)
+    .sort();
 
 t.test('ready after the first snapshot; later writes of another process come from the watch', async (t) => {
   const { ipam, other } = setup(t);

@@ -17,7 +17,10 @@ function reference(set: OffsetSet, lo: number, hi: number, from: number, taken: 
   }
 }
 
-for (const [name, make] of [['bitmap', () => new Bitmap(300)], ['sparse', () => new Sparse()]] as const) {
+for (const [name, make] of [
+  ['bitmap', () => new Bitmap(300)],
+  ['sparse', () => new Sparse()],
+] as const) {
   t.test(`${name}: add, delete, count`, async (t) => {
     const s = make();
     t.ok(s.add(5n));

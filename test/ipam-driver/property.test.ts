@@ -56,7 +56,7 @@ t.test('sequences on one instance (embedded)', async (t) => {
           if (!held.has(addr)) throw new Error(`seed ${seed}: ${addr} refused though free: ${res.message}`);
         } else held.add(addr);
       } else {
-        const victim = op < 8 && held.size > 0 ? [...held][r(held.size)] ?? addr : addr;
+        const victim = op < 8 && held.size > 0 ? ([...held][r(held.size)] ?? addr) : addr;
         await ipam.releaseAddress(poolId, victim);
         held.delete(victim);
       }
@@ -98,7 +98,10 @@ t.test('two instances on one embedded file', async (t) => {
   const file = path.join(dir, 'shared.db');
   const a = new SqliteStore({ file });
   const b = new SqliteStore({ file });
-  t.teardown(async () => { await a.close(); await b.close(); });
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
   await twoInstances(t, a, b, '10.71.0.0/24');
 });
 
@@ -106,7 +109,10 @@ t.test('two instances on one etcd', async (t) => {
   const endpoints = etcdEndpoints().map((e) => `http://${e}`);
   const a = new EtcdStore({ endpoints, timeoutMs: 3000 });
   const b = new EtcdStore({ endpoints, timeoutMs: 3000 });
-  t.teardown(async () => { await a.close(); await b.close(); });
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
   // A per-run subnet so that reruns against one etcd never collide.
   const octet = 72 + (parseInt(randomUUID().slice(0, 2), 16) % 100);
   await twoInstances(t, a, b, `10.${octet}.0.0/24`);

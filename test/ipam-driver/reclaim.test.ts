@@ -22,16 +22,32 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
   const [sa, sb] = [new SqliteStore({ file }), new SqliteStore({ file })];
   const a = makeIpam(sa, { host: 'a' });
   const b = makeIpam(sb, { host: 'b' });
-  t.teardown(async () => { await a.stop(); await b.stop(); await sa.close(); await sb.close(); });
+  t.teardown(async () => {
+    await a.stop();
+    await b.stop();
+    await sa.close();
+    await sb.close();
+  });
   const cidr = '10.66.0.0/28';
   const opts = { 'ovsnet.block-size': '30' }; // blocks of 4 addresses
   const now = new Date('2026-01-01T00:00:00Z').getTime();
   let clock = now;
-  for (const [ipam, host] of [[a, 'a'], [b, 'b']] as const) {
+  for (const [ipam, host] of [
+    [a, 'a'],
+    [b, 'b'],
+  ] as const) {
     const { poolId } = await ipam.requestPool({ ...pool(cidr), options: opts });
     await ipam.requestAddress({ poolId, address: '', gateway: true });
     await ipam.bindLogical(cidr, 'net');
-    await joinLogical(sa, { name: 'net', vni: undefined, subnets: [cidr], internal: false, host, networkId: host.repeat(64), now: new Date(clock) });
+    await joinLogical(sa, {
+      name: 'net',
+      vni: undefined,
+      subnets: [cidr],
+      internal: false,
+      host,
+      networkId: host.repeat(64),
+      now: new Date(clock),
+    });
   }
   const poolId = `LocalDefault/${cidr}`;
   const fromB: string[] = [];
@@ -59,7 +75,11 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
   t.match(JSON.parse((await sa.get(keys.departedHost('b')))?.value ?? '{}'), { host: 'b', since: new Date(now).toISOString() });
   clock += 59_000;
   t.same(await reclaimer.sweep(), [], 'within the grace period: nothing reclaimed');
-  await t.rejects(a.requestAddress({ poolId, address: '', gateway: false }), { code: 'IPAM_POOL_EXHAUSTED' }, "b's addresses are not handed out");
+  await t.rejects(
+    a.requestAddress({ poolId, address: '', gateway: false }),
+    { code: 'IPAM_POOL_EXHAUSTED' },
+    "b's addresses are not handed out",
+  );
 
   clock += 2_000;
   t.same(await reclaimer.sweep(), ['b']);
@@ -67,9 +87,16 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
   t.notOk(left.includes('b'), "b's reservations are gone");
   t.equal(left.length, fromA.length + 1, "a's and the gateway stay");
   const blocks = (await sa.list(keys.blocks(poolId))).kvs.map((kv) => JSON.parse(kv.value) as { host: string });
-  t.notOk(blocks.some((x) => x.host === 'b'), 'b owns no block');
+  t.notOk(
+    blocks.some((x) => x.host === 'b'),
+    'b owns no block',
+  );
   t.same((JSON.parse((await sa.get(keys.pool(poolId)))?.value ?? '{}') as { users: string[] }).users, ['a'], 'b left the pool');
-  t.same(Object.keys((JSON.parse((await sa.get(keys.logicalNetwork('net')))?.value ?? '{}') as { members: object }).members), ['a'], 'and the logical network');
+  t.same(
+    Object.keys((JSON.parse((await sa.get(keys.logicalNetwork('net')))?.value ?? '{}') as { members: object }).members),
+    ['a'],
+    'and the logical network',
+  );
   t.equal(await sa.get(keys.departedHost('b')), undefined);
   const again: string[] = [];
   for (let i = 0; i < 3; i++) again.push((await a.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '');
@@ -83,13 +110,25 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
 t.test('a host back before the grace period ends keeps everything', async (t) => {
   const store = new SqliteStore({ file: path.join(dir, 'back.db') });
   const b = makeIpam(store, { host: 'b' });
-  t.teardown(async () => { await b.stop(); await store.close(); });
+  t.teardown(async () => {
+    await b.stop();
+    await store.close();
+  });
   const { poolId } = await b.requestPool(pool('10.67.0.0/24'));
   await b.bindLogical('10.67.0.0/24', 'n');
   await b.requestAddress({ poolId, address: '', gateway: false });
   const alive = new Set(['a']);
   let clock = 0;
-  const reclaimer = new Reclaimer({ store, log: createLogger('silent'), self: 'a', hosts: () => alive, graceMs: 1000, leaveLogical: async () => undefined, leavePool: async () => undefined, now: () => new Date(clock) });
+  const reclaimer = new Reclaimer({
+    store,
+    log: createLogger('silent'),
+    self: 'a',
+    hosts: () => alive,
+    graceMs: 1000,
+    leaveLogical: async () => undefined,
+    leavePool: async () => undefined,
+    now: () => new Date(clock),
+  });
   await reclaimer.sweep();
   t.ok(await store.get(keys.departedHost('b')));
   alive.add('b');

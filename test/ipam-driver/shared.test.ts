@@ -72,7 +72,8 @@ t.test('three hosts share one pool, each from blocks of its own', async (t) => {
   await Promise.all(
     [a, b, c].map(async (ipam, i) => {
       const mine: string[] = [];
-      for (let k = 0; k < 30; k++) mine.push((await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '');
+      for (let k = 0; k < 30; k++)
+        mine.push((await ipam.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '');
       got.set(`h${i + 1}`, mine);
     }),
   );
@@ -89,7 +90,10 @@ async function sharedOn(t: Test, [sa, sb]: Store[]) {
   if (sa === undefined || sb === undefined) throw new Error('two stores');
   const a = makeIpam(sa, { host: 'a' });
   const b = makeIpam(sb, { host: 'b' });
-  t.teardown(async () => { await a.stop(); await b.stop(); });
+  t.teardown(async () => {
+    await a.stop();
+    await b.stop();
+  });
   const octet = 100 + (parseInt(randomUUID().slice(0, 2), 16) % 100);
   const cidr = `10.${octet}.0.0/26`;
   const poolId = await create(a, cidr, `net-${octet}-${n}`, { 'ovsnet.block-size': '28' });
@@ -123,9 +127,12 @@ async function sharedOn(t: Test, [sa, sb]: Store[]) {
   // Releases: a block emptied by its owner goes back; a second release moves nothing.
   for (const x of fromB) await b.releaseAddress(poolId, x.split('/')[0] ?? '');
   await b.releaseAddress(poolId, fromB[0]?.split('/')[0] ?? '');
-  t.notOk([...(await blocks(sa, poolId)).values()].some((v) => v.host === 'b'), "b's emptied blocks went back");
+  t.notOk(
+    [...(await blocks(sa, poolId)).values()].some((v) => v.host === 'b'),
+    "b's emptied blocks went back",
+  );
   t.equal(await consistent(t, sa, poolId, 16), 11);
-  t.match((await blocks(sa, poolId)).get(at(0)), { host: 'a', count: 11 }, 'borrowed addresses went back to the owner\'s block');
+  t.match((await blocks(sa, poolId)).get(at(0)), { host: 'a', count: 11 }, "borrowed addresses went back to the owner's block");
 
   // The pool outlives one host's network, and goes with the last; the gateway likewise.
   await b.releaseAddress(poolId, at(1));
@@ -143,7 +150,9 @@ t.test('claim, borrow, release and share on one embedded file', async (t) => sha
 t.test('claim, borrow, release and share on one etcd', async (t) => {
   const endpoints = etcdEndpoints().map((e) => `http://${e}`);
   const list = [new EtcdStore({ endpoints, timeoutMs: 3000 }), new EtcdStore({ endpoints, timeoutMs: 3000 })];
-  t.teardown(async () => { for (const s of list) await s.close(); });
+  t.teardown(async () => {
+    for (const s of list) await s.close();
+  });
   await sharedOn(t, list);
 });
 
@@ -153,9 +162,15 @@ t.test('a logical pool is refused twice on one host, and a pool is bound to one 
   const a = makeIpam(sa, { host: 'a' });
   const b = makeIpam(sb, { host: 'b' });
   const poolId = await create(a, '10.61.0.0/24', 'red');
-  await t.rejects(a.requestPool(pool('10.61.0.0/24')), { code: 'IPAM_POOL_OVERLAP', message: /already used on this host by logical network red/ });
+  await t.rejects(a.requestPool(pool('10.61.0.0/24')), {
+    code: 'IPAM_POOL_OVERLAP',
+    message: /already used on this host by logical network red/,
+  });
   await t.rejects(b.bindLogical('10.61.0.0/24', 'green'), { code: 'LOGICAL_NETWORK_MISMATCH', message: /belongs to logical network red/ });
   t.equal(await b.bindLogical('10.99.0.0/24', 'green'), undefined, 'no ovsnet pool: undefined');
-  await t.rejects(a.requestPool({ ...pool('10.62.0.0/24'), options: { 'ovsnet.block-size': '40' } }), { code: 'IPAM_OPTION_INVALID', message: /16 to 32/ });
+  await t.rejects(a.requestPool({ ...pool('10.62.0.0/24'), options: { 'ovsnet.block-size': '40' } }), {
+    code: 'IPAM_OPTION_INVALID',
+    message: /16 to 32/,
+  });
   t.ok(poolId);
 });

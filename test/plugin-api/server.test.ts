@@ -59,14 +59,26 @@ t.test('calls without arguments come with an empty body', async (t) => {
 });
 
 t.test('a network create, then an endpoint, then removal, as Docker sequences them', async (t) => {
-  const pool = await docker('IpamDriver.RequestPool', { AddressSpace: 'LocalDefault', Pool: '10.80.0.0/24', SubPool: '', Options: {}, V6: false });
+  const pool = await docker('IpamDriver.RequestPool', {
+    AddressSpace: 'LocalDefault',
+    Pool: '10.80.0.0/24',
+    SubPool: '',
+    Options: {},
+    V6: false,
+  });
   t.same(pool, { status: 200, body: { PoolID: 'LocalDefault/10.80.0.0/24', Pool: '10.80.0.0/24', Data: {} } });
   const PoolID = 'LocalDefault/10.80.0.0/24';
-  t.same((await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: { RequestAddressType: 'com.docker.network.gateway' } })).body,
-    { Address: '10.80.0.1/24', Data: {} });
+  t.same(
+    (await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: { RequestAddressType: 'com.docker.network.gateway' } }))
+      .body,
+    { Address: '10.80.0.1/24', Data: {} },
+  );
   t.same((await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: null })).body, { Address: '10.80.0.2/24', Data: {} });
-  t.same((await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: { 'com.docker.network.endpoint.name': 'web' } })).body,
-    { Address: '10.80.0.3/24', Data: {} }, 'v29 sends the endpoint name');
+  t.same(
+    (await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: { 'com.docker.network.endpoint.name': 'web' } })).body,
+    { Address: '10.80.0.3/24', Data: {} },
+    'v29 sends the endpoint name',
+  );
   const taken = await docker('IpamDriver.RequestAddress', { PoolID, Address: '10.80.0.3', Options: null });
   t.equal(taken.status, 500);
   t.match(taken.body, { Err: /10\.80\.0\.3 is already in use in pool 10\.80\.0\.0\/24: reserved by a container "web"/ });
@@ -85,7 +97,11 @@ t.test('bad requests: the field and the expected form, as {"Err"}', async (t) =>
     ['IpamDriver.RequestAddress', { Address: '' }, /RequestAddress: PoolID is missing; expected a non-empty string/],
     ['IpamDriver.ReleaseAddress', { PoolID: 'x', Address: '' }, /ReleaseAddress: Address is empty/],
     ['IpamDriver.ReleasePool', [1], /ReleasePool: the request body must be a JSON object/],
-    ['IpamDriver.RequestAddress', { PoolID: 'LocalDefault/10.1.0.0/24', Address: '' }, /pool "LocalDefault\/10\.1\.0\.0\/24" does not exist/],
+    [
+      'IpamDriver.RequestAddress',
+      { PoolID: 'LocalDefault/10.1.0.0/24', Address: '' },
+      /pool "LocalDefault\/10\.1\.0\.0\/24" does not exist/,
+    ],
   ];
   for (const [method, body, err] of cases) {
     const res = await docker(method, body);
@@ -117,7 +133,11 @@ t.test('one request id per Docker call in the logs', async (t) => {
   const made = lines.find((l) => l.msg === 'pool requested');
   t.equal(made?.requestId, calls[0]?.requestId, "a line of the IPAM module, logged during the call, carries the call's id");
   t.equal(made?.component, 'ipam');
-  t.same(texts.filter((l) => l.split('"requestId"').length > 2), [], 'no line names its call twice');
+  t.same(
+    texts.filter((l) => l.split('"requestId"').length > 2),
+    [],
+    'no line names its call twice',
+  );
   t.notOk('poolId' in (calls[0] ?? {}), "a line does not inherit the fields of the call's earlier lines");
 });
 

@@ -52,11 +52,16 @@ export function storeContract(t: Test, open: () => Store): void {
     const kv = await store.get(k);
     if (kv === undefined) throw new Error('k vanished');
     t.ok((await store.txn({ compares: [modRevisionIs(k, kv.modRevision)], success: [put(k, 'v2')] })).succeeded);
-    t.notOk((await store.txn({ compares: [modRevisionIs(k, kv.modRevision)], success: [put(k, 'v3')] })).succeeded, 'a stale mod revision loses');
+    t.notOk(
+      (await store.txn({ compares: [modRevisionIs(k, kv.modRevision)], success: [put(k, 'v3')] })).succeeded,
+      'a stale mod revision loses',
+    );
     t.ok((await store.txn({ compares: [{ key: k, target: 'value', op: '==', value: 'v2' }], success: [] })).succeeded);
     t.notOk((await store.txn({ compares: [{ key: k, target: 'value', op: '!=', value: 'v2' }], success: [] })).succeeded);
-    t.notOk((await store.txn({ compares: [{ key: `${p}none`, target: 'value', op: '!=', value: 'x' }], success: [] })).succeeded,
-      'a value compare on a missing key is false, as in etcd');
+    t.notOk(
+      (await store.txn({ compares: [{ key: `${p}none`, target: 'value', op: '!=', value: 'x' }], success: [] })).succeeded,
+      'a value compare on a missing key is false, as in etcd',
+    );
     t.ok((await store.txn({ compares: [{ key: k, target: 'version', op: '==', version: 2 }], success: [] })).succeeded);
     t.ok((await store.txn({ compares: [{ key: k, target: 'version', op: '>', version: 1 }], success: [] })).succeeded);
     t.ok((await store.txn({ compares: [{ key: k, target: 'version', op: '<', version: 3 }], success: [] })).succeeded);
@@ -88,7 +93,10 @@ export function storeContract(t: Test, open: () => Store): void {
     t.equal(pages, 3);
     t.same(seen, names, 'every key once, in order, none outside the prefix');
     const all = await store.list(`${p}r/`);
-    t.same(all.kvs.map((kv) => kv.key), names);
+    t.same(
+      all.kvs.map((kv) => kv.key),
+      names,
+    );
     t.equal(all.revision, await store.revision());
     t.same((await store.list(`${p}nothing/`)).kvs, []);
     await store.txn({ compares: [], success: [{ type: 'deletePrefix', prefix: `${p}r/` }] });
@@ -121,9 +129,16 @@ export function storeContract(t: Test, open: () => Store): void {
     await waitFor(() => events.length >= expected.length, 5000, 'watch events');
     await new Promise((r) => setTimeout(r, 100)); // anything extra would arrive now
     await w.close();
-    t.same(events.map((e) => `${e.type} ${e.kv.key.slice(p.length)}`), expected);
+    t.same(
+      events.map((e) => `${e.type} ${e.kv.key.slice(p.length)}`),
+      expected,
+    );
     const revs = events.map((e) => e.kv.modRevision);
-    t.same(revs, [...revs].sort((a, b) => a - b), 'in revision order');
+    t.same(
+      revs,
+      [...revs].sort((a, b) => a - b),
+      'in revision order',
+    );
     t.equal(new Set(revs).size, revs.length, 'no revision twice');
     t.equal(batches.length, events.length, 'one batch per revision');
   });
@@ -135,7 +150,10 @@ export function storeContract(t: Test, open: () => Store): void {
     const w = await store.watch(`${p}h/`, r.revision, { onEvents: (evs) => events.push(...evs) });
     await waitFor(() => events.length >= 3, 5000, 'replayed events');
     await w.close();
-    t.same(events.map((e) => e.kv.value), ['1', '2', '3']);
+    t.same(
+      events.map((e) => e.kv.value),
+      ['1', '2', '3'],
+    );
   });
 
   t.test('leases: keys vanish with the lease; keep-alive holds them', async (t) => {
@@ -172,7 +190,10 @@ export function storeContract(t: Test, open: () => Store): void {
 
   t.test('errors are store errors with a kind', async (t) => {
     await store.close();
-    const err: unknown = await store.get(`${p}a`).then(() => undefined, (e: unknown) => e);
+    const err: unknown = await store.get(`${p}a`).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     t.ok(isOvsnetError(err), 'a closed store rejects with an OvsnetError');
     store = open(); // afterEach cleans up through a live store
   });

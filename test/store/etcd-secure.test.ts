@@ -23,10 +23,40 @@ const ssl = (args: string[]) => {
 };
 // A CA, a server certificate for 127.0.0.1, a client certificate.
 ssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=ovsnet-test-ca']);
-for (const [name, ext] of [['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth'], ['client', 'extendedKeyUsage=clientAuth']] as const) {
+for (const [name, ext] of [
+  ['server', 'subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth'],
+  ['client', 'extendedKeyUsage=clientAuth'],
+] as const) {
   fs.writeFileSync(f(`${name}.ext`), `${ext}\n`);
-  ssl(['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', `/CN=${name === 'client' ? 'root' : name}`]);
-  ssl(['x509', '-req', '-in', `${name}.csr`, '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-out', `${name}.pem`, '-days', '2', '-extfile', `${name}.ext`]);
+  ssl([
+    'req',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-keyout',
+    `${name}.key`,
+    '-out',
+    `${name}.csr`,
+    '-subj',
+    `/CN=${name === 'client' ? 'root' : name}`,
+  ]);
+  ssl([
+    'x509',
+    '-req',
+    '-in',
+    `${name}.csr`,
+    '-CA',
+    'ca.pem',
+    '-CAkey',
+    'ca.key',
+    '-CAcreateserial',
+    '-out',
+    `${name}.pem`,
+    '-days',
+    '2',
+    '-extfile',
+    `${name}.ext`,
+  ]);
 }
 
 const freePort = () =>
@@ -38,13 +68,33 @@ const freePort = () =>
   });
 const port = await freePort();
 const peer = await freePort();
-const etcd = spawn('etcd', [
-  '--name', 'tls', '--data-dir', f('data'),
-  '--listen-client-urls', `https://127.0.0.1:${port}`, '--advertise-client-urls', `https://127.0.0.1:${port}`,
-  '--listen-peer-urls', `http://127.0.0.1:${peer}`, '--initial-advertise-peer-urls', `http://127.0.0.1:${peer}`,
-  '--initial-cluster', `tls=http://127.0.0.1:${peer}`,
-  '--cert-file', f('server.pem'), '--key-file', f('server.key'), '--trusted-ca-file', f('ca.pem'), '--client-cert-auth',
-], { stdio: 'ignore' });
+const etcd = spawn(
+  'etcd',
+  [
+    '--name',
+    'tls',
+    '--data-dir',
+    f('data'),
+    '--listen-client-urls',
+    `https://127.0.0.1:${port}`,
+    '--advertise-client-urls',
+    `https://127.0.0.1:${port}`,
+    '--listen-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-advertise-peer-urls',
+    `http://127.0.0.1:${peer}`,
+    '--initial-cluster',
+    `tls=http://127.0.0.1:${peer}`,
+    '--cert-file',
+    f('server.pem'),
+    '--key-file',
+    f('server.key'),
+    '--trusted-ca-file',
+    f('ca.pem'),
+    '--client-cert-auth',
+  ],
+  { stdio: 'ignore' },
+);
 t.teardown(async () => {
   etcd.kill('SIGTERM');
   await new Promise((r) => etcd.once('exit', r));
@@ -52,14 +102,23 @@ t.teardown(async () => {
 });
 
 const settings = (extra: Record<string, string> = {}) =>
-  loadConfig({ OVSNET_STORE: `etcd://127.0.0.1:${port}`, OVSNET_ETCD_CA: f('ca.pem'), OVSNET_ETCD_CERT: f('client.pem'), OVSNET_ETCD_KEY: f('client.key'), ...extra });
+  loadConfig({
+    OVSNET_STORE: `etcd://127.0.0.1:${port}`,
+    OVSNET_ETCD_CA: f('ca.pem'),
+    OVSNET_ETCD_CERT: f('client.pem'),
+    OVSNET_ETCD_KEY: f('client.key'),
+    ...extra,
+  });
 
 t.test('TLS with a client certificate, through the OVSNET_ETCD_* settings', async (t) => {
   const store = openStore(settings().store, 3000);
   t.teardown(() => store.close());
   let ok = false;
   for (let i = 0; i < 50 && !ok; i++) {
-    ok = await store.txn({ compares: [], success: [put('/ovsnet-test/tls', 'yes')] }).then(() => true, () => false);
+    ok = await store.txn({ compares: [], success: [put('/ovsnet-test/tls', 'yes')] }).then(
+      () => true,
+      () => false,
+    );
     if (!ok) await new Promise((r) => setTimeout(r, 100));
   }
   t.ok(ok, 'a write over TLS');
@@ -78,7 +137,11 @@ t.test('user and password', async (t) => {
   // Enable authentication with a root user, as an operator would.
   const admin = new Etcd3({
     hosts: `https://127.0.0.1:${port}`,
-    credentials: { rootCertificate: fs.readFileSync(f('ca.pem')), certChain: fs.readFileSync(f('client.pem')), privateKey: fs.readFileSync(f('client.key')) },
+    credentials: {
+      rootCertificate: fs.readFileSync(f('ca.pem')),
+      certChain: fs.readFileSync(f('client.pem')),
+      privateKey: fs.readFileSync(f('client.key')),
+    },
   });
   await admin.user('ovsnet').create('s3cret');
   const root = await admin.user('root').create('rootpw');

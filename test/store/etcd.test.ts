@@ -20,7 +20,9 @@ t.test('an unreachable etcd fails fast as unavailable, never hangs', async (t) =
   const started = Date.now();
   await t.rejects(store.get('/x'), { code: /^STORE_(UNAVAILABLE|TIMEOUT)$/, message: /127\.0\.0\.1/ });
   t.ok(Date.now() - started < 1500, `failed within the bound (${Date.now() - started} ms)`);
-  await t.rejects(store.txn({ compares: [], success: [{ type: 'put', key: '/x', value: '1' }] }), { code: /^STORE_(UNAVAILABLE|TIMEOUT)$/ });
+  await t.rejects(store.txn({ compares: [], success: [{ type: 'put', key: '/x', value: '1' }] }), {
+    code: /^STORE_(UNAVAILABLE|TIMEOUT)$/,
+  });
 });
 
 t.test('a silent peer (accepts, never answers) times out within the bound', async (t) => {

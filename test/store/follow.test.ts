@@ -31,7 +31,10 @@ t.test('a lost watch is followed again, through a store that refuses for a while
   const known = new Map<string, string>();
   let snapshots = 0;
   const f = new Follower({
-    store: flaky, prefix: '/p/', log, what: 'test keys',
+    store: flaky,
+    prefix: '/p/',
+    log,
+    what: 'test keys',
     onSnapshot: (kvs) => {
       snapshots++;
       known.clear();

@@ -13,7 +13,12 @@ const store = new EtcdStore({ endpoints, timeoutMs: 3000 });
 t.teardown(() => store.close());
 const run = randomUUID().slice(0, 8);
 const reg = (name: string, machine: string, ttlSeconds = 2) =>
-  new HostRegistry({ store, log: createLogger('silent'), self: { name: `${run}-${name}`, vtepIp: '192.0.2.1', machineId: machine }, ttlSeconds });
+  new HostRegistry({
+    store,
+    log: createLogger('silent'),
+    self: { name: `${run}-${name}`, vtepIp: '192.0.2.1', machineId: machine },
+    ttlSeconds,
+  });
 
 t.test('two hosts see each other; a stopped one is gone within the TTL', async (t) => {
   const a = reg('a', 'm-a');
@@ -36,7 +41,10 @@ t.test('two hosts see each other; a stopped one is gone within the TTL', async (
 t.test('another machine cannot take a live name; the same machine takes its own over', async (t) => {
   const first = reg('c', 'm-1', 30);
   await first.start();
-  await t.rejects(reg('c', 'm-2').start(), { code: 'HOST_NAME_TAKEN', message: /host name .*-c is registered by another machine \(m-2|m-1/ });
+  await t.rejects(reg('c', 'm-2').start(), {
+    code: 'HOST_NAME_TAKEN',
+    message: /host name .*-c is registered by another machine \(m-2|m-1/,
+  });
   const again = reg('c', 'm-1', 30);
   await again.start();
   t.ok(await store.get(keys.host(`${run}-c`)), 'a restart of the same machine registers at once');

@@ -17,7 +17,10 @@ const worker = fileURLToPath(new URL('../helpers/store-worker.js', import.meta.u
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-proc-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-function run(args: string[], onLine?: (line: string, kill: () => void) => void): Promise<{ code: number | null; signal: string | null; out: string }> {
+function run(
+  args: string[],
+  onLine?: (line: string, kill: () => void) => void,
+): Promise<{ code: number | null; signal: string | null; out: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [worker, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -74,6 +77,10 @@ t.test('sqlite: SIGKILL in the middle of 1000 transactions loses no acknowledged
   const count = Number((await store.get('/c/count'))?.value);
   t.same(a, b, 'every transaction is whole: both keys or neither');
   t.equal(a.length, count, 'the counter agrees with the keys');
-  t.same(a, Array.from({ length: a.length }, (_, i) => i), 'no gap');
+  t.same(
+    a,
+    Array.from({ length: a.length }, (_, i) => i),
+    'no gap',
+  );
   t.ok(count >= acked + 1, `every acknowledged transaction is there (${count} >= ${acked + 1})`);
 });

@@ -13,7 +13,10 @@ storeContract(t, () => new SqliteStore({ file: path.join(dir, 'state.db'), sweep
 t.test('two handles on one file see each other, watches included', async (t) => {
   const a = new SqliteStore({ file: path.join(dir, 'shared.db') });
   const b = new SqliteStore({ file: path.join(dir, 'shared.db') });
-  t.teardown(async () => { await a.close(); await b.close(); });
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
   const seen: string[] = [];
   const w = await b.watch('/x/', (await b.revision()) + 1, { onEvents: (evs) => evs.forEach((e) => seen.push(e.kv.value)) });
   await a.txn({ compares: [], success: [{ type: 'put', key: '/x/1', value: 'from-a' }] });
@@ -35,5 +38,8 @@ t.test('a watch from compacted history fails clearly', async (t) => {
 t.test('an unwritable location fails with the path and the valid form', async (t) => {
   const file = path.join(dir, 'a-file');
   fs.writeFileSync(file, '');
-  t.throws(() => new SqliteStore({ file: path.join(file, 'state.db') }), { code: 'STORE_UNAVAILABLE', message: /a-file\/state\.db.*OVSNET_STORE=sqlite:/ });
+  t.throws(() => new SqliteStore({ file: path.join(file, 'state.db') }), {
+    code: 'STORE_UNAVAILABLE',
+    message: /a-file\/state\.db.*OVSNET_STORE=sqlite:/,
+  });
 });

@@ -89,6 +89,9 @@ t.test('the README and plugin/config.json document every setting', async (t) => 
   const plugin = JSON.parse(fs.readFileSync(`${root}plugin/config.json`, 'utf8')) as { env: { name: string }[] };
   for (const name of Object.keys(SETTINGS)) {
     t.match(readme, new RegExp(`\\| \`${name}\` \\|`), `README documents ${name}`);
-    t.ok(plugin.env.some((e) => e.name === name), `plugin/config.json has ${name}`);
+    t.ok(
+      plugin.env.some((e) => e.name === name),
+      `plugin/config.json has ${name}`,
+    );
   }
 });

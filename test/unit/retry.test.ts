@@ -22,10 +22,14 @@ t.test('the delays grow: about 1 s first, then doubling (medians), capped at 30 
     const d = take(backoffDelays(1000, Number.MAX_SAFE_INTEGER), 8);
     // Decorrelated jitter: each wait is random, their running sum grows as 2^n.
     if (sum(d.slice(0, 2)) > 2900) t.fail(`the first two waits add up to ${sum(d.slice(0, 2))} ms`);
-    if (sum(d.slice(4)) <= 4 * sum(d.slice(0, 4))) t.fail(`waits 5-8 (${sum(d.slice(4))} ms) not well over waits 1-4 (${sum(d.slice(0, 4))} ms)`);
+    if (sum(d.slice(4)) <= 4 * sum(d.slice(0, 4)))
+      t.fail(`waits 5-8 (${sum(d.slice(4))} ms) not well over waits 1-4 (${sum(d.slice(0, 4))} ms)`);
   }
   const capped = take(backoffDelays(), 30);
-  t.ok(capped.every((d) => d <= 30_000), 'none over 30 s');
+  t.ok(
+    capped.every((d) => d <= 30_000),
+    'none over 30 s',
+  );
   t.equal(capped.at(-1), 30_000, 'and they reach it');
 });
 
@@ -35,7 +39,10 @@ t.test('two hosts retrying from the same moment do not retry in lockstep', async
   t.notSame(a, b);
   // A hundred hosts that lost etcd together: their first retries spread over most of a second.
   const firsts = take(() => backoffDelays()(), 100);
-  t.ok(Math.max(...firsts) - Math.min(...firsts) > 500, `first retries spread over ${Math.round(Math.max(...firsts) - Math.min(...firsts))} ms`);
+  t.ok(
+    Math.max(...firsts) - Math.min(...firsts) > 500,
+    `first retries spread over ${Math.round(Math.max(...firsts) - Math.min(...firsts))} ms`,
+  );
 });
 
 t.test('retries until it works, saying each failure with the wait after it', async (t) => {

@@ -60,7 +60,10 @@ if (port !== null) {
         (err: unknown) =>
           port.postMessage({
             id: req.id,
-            error: err instanceof NetlinkStepError ? { what: err.what, detail: err.detail } : { what: req.op, detail: err instanceof Error ? err.message : String(err) },
+            error:
+              err instanceof NetlinkStepError
+                ? { what: err.what, detail: err.detail }
+                : { what: req.op, detail: err instanceof Error ? err.message : String(err) },
           } satisfies LinkReply),
       ),
     );

@@ -129,13 +129,11 @@ export class NetlinkOps {
 
   /** `ethtool -K DEV tx off` (without it TCP fails on the userspace datapath). */
   private async disableTxChecksum(dev: string): Promise<void> {
-    this.ethtoolFamily ??= this.genl
-      .ctrlRequest(this.nl.genl.Commands.GET_FAMILY, { familyName: 'ethtool' })
-      .then((m) => {
-        const id = m[0]?.familyId;
-        if (id === undefined) throw new Error('the kernel has no ethtool netlink family');
-        return id;
-      });
+    this.ethtoolFamily ??= this.genl.ctrlRequest(this.nl.genl.Commands.GET_FAMILY, { familyName: 'ethtool' }).then((m) => {
+      const id = m[0]?.familyId;
+      if (id === undefined) throw new Error('the kernel has no ethtool netlink family');
+      return id;
+    });
     const family = await this.ethtoolFamily;
     const bits = TX_CHECKSUM_FEATURES.map((n) => nested(ETHTOOL_A_BITSET_BITS_BIT, [attr(ETHTOOL_A_BITSET_BIT_NAME, cstr(n))]));
     const data = Buffer.concat([

@@ -24,7 +24,10 @@ const ID = {
 export const OWNER: Readonly<Record<string, string>> = { [ID.owner]: 'ovsnet' };
 
 /** What an endpoint's port carries. */
-export const endpointIds = (networkId: string, endpointId: string): Record<string, string> => ({ [ID.network]: networkId, [ID.endpoint]: endpointId });
+export const endpointIds = (networkId: string, endpointId: string): Record<string, string> => ({
+  [ID.network]: networkId,
+  [ID.endpoint]: endpointId,
+});
 
 /** What a network's gateway port carries. */
 export const gatewayIds = (networkId: string): Record<string, string> => ({ [ID.network]: networkId, [ID.role]: 'gateway' });

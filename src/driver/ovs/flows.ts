@@ -49,7 +49,10 @@ export class Flows {
   private async ofctl(args: readonly string[]): Promise<void> {
     const r = await this.run('ovs-ofctl', args);
     if (r.code !== 0) {
-      throw new OvsnetError('OVS_FAILED', `ovs-ofctl ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running and ovs-ofctl installed (openvswitch-switch)?`);
+      throw new OvsnetError(
+        'OVS_FAILED',
+        `ovs-ofctl ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running and ovs-ofctl installed (openvswitch-switch)?`,
+      );
     }
   }
 }

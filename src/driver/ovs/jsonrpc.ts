@@ -105,7 +105,12 @@ export class JsonRpcClient {
     return new Promise((resolve, reject) => {
       const timer = expireAfterIo(this.options.timeoutMs, () => {
         if (!this.pending.delete(id)) return; // answered in time after all
-        reject(new OvsnetError('OVS_UNAVAILABLE', `${this.peer} at ${this.options.target} did not answer ${method} within ${this.options.timeoutMs} ms`));
+        reject(
+          new OvsnetError(
+            'OVS_UNAVAILABLE',
+            `${this.peer} at ${this.options.target} did not answer ${method} within ${this.options.timeoutMs} ms`,
+          ),
+        );
       });
       this.pending.set(id, { resolve, reject, timer, method });
       socket.write(JSON.stringify({ id, method, params }));
@@ -179,7 +184,12 @@ export class JsonRpcClient {
     this.pending.delete(msg.id as number);
     clearTimeout(p.timer);
     if (msg.error !== null && msg.error !== undefined) {
-      p.reject(new OvsnetError('OVS_FAILED', `${this.peer} ${p.method} failed: ${typeof msg.error === 'string' ? msg.error.trim() : JSON.stringify(msg.error)}`));
+      p.reject(
+        new OvsnetError(
+          'OVS_FAILED',
+          `${this.peer} ${p.method} failed: ${typeof msg.error === 'string' ? msg.error.trim() : JSON.stringify(msg.error)}`,
+        ),
+      );
     } else p.resolve(msg.result);
   }
 

@@ -60,7 +60,10 @@ export class Ovsdb {
     const result = (await this.rpc.request('transact', [DB, ...ops])) as (Row | null)[];
     const bad = result.find((r) => r !== null && typeof r === 'object' && 'error' in r);
     if (bad !== undefined && bad !== null) {
-      throw new OvsnetError('OVS_FAILED', `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${JSON.stringify(bad.details)}`}`);
+      throw new OvsnetError(
+        'OVS_FAILED',
+        `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${JSON.stringify(bad.details)}`}`,
+      );
     }
     return result.map((r) => r ?? {});
   }
@@ -76,7 +79,10 @@ export class Ovsdb {
     // Without the root row a new bridge is garbage-collected at commit, silently.
     const [root] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['_uuid'] }]);
     if (((root?.rows as Row[] | undefined) ?? []).length === 0) {
-      throw new OvsnetError('OVS_UNAVAILABLE', 'the Open vSwitch database is not initialized (no Open_vSwitch row): run `ovs-vsctl --no-wait init`, or start Open vSwitch with its service script');
+      throw new OvsnetError(
+        'OVS_UNAVAILABLE',
+        'the Open vSwitch database is not initialized (no Open_vSwitch row): run `ovs-vsctl --no-wait init`, or start Open vSwitch with its service script',
+      );
     }
     await this.transact([
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '==', rows: [], timeout: 0 },
@@ -123,7 +129,13 @@ export class Ovsdb {
         op: 'insert',
         table: 'Port',
         // protected: OVS forwards nothing between two protected ports (the tunnels' split horizon).
-        row: { name, interfaces: named('iface'), tag: opts.tag, external_ids: map(ids), ...(opts.protected === true ? { protected: true } : {}) },
+        row: {
+          name,
+          interfaces: named('iface'),
+          tag: opts.tag,
+          external_ids: map(ids),
+          ...(opts.protected === true ? { protected: true } : {}),
+        },
         'uuid-name': 'port',
       },
       { op: 'mutate', table: 'Bridge', where: [['name', '==', bridge]], mutations: [['ports', 'insert', ['set', [named('port')]]]] },
@@ -151,7 +163,12 @@ export class Ovsdb {
     const uuid = (rows[0]?._uuid as [string, string] | undefined)?.[1];
     if (uuid === undefined) return;
     await this.transact([
-      { op: 'mutate', table: 'Bridge', where: [['ports', 'includes', ['uuid', uuid]]], mutations: [['ports', 'delete', ['set', [['uuid', uuid]]]]] },
+      {
+        op: 'mutate',
+        table: 'Bridge',
+        where: [['ports', 'includes', ['uuid', uuid]]],
+        mutations: [['ports', 'delete', ['set', [['uuid', uuid]]]]],
+      },
     ]);
   }
 
@@ -180,7 +197,10 @@ export class Ovsdb {
       const [cur] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['cur_cfg'] }]);
       if (Number(((cur?.rows as Row[] | undefined) ?? [])[0]?.cur_cfg ?? 0) >= target) return;
       if (Date.now() > deadline) {
-        throw new OvsnetError('OVS_UNAVAILABLE', `ovs-vswitchd did not apply configuration ${target} within ${this.timeoutMs} ms: is ovs-vswitchd running?`);
+        throw new OvsnetError(
+          'OVS_UNAVAILABLE',
+          `ovs-vswitchd did not apply configuration ${target} within ${this.timeoutMs} ms: is ovs-vswitchd running?`,
+        );
       }
       await new Promise((r) => setTimeout(r, delay));
     }

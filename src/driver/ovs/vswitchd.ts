@@ -29,7 +29,11 @@ export class Vswitchd {
     try {
       pid = (await fs.readFile(pidFile, 'utf8')).trim();
     } catch (err) {
-      throw new OvsnetError('OVS_UNAVAILABLE', `cannot read ${pidFile}: ${messageOf(err)} (is ovs-vswitchd running? Its PID file sits beside the OVSDB socket that OVSNET_OVSDB names)`, { cause: err });
+      throw new OvsnetError(
+        'OVS_UNAVAILABLE',
+        `cannot read ${pidFile}: ${messageOf(err)} (is ovs-vswitchd running? Its PID file sits beside the OVSDB socket that OVSNET_OVSDB names)`,
+        { cause: err },
+      );
     }
     const rpc = new JsonRpcClient({
       target: `unix:${path.join(this.runDir, `ovs-vswitchd.${pid}.ctl`)}`,

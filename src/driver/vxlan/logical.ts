@@ -55,9 +55,11 @@ function describeLogical(n: LogicalNetwork): string {
 /** What differs between an existing logical network and a request to join it; '' if nothing. */
 function mismatch(n: LogicalNetwork, req: JoinRequest): string {
   const wanted = [...req.subnets].sort().join(', ');
-  if ([...n.subnets].sort().join(', ') !== wanted) return `this request has ${wanted === '' ? 'no subnet' : `subnet ${wanted}`}: pass --subnet ${n.subnets.join(' --subnet ')}`;
+  if ([...n.subnets].sort().join(', ') !== wanted)
+    return `this request has ${wanted === '' ? 'no subnet' : `subnet ${wanted}`}: pass --subnet ${n.subnets.join(' --subnet ')}`;
   if (req.vni !== undefined && req.vni !== n.vni) return `this request asks for VNI ${req.vni}: omit -o ovsnet.tag or pass ${n.vni}`;
-  if (req.internal !== n.internal) return `this request is ${req.internal ? '' : 'not '}--internal: ${n.internal ? 'add' : 'drop'} --internal`;
+  if (req.internal !== n.internal)
+    return `this request is ${req.internal ? '' : 'not '}--internal: ${n.internal ? 'add' : 'drop'} --internal`;
   return '';
 }
 
@@ -87,7 +89,10 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       if (res.succeeded) return record;
       const holder = res.gets[0]?.value;
       if (req.vni !== undefined && holder !== undefined && holder !== req.name) {
-        throw new OvsnetError('TAG_TAKEN', `VNI ${vni} is used by logical network ${holder}: pick another from 1 to ${MAX_VNI}, or omit -o ovsnet.tag`);
+        throw new OvsnetError(
+          'TAG_TAKEN',
+          `VNI ${vni} is used by logical network ${holder}: pick another from 1 to ${MAX_VNI}, or omit -o ovsnet.tag`,
+        );
       }
       continue;
     }
@@ -122,9 +127,7 @@ export async function leaveLogical(store: Store, name: string, host: string, net
     const last = Object.keys(members).length === 0;
     const res = await store.txn({
       compares: [modRevisionIs(key, kv.modRevision)],
-      success: last
-        ? [del(key), del(keys.tag('vni', current.vni))]
-        : [put(key, JSON.stringify({ ...current, members }))],
+      success: last ? [del(key), del(keys.tag('vni', current.vni))] : [put(key, JSON.stringify({ ...current, members }))],
     });
     if (res.succeeded) return;
   }

@@ -52,7 +52,13 @@ export async function joinSegment(deps: SegmentDeps, req: SegmentRequest, undo: 
   }
   const { store, host } = deps;
   const logical = await joinLogical(store, {
-    name, vni: req.opts.tag, subnets: req.subnets, internal: req.opts.internal, host, networkId: req.networkId, now: req.now(),
+    name,
+    vni: req.opts.tag,
+    subnets: req.subnets,
+    internal: req.opts.internal,
+    host,
+    networkId: req.networkId,
+    now: req.now(),
     isLeftover: req.isLeftover,
   });
   undo.push(() => leaveLogical(store, name, host, req.networkId));

@@ -10,7 +10,11 @@ const CHILD = fileURLToPath(new URL('../../helpers/links-child.js', import.meta.
 
 t.test('veth pairs, offloads, addresses and deletion over netlink; the process exits cleanly', async (t) => {
   const r = spawnSync('unshare', ['-n', '--', process.execPath, CHILD], { encoding: 'utf8', timeout: 30_000 });
-  t.equal(r.status, 0, `exit status 0 (the netlink addon aborts the process if its worker is torn down with sockets open)${r.stderr === '' ? '' : `: ${r.stderr}`}`);
+  t.equal(
+    r.status,
+    0,
+    `exit status 0 (the netlink addon aborts the process if its worker is torn down with sockets open)${r.stderr === '' ? '' : `: ${r.stderr}`}`,
+  );
   const out = JSON.parse(r.stdout.trim().split('\n').at(-1) ?? '{}') as Record<string, unknown>;
   t.same(out.created, ['ltc0', 'lth0'], 'both ends');
   t.ok(out.hostUp, 'the host end is up');

@@ -2,7 +2,7 @@
 import t from 'tap';
 import { Flows, guardFlows } from '../../../src/driver/ovs/flows.js';
 
-t.test('ARP for IPv4 gateways, neighbour discovery for IPv6 ones, from the VNI\'s tunnels only', async (t) => {
+t.test("ARP for IPv4 gateways, neighbour discovery for IPv6 ones, from the VNI's tunnels only", async (t) => {
   t.same(guardFlows(7, ['10.1.0.1', 'fd00:1::1']), [
     'cookie=0xf5e000000000007,priority=100,tun_id=7,arp,arp_tpa=10.1.0.1,actions=drop',
     'cookie=0xf5e000000000007,priority=100,tun_id=7,arp,arp_spa=10.1.0.1,actions=drop',
@@ -17,8 +17,18 @@ t.test('add-flow per rule, del-flows by cookie; a failure names the command and 
   const ok = new Flows(async (cmd, args) => (calls.push([cmd, ...args]), { code: 0, stdout: '', stderr: '' }));
   await ok.guardGateway('br0', 7, ['10.1.0.1']);
   await ok.unguardGateway('br0', 7);
-  t.same(calls.map((c) => c.slice(0, 3)), [['ovs-ofctl', 'add-flow', 'br0'], ['ovs-ofctl', 'add-flow', 'br0'], ['ovs-ofctl', 'del-flows', 'br0']]);
+  t.same(
+    calls.map((c) => c.slice(0, 3)),
+    [
+      ['ovs-ofctl', 'add-flow', 'br0'],
+      ['ovs-ofctl', 'add-flow', 'br0'],
+      ['ovs-ofctl', 'del-flows', 'br0'],
+    ],
+  );
   t.equal(calls[2]?.[3], 'cookie=0xf5e000000000007/-1');
   const bad = new Flows(async () => ({ code: 1, stdout: '', stderr: 'ovs-ofctl: br0 is not a bridge or a socket\n' }));
-  await t.rejects(bad.guardGateway('br0', 7, ['10.1.0.1']), { code: 'OVS_FAILED', message: /ovs-ofctl add-flow br0 .* failed \(1\): ovs-ofctl: br0 is not a bridge or a socket; is ovs-vswitchd running/ });
+  await t.rejects(bad.guardGateway('br0', 7, ['10.1.0.1']), {
+    code: 'OVS_FAILED',
+    message: /ovs-ofctl add-flow br0 .* failed \(1\): ovs-ofctl: br0 is not a bridge or a socket; is ovs-vswitchd running/,
+  });
 });

@@ -71,7 +71,11 @@ t.test('answers the server echo, times out a silent server', async (t) => {
   const started = Date.now();
   await t.rejects(rpc.request('list_dbs', []), { code: 'OVS_UNAVAILABLE', message: /did not answer list_dbs within 300 ms/ });
   t.ok(Date.now() - started < 1000);
-  t.match(echoes.find((e) => (e as { id?: unknown }).id === 'e1'), { id: 'e1', result: ['ping'], error: null }, 'echo answered with its params');
+  t.match(
+    echoes.find((e) => (e as { id?: unknown }).id === 'e1'),
+    { id: 'e1', result: ['ping'], error: null },
+    'echo answered with its params',
+  );
   rpc.close();
 });
 
@@ -102,16 +106,23 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   t.notOk(await ovs.bridgeExists('br0'));
   await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /not initialized .*ovs-vsctl --no-wait init/ });
   init();
-  await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /ovs-vswitchd did not apply configuration \d+ within 500 ms: is ovs-vswitchd running\?/ });
+  await t.rejects(ovs.ensureBridge('br0', 'netdev'), {
+    code: 'OVS_UNAVAILABLE',
+    message: /ovs-vswitchd did not apply configuration \d+ within 500 ms: is ovs-vswitchd running\?/,
+  });
   t.ok(await ovs.bridgeExists('br0'), 'the bridge row was written before the wait');
   await ovs.ensureBridge('br0', 'netdev').catch(() => undefined);
   await ovs.addPort('br0', 'p1', { tag: 7, externalIds: { 'ovsnet-endpoint': 'e1' } });
   await t.rejects(ovs.addPort('br0', 'p1', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED', message: /constraint violation/ });
   await t.rejects(ovs.addPort('nobr', 'p2', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED' });
   const own = await ovs.ownPorts();
-  t.same(own.map((p) => [p.name, p.tag, p.externalIds['ovsnet-endpoint']]), [['p1', 7, 'e1']], 'only ovsnet-owned ports, p2 was not left behind');
+  t.same(
+    own.map((p) => [p.name, p.tag, p.externalIds['ovsnet-endpoint']]),
+    [['p1', 7, 'e1']],
+    'only ovsnet-owned ports, p2 was not left behind',
+  );
   t.equal(await ovs.interfaceType('p1'), '', 'a kernel device\'s interface has type ""');
-  t.equal(await ovs.interfaceType('br0'), 'internal', 'the bridge\'s own interface is internal');
+  t.equal(await ovs.interfaceType('br0'), 'internal', "the bridge's own interface is internal");
   t.equal(await ovs.interfaceType('nope'), undefined, 'no such interface');
   await ovs.deletePort('p1');
   await ovs.deletePort('p1');
@@ -141,9 +152,15 @@ t.test('control commands over an OVS unixctl socket, found through the PID file 
   if (v === undefined) throw new Error('a unix OVSDB socket has one');
   await t.rejects(v.command('version'), { code: 'OVS_UNAVAILABLE', message: /cannot read .*ovs-vswitchd\.pid.*is ovs-vswitchd running\?/ });
   fs.writeFileSync(path.join(run, 'ovs-vswitchd.pid'), '4242\n');
-  await t.rejects(v.command('version'), { code: 'OVS_UNAVAILABLE', message: /cannot reach ovs-vswitchd at unix:.*ovs-vswitchd\.4242\.ctl.*PID 4242/ });
+  await t.rejects(v.command('version'), {
+    code: 'OVS_UNAVAILABLE',
+    message: /cannot reach ovs-vswitchd at unix:.*ovs-vswitchd\.4242\.ctl.*PID 4242/,
+  });
   fs.symlinkSync(path.join(dir, 'ctl'), path.join(run, 'ovs-vswitchd.4242.ctl'));
   t.match(await v.command('version'), /\(Open vSwitch\) \d+\.\d+/);
-  await t.rejects(v.command('no/such-command'), { code: 'OVS_FAILED', message: /ovs-vswitchd no\/such-command failed: "no\/such-command" is not a valid command/ });
+  await t.rejects(v.command('no/such-command'), {
+    code: 'OVS_FAILED',
+    message: /ovs-vswitchd no\/such-command failed: "no\/such-command" is not a valid command/,
+  });
   t.match(await v.command('list-commands'), /version/, 'one connection per command: still answers');
 });

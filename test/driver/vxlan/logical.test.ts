@@ -46,14 +46,37 @@ function cluster(t: Test, count: number, alive: Map<string, HostRecord>, afterAd
     ovs.links = links;
     const flows = new FakeFlows();
     const ipam = makeIpam(store, { host: name });
-    const host: Host = { name, store, ovs, flows, ipam, driver: undefined as unknown as NetworkDriver, tunnels: undefined as unknown as Tunnels };
+    const host: Host = {
+      name,
+      store,
+      ovs,
+      flows,
+      ipam,
+      driver: undefined as unknown as NetworkDriver,
+      tunnels: undefined as unknown as Tunnels,
+    };
     host.tunnels = new Tunnels({
-      store, log, ovs, self: () => ({ name, vtepIp: `192.0.2.${i + 1}` }), hosts: () => alive, networks: () => host.driver.localNetworks(),
+      store,
+      log,
+      ovs,
+      self: () => ({ name, vtepIp: `192.0.2.${i + 1}` }),
+      hosts: () => alive,
+      networks: () => host.driver.localNetworks(),
       ...(afterAdding === undefined ? {} : { afterAdding: () => afterAdding(host) }),
     });
     host.driver = new NetworkDriver({
-      store, log, ovs, links, nat: new FakeNat(), flows, host: name, bridge: 'br0', datapath: () => 'netdev',
-      pools: ipam, tunnelMtu: () => 1600, onNetworksChanged: () => host.tunnels.schedule(),
+      store,
+      log,
+      ovs,
+      links,
+      nat: new FakeNat(),
+      flows,
+      host: name,
+      bridge: 'br0',
+      datapath: () => 'netdev',
+      pools: ipam,
+      tunnelMtu: () => 1600,
+      onNetworksChanged: () => host.tunnels.schedule(),
     });
     alive.set(name, { name, vtepIp: `192.0.2.${i + 1}`, machineId: name, startedAt: '' });
     t.teardown(async () => {
@@ -88,9 +111,41 @@ t.test('wantedTunnels: one per (network, live peer member), never to itself', as
     ['a', { name: 'a', vtepIp: '10.0.0.1', machineId: 'a', startedAt: '' }],
     ['b', { name: 'b', vtepIp: '10.0.0.2', machineId: 'b', startedAt: '' }],
   ]);
-  const logical = new Map([['blue', { name: 'blue', encap: 'vxlan' as const, vni: 7, subnets: [], internal: false, members: { a: { networkId: 'x', since: '' }, b: { networkId: 'y', since: '' }, c: { networkId: 'z', since: '' } }, createdBy: 'a', createdAt: '' }]]);
-  const nets = [{ networkId: 'x', host: 'a', logical: 'blue', vni: 7, bridge: 'br0', tag: 3, mtu: 1450, internal: false, ipv4: [], ipv6: [], createdAt: '' }];
-  t.same(wantedTunnels('a', nets, logical, hosts), [{ name: tunnelName(7, 'b'), bridge: 'br0', tag: 3, vni: 7, peer: 'b', remoteIp: '10.0.0.2' }], 'c is a member but not alive');
+  const logical = new Map([
+    [
+      'blue',
+      {
+        name: 'blue',
+        encap: 'vxlan' as const,
+        vni: 7,
+        subnets: [],
+        internal: false,
+        members: { a: { networkId: 'x', since: '' }, b: { networkId: 'y', since: '' }, c: { networkId: 'z', since: '' } },
+        createdBy: 'a',
+        createdAt: '',
+      },
+    ],
+  ]);
+  const nets = [
+    {
+      networkId: 'x',
+      host: 'a',
+      logical: 'blue',
+      vni: 7,
+      bridge: 'br0',
+      tag: 3,
+      mtu: 1450,
+      internal: false,
+      ipv4: [],
+      ipv6: [],
+      createdAt: '',
+    },
+  ];
+  t.same(
+    wantedTunnels('a', nets, logical, hosts),
+    [{ name: tunnelName(7, 'b'), bridge: 'br0', tag: 3, vni: 7, peer: 'b', remoteIp: '10.0.0.2' }],
+    'c is a member but not alive',
+  );
   t.equal(tunnelName(7, 'b').length, 15);
   t.not(tunnelName(7, 'b'), tunnelName(8, 'b'));
   t.not(tunnelName(7, 'b'), tunnelName(7, 'c'));
@@ -102,16 +157,34 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   if (h1 === undefined || h2 === undefined || h3 === undefined) throw new Error('three hosts');
   await Promise.all([h1, h2, h3].map((h) => h.tunnels.start()));
   // A leftover member of h1 (a create whose answer was lost): the real one takes its place.
-  await joinLogical(h1.store, { name: 'blue', vni: undefined, subnets: ['10.80.0.0/24'], internal: false, host: 'h1', networkId: 'ghost', now: new Date() });
+  await joinLogical(h1.store, {
+    name: 'blue',
+    vni: undefined,
+    subnets: ['10.80.0.0/24'],
+    internal: false,
+    host: 'h1',
+    networkId: 'ghost',
+    now: new Date(),
+  });
   await create(h1, id('a'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' });
-  t.match(JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}'), { members: { h1: { networkId: id('a') } } }, 'the leftover member was replaced');
-  const rec = JSON.parse((await h1.store.get(keys.network(id('a'))))?.value ?? '{}') as { vni: number; mtu: number; logical: string; host: string };
+  t.match(
+    JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}'),
+    { members: { h1: { networkId: id('a') } } },
+    'the leftover member was replaced',
+  );
+  const rec = JSON.parse((await h1.store.get(keys.network(id('a'))))?.value ?? '{}') as {
+    vni: number;
+    mtu: number;
+    logical: string;
+    host: string;
+  };
   t.match(rec, { vni: 1, mtu: 1550, logical: 'blue', host: 'h1' }, 'VNI allocated; MTU = tunnel MTU - 50');
   t.same(h1.flows.guards.get('br0/1'), ['10.80.0.1'], 'the gateway is guarded against the tunnels');
 
   await t.rejects(create(h2, id('b'), '10.81.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' }), {
     code: 'LOGICAL_NETWORK_MISMATCH',
-    message: /logical network blue is vxlan VNI 1 with subnet 10\.80\.0\.0\/24 \(created on host h1 at .*\); this request has subnet 10\.81\.0\.0\/24: pass --subnet 10\.80\.0\.0\/24/,
+    message:
+      /logical network blue is vxlan VNI 1 with subnet 10\.80\.0\.0\/24 \(created on host h1 at .*\); this request has subnet 10\.81\.0\.0\/24: pass --subnet 10\.80\.0\.0\/24/,
   });
   await t.rejects(create(h2, id('b'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '99' }), {
     message: /this request asks for VNI 99: omit -o ovsnet\.tag or pass 1/,
@@ -122,13 +195,16 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   });
   await create(h2, id('b'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' });
   await create(h3, id('c'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '1' });
-  const members = Object.keys((JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: object }).members);
+  const members = Object.keys(
+    (JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: object }).members,
+  );
   t.same(members.sort(), ['h1', 'h2', 'h3']);
   t.same(h3.flows.guards.get('br0/1'), ['10.80.0.1'], 'one gateway address on every host');
 
   for (const h of [h1, h2, h3]) {
     await waitFor(() => tunnelPorts(h).length === 2, 3000, `${h.name} has tunnels to both peers`);
-    for (const [, p] of tunnelPorts(h)) t.match(p, { type: 'vxlan', protected: true, options: { key: '1' } }, `${h.name}: keyed by the VNI, protected`);
+    for (const [, p] of tunnelPorts(h))
+      t.match(p, { type: 'vxlan', protected: true, options: { key: '1' } }, `${h.name}: keyed by the VNI, protected`);
   }
   t.match(Object.fromEntries(tunnelPorts(h1)), { [tunnelName(1, 'h2')]: { options: { remote_ip: '192.0.2.2', local_ip: '192.0.2.1' } } });
 
@@ -141,7 +217,10 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   // Reclaimed by its peers after a long absence, a host joins again at its next reconcile.
   await leaveLogical(h2.store, 'blue', 'h2', undefined);
   t.match(await h2.driver.reconcile(), { repaired: ['member of logical network blue'] });
-  t.ok((JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: Record<string, unknown> }).members.h2, 'h2 is a member again');
+  t.ok(
+    (JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: Record<string, unknown> }).members.h2,
+    'h2 is a member again',
+  );
 
   // A peer gone from the registry loses its tunnels; back, it gets them again.
   alive.delete('h3');
@@ -149,7 +228,11 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   await waitFor(() => tunnelPorts(h1).length === 1, 3000, 'the tunnel to a dead peer goes');
   alive.set('h3', { name: 'h3', vtepIp: '192.0.2.33', machineId: 'h3', startedAt: '' });
   h1.tunnels.schedule();
-  await waitFor(() => tunnelPorts(h1).some(([, p]) => p.options?.remote_ip === '192.0.2.33'), 3000, 'a peer with a new address gets a new tunnel');
+  await waitFor(
+    () => tunnelPorts(h1).some(([, p]) => p.options?.remote_ip === '192.0.2.33'),
+    3000,
+    'a peer with a new address gets a new tunnel',
+  );
 
   // Leaving: members go; the last one deletes the logical network and frees its VNI.
   await h3.driver.deleteNetwork(id('c'));
@@ -177,7 +260,11 @@ t.test('after adding tunnel ports (never after removing them) the datapath is re
   t.same(calls, [], 'no tunnel, nothing to refresh');
   await create(h2, id('q'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
   await waitFor(() => calls.length === 3, 5000, 'refreshed again after a failure');
-  t.same(calls.sort(), ['h1 with 1 tunnel', 'h1 with 1 tunnel', 'h2 with 1 tunnel'], 'each host once its port was there; the failed call retried');
+  t.same(
+    calls.sort(),
+    ['h1 with 1 tunnel', 'h1 with 1 tunnel', 'h2 with 1 tunnel'],
+    'each host once its port was there; the failed call retried',
+  );
   alive.delete('h2');
   h1.tunnels.schedule();
   await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'the tunnel goes with the peer');
@@ -195,18 +282,40 @@ t.test('CreateEndpoint binds the reservation to the endpoint, finding its pool i
   const list = h1.store.list.bind(h1.store);
   h1.store.list = (prefix) => (listed.push(prefix), list(prefix));
   await h1.driver.createEndpoint({ networkId: id('k'), endpointId: id('e'), address, addressV6: '', mac: '', portmap: [] });
-  const rec = JSON.parse((await h1.store.get(keys.address('LocalDefault/10.83.0.0/24', address.split('/')[0] ?? '')))?.value ?? '{}') as { endpoint?: string };
+  const rec = JSON.parse((await h1.store.get(keys.address('LocalDefault/10.83.0.0/24', address.split('/')[0] ?? '')))?.value ?? '{}') as {
+    endpoint?: string;
+  };
   t.equal(rec.endpoint, id('e'), 'the reservation names its endpoint');
-  t.same(listed.filter((p) => p === keys.pools), [], 'without reading every pool record');
+  t.same(
+    listed.filter((p) => p === keys.pools),
+    [],
+    'without reading every pool record',
+  );
 });
 
 t.test('a logical network needs a tunnel address', async (t) => {
   const store = new SqliteStore({ file: path.join(dir, `v${n++}.db`) });
   t.teardown(() => store.close());
   const ovs = new FakeOvs();
-  const driver = new NetworkDriver({ store, log, ovs, links: new FakeLinks(), nat: new FakeNat(), flows: new FakeFlows(), host: 'h1', bridge: 'br0', datapath: () => 'netdev', vtepIp: '' });
+  const driver = new NetworkDriver({
+    store,
+    log,
+    ovs,
+    links: new FakeLinks(),
+    nat: new FakeNat(),
+    flows: new FakeFlows(),
+    host: 'h1',
+    bridge: 'br0',
+    datapath: () => 'netdev',
+    vtepIp: '',
+  });
   await t.rejects(
-    driver.createNetwork({ networkId: id('g'), options: generic({ 'ovsnet.network': 'x', 'ovsnet.encap': 'vxlan' }), ipv4: [{ pool: '10.93.0.0/24', gateway: '10.93.0.1/24' }], ipv6: [] }),
+    driver.createNetwork({
+      networkId: id('g'),
+      options: generic({ 'ovsnet.network': 'x', 'ovsnet.encap': 'vxlan' }),
+      ipv4: [{ pool: '10.93.0.0/24', gateway: '10.93.0.1/24' }],
+      ipv6: [],
+    }),
     { code: 'LOGICAL_NETWORK_INVALID', message: /set OVSNET_VTEP_IP/ },
   );
   t.equal(await store.get(keys.logicalNetwork('x')), undefined);
@@ -216,8 +325,16 @@ t.test('a logical network needs ovsnet IPAM, and a refused one leaves nothing', 
   const [h1] = cluster(t, 1, new Map());
   if (h1 === undefined) throw new Error('one host');
   await t.rejects(
-    h1.driver.createNetwork({ networkId: id('d'), options: generic({ 'ovsnet.network': 'red', 'ovsnet.encap': 'vxlan' }), ipv4: [{ pool: '10.90.0.0/24', gateway: '10.90.0.1/24' }], ipv6: [] }),
-    { code: 'LOGICAL_NETWORK_INVALID', message: /logical network red needs ovsnet's IPAM for subnet 10\.90\.0\.0\/24.*--ipam-driver ovsnet/ },
+    h1.driver.createNetwork({
+      networkId: id('d'),
+      options: generic({ 'ovsnet.network': 'red', 'ovsnet.encap': 'vxlan' }),
+      ipv4: [{ pool: '10.90.0.0/24', gateway: '10.90.0.1/24' }],
+      ipv6: [],
+    }),
+    {
+      code: 'LOGICAL_NETWORK_INVALID',
+      message: /logical network red needs ovsnet's IPAM for subnet 10\.90\.0\.0\/24.*--ipam-driver ovsnet/,
+    },
   );
   t.equal(await h1.store.get(keys.logicalNetwork('red')), undefined, 'no logical network left behind');
   t.same((await h1.store.list(keys.tags)).kvs, [], 'no VNI or VLAN tag left behind');
