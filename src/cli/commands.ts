@@ -6,7 +6,8 @@ import type { Config } from '../config.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { chooseDatapath } from '../host-info.js';
 import { describeStore, openStore } from '../store/open.js';
-import { daemonAnswers, doctor, endpoints, hosts, networks, pools } from './inspect.js';
+import { daemonAnswers, doctor } from './doctor.js';
+import { endpoints, hosts, networks, pools } from './inspect.js';
 
 export const COMMANDS = {
   status: 'store, Open vSwitch, datapath and daemon health',

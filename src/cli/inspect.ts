@@ -1,25 +1,15 @@
 /**
  * What the operator's commands show, read from the same store the daemon uses (it may run at
- * the same time): networks, endpoints, pool usage per network and per host, and health checks.
+ * the same time): networks, endpoints, pool usage per network and per host (doctor.ts: health checks).
  * Pure reads; nothing here changes state.
  */
-import fs from 'node:fs';
-import http from 'node:http';
-import path from 'node:path';
-import type { Config } from '../config.js';
 import { size } from '../cidr.js';
-import { messageOf } from '../errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
 import { PoolIndex } from '../ipam-driver/pool-index.js';
 import { decodeReservation } from '../ipam-driver/records.js';
 import { poolUsage } from '../ipam-driver/usage.js';
-import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
-import type { Ovsdb } from '../driver/ovs/ovsdb.js';
-import { endpointOf } from '../driver/ovs/external-ids.js';
-import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host-info.js';
-import type { HostRecord } from '../store/hosts.js';
 
 export interface NetworkRow {
   network: string;
@@ -53,13 +43,6 @@ export interface PoolRow {
   /** Logical network sharing the pool ('' if none), and blocks owned per host. */
   logical: string;
   blocks: Record<string, number>;
-}
-
-export interface Check {
-  check: string;
-  ok: boolean;
-  detail: string;
-  fix?: string;
 }
 
 export async function networks(store: Store): Promise<NetworkRow[]> {
@@ -120,213 +103,7 @@ export async function pools(store: Store): Promise<PoolRow[]> {
   });
 }
 
-/** Docker's network drivers as `GET /info` lists them (it lists a plugin once it used it). */
-export function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | undefined> {
-  return new Promise((resolve) => {
-    const req = http.request({ socketPath: dockerSocket, path: '/info', method: 'GET', timeout: 3000 }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => {
-        try {
-          resolve((JSON.parse(text) as { Plugins?: { Network?: string[] } }).Plugins?.Network ?? []);
-        } catch {
-          resolve(undefined);
-        }
-      });
-    });
-    req.on('error', () => resolve(undefined));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
-}
-
 /** Registered hosts (the cluster registry; on a single host, empty). */
 export async function hosts(store: Store): Promise<string[]> {
   return (await store.list(keys.hosts)).kvs.map((kv) => kv.key.slice(keys.hosts.length));
-}
-
-/** Does the daemon answer on its socket? */
-export function daemonAnswers(socket: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    if (!fs.existsSync(socket)) {
-      resolve(false);
-      return;
-    }
-    const req = http.request({ socketPath: socket, path: '/Plugin.Activate', method: 'POST', timeout: 2000 }, (res) => {
-      res.resume();
-      resolve(res.statusCode === 200);
-    });
-    req.on('error', () => resolve(false));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
-}
-
-/** Health checks, each with the fix when it fails. */
-export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const checks: Check[] = [];
-  const t0 = Date.now();
-  try {
-    const rev = await store.revision();
-    checks.push({ check: 'store', ok: true, detail: `${config.store.kind} reachable, revision ${rev}, ${Date.now() - t0} ms` });
-  } catch (err) {
-    checks.push({
-      check: 'store',
-      ok: false,
-      detail: messageOf(err),
-      fix: 'check OVSNET_STORE and that etcd (or the state directory) is reachable',
-    });
-  }
-  try {
-    const exists = await ovs.bridgeExists(config.bridge);
-    checks.push({
-      check: 'openvswitch',
-      ok: true,
-      detail: `OVSDB reachable at ${config.ovsdb}; bridge ${config.bridge} ${exists ? 'exists' : 'not created yet (made with the first network)'}`,
-    });
-  } catch (err) {
-    checks.push({
-      check: 'openvswitch',
-      ok: false,
-      detail: messageOf(err),
-      fix: 'install openvswitch-switch and start it (ovs-ctl start), or set OVSNET_OVSDB',
-    });
-  }
-  const kernel = ovsKernelModuleLoaded();
-  checks.push({
-    check: 'datapath',
-    ok: true,
-    detail: `${datapath}${kernel ? ' (openvswitch kernel module loaded)' : ' (no openvswitch kernel module: userspace datapath, transmit checksum offload turned off per container)'}`,
-  });
-  const up = await daemonAnswers(config.socket);
-  checks.push({
-    check: 'daemon',
-    ok: up,
-    detail: up ? `answers on ${config.socket}` : `nothing answers on ${config.socket}`,
-    ...(up ? {} : { fix: 'start it: `ovsnet serve` (or `npm start`); Docker finds it by that socket' }),
-  });
-  try {
-    const nets = await networks(store);
-    const eps = new Set((await endpoints(store)).map((e) => e.port));
-    const orphanPorts = (await ovs.ownPorts()).filter((p) => endpointOf(p) !== undefined && !eps.has(p.name)).map((p) => p.name);
-    checks.push({
-      check: 'orphan ports',
-      ok: orphanPorts.length === 0,
-      detail: orphanPorts.length === 0 ? `none (${nets.length} networks, ${eps.size} endpoints)` : orphanPorts.join(' '),
-      ...(orphanPorts.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start removes ports of endpoints that no longer exist' }),
-    });
-  } catch {
-    // store or OVS unreachable: already reported above
-  }
-  const name = path.basename(config.socket, '.sock');
-  const docker = await dockerNetworkPlugins('/var/run/docker.sock');
-  checks.push(
-    docker === undefined
-      ? { check: 'docker', ok: false, detail: 'Docker is not reachable at /var/run/docker.sock', fix: 'start dockerd' }
-      : docker.includes(name)
-        ? { check: 'docker', ok: true, detail: `Docker lists ${name} among its network drivers` }
-        : {
-            check: 'docker',
-            ok: false,
-            detail: `Docker does not list ${name} (drivers: ${docker.join(', ')})`,
-            fix: `Docker activates a plugin on first use: docker network create -d ${name} ...; it finds it at /run/docker/plugins/${name}.sock`,
-          },
-  );
-  try {
-    const nets = await listNetworks(store);
-    const bad: string[] = [];
-    for (const n of nets) {
-      if (n.gatewayPort === undefined) continue;
-      const file = `/sys/class/net/${n.gatewayPort}/mtu`;
-      const mtu = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8')) : undefined;
-      if (mtu !== undefined && mtu !== n.mtu)
-        bad.push(`${n.networkId.slice(0, 12)}: ${n.gatewayPort} has MTU ${mtu}, the network ${n.mtu}`);
-    }
-    checks.push({
-      check: 'mtu',
-      ok: bad.length === 0,
-      detail: bad.length === 0 ? `gateway ports match their networks' MTU` : bad.join('; '),
-      ...(bad.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start sets each gateway port to its network MTU' }),
-    });
-    const endpointIds = new Set((await listEndpoints(store)).map((e) => e.endpointId));
-    const orphans = (await store.list(keys.allAddresses)).kvs
-      .map(decodeReservation)
-      .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
-    checks.push({
-      check: 'orphan reservations',
-      ok: orphans.length === 0,
-      detail:
-        orphans.length === 0
-          ? 'every reservation bound to an endpoint has it'
-          : orphans.map((r) => `${r.address} (endpoint ${r.endpoint?.slice(0, 12) ?? ''})`).join(' '),
-      ...(orphans.length === 0
-        ? {}
-        : {
-            fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address',
-          }),
-    });
-  } catch {
-    // the store is unreachable: reported above
-  }
-  try {
-    checks.push(...(await clusterChecks(config, store, ovs, datapath)));
-  } catch {
-    // the store or OVS is unreachable: reported above
-  }
-  checks.push({
-    check: 'checksum offload',
-    ok: true,
-    detail:
-      datapath === 'netdev'
-        ? 'userspace datapath: ovsnet turns transmit checksum offload off on every container end (TCP fails otherwise)'
-        : 'kernel datapath: offloads left as they are',
-  });
-  try {
-    const all = await pools(store);
-    checks.push({
-      check: 'reservations',
-      ok: true,
-      detail: `${all.reduce((a, p) => a + p.used, 0)} addresses reserved in ${all.length} pools`,
-    });
-  } catch {
-    // the store is unreachable: reported above
-  }
-  return checks;
-}
-
-/** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
-async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const peers = (await store.list(keys.hosts)).kvs.map((kv) => decodeRecord<HostRecord>(kv.key, kv.value));
-  const logical = (await store.list(keys.logicalNetworks)).kvs.length;
-  if (peers.length <= 1 && logical === 0) return [];
-  const checks: Check[] = [];
-  const mtus = new Set(peers.flatMap((p) => (p.tunnelMtu === undefined ? [] : [p.tunnelMtu])));
-  checks.push({
-    check: 'hosts',
-    ok: mtus.size <= 1,
-    detail: peers.map((p) => `${p.name} (${p.vtepIp}${p.tunnelMtu === undefined ? '' : `, MTU ${p.tunnelMtu}`})`).join(', '),
-    ...(mtus.size <= 1
-      ? {}
-      : {
-          fix: "give every host's tunnel interface one MTU (VXLAN networks default to it minus 50), or create logical networks with -o com.docker.network.driver.mtu",
-        }),
-  });
-  const vtep = config.host.vtepIp === '' ? defaultRouteAddress() : config.host.vtepIp;
-  const iface = vtep === undefined ? undefined : interfaceOf(vtep);
-  if (datapath === 'netdev' && logical > 0) {
-    const onOvs = (await ovs.interfaceType(iface ?? '')) === 'internal';
-    checks.push({
-      check: 'vxlan',
-      ok: onOvs,
-      detail: onOvs
-        ? `tunnel address ${vtep ?? ''} is on OVS bridge port ${iface ?? ''} (native tunnelling)`
-        : `tunnel address ${vtep ?? '(none)'} is on ${iface ?? 'no interface'}, not on an OVS bridge`,
-      ...(onOvs
-        ? {}
-        : {
-            fix: 'on the userspace datapath VXLAN needs the tunnel address on an OVS bridge that owns the underlay interface: ovs-vsctl add-br br-phy -- set bridge br-phy datapath_type=netdev -- add-port br-phy <underlay>; move the address to br-phy',
-          }),
-    });
-  }
-  return checks;
 }

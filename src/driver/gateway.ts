@@ -9,6 +9,7 @@ import { parseCidrAddress } from './addresses.js';
 import { gatewayIds } from './ovs/external-ids.js';
 import type { DriverDeps } from './deps.js';
 import type { NetworkRecord } from './records/records.js';
+import type { Undo } from './undo.js';
 
 export type GatewayDeps = Pick<DriverDeps, 'ovs' | 'links' | 'nat' | 'flows'>;
 
@@ -24,6 +25,20 @@ export function guardFlowCount(n: NetworkRecord): number {
 
 export class Gateways {
   constructor(private readonly deps: GatewayDeps) {}
+
+  /** Network creation's step: the gateway port, if the network has one; its removal queued. */
+  async add(record: NetworkRecord, undo: Undo[]): Promise<void> {
+    if (record.gatewayPort === undefined) return;
+    undo.push(() => this.remove(record));
+    await this.ensure(record);
+  }
+
+  /** The next step: guard flows, for logical networks' gateways only (the same address on every host). */
+  async addGuard(record: NetworkRecord, undo: Undo[]): Promise<void> {
+    if (record.vni === undefined || record.gatewayPort === undefined) return;
+    undo.push(() => this.unguard(record));
+    await this.guard(record);
+  }
 
   /** Creates (or repairs) the gateway port, its addresses and MTU, and masquerading. */
   async ensure(n: NetworkRecord): Promise<void> {

@@ -15,7 +15,7 @@ import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortB
 import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
 import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
-import { claimTag, releaseTag } from './tags.js';
+import { claimTagStep, releaseTag } from './tags.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { leaveLogical } from './vxlan/logical.js';
@@ -70,11 +70,12 @@ export class NetworkDriver {
         },
         undo,
       );
-      const tag = await this.claimTag(req.networkId, vni === undefined ? opts.tag : undefined, undo);
+      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels.
+      const tag = await claimTagStep(this.deps.store, this.deps.host, req.networkId, vni === undefined ? opts.tag : undefined, undo);
       const record = this.networkRecord(req, opts, tag, vni);
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
-      await this.addGateway(record, undo);
-      await this.guardGateway(record, undo);
+      await this.gateways.add(record, undo);
+      await this.gateways.addGuard(record, undo);
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
       this.deps.log.info(
         { networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu },
@@ -85,13 +86,6 @@ export class NetworkDriver {
       await undoAll(undo, this.deps.log, 'create network', req.networkId);
       throw err;
     }
-  }
-
-  /** A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels. */
-  private async claimTag(networkId: string, wanted: number | undefined, undo: Undo[]): Promise<number> {
-    const tag = await claimTag(this.deps.store, this.deps.host, networkId, wanted);
-    undo.push(() => releaseTag(this.deps.store, this.deps.host, tag, networkId));
-    return tag;
   }
 
   private networkRecord(req: CreateNetworkRequest, opts: NetworkOptions, tag: number, vni: number | undefined): NetworkRecord {
@@ -109,19 +103,6 @@ export class NetworkDriver {
       ...(hasGateway ? { gatewayPort: names.gateway(req.networkId) } : {}),
       createdAt: this.now().toISOString(),
     };
-  }
-
-  private async addGateway(record: NetworkRecord, undo: Undo[]): Promise<void> {
-    if (record.gatewayPort === undefined) return;
-    undo.push(() => this.gateways.remove(record));
-    await this.gateways.ensure(record);
-  }
-
-  /** Only logical networks' gateways are guarded (the same address on every host). */
-  private async guardGateway(record: NetworkRecord, undo: Undo[]): Promise<void> {
-    if (record.vni === undefined || record.gatewayPort === undefined) return;
-    undo.push(() => this.gateways.unguard(record));
-    await this.gateways.guard(record);
   }
 
   deleteNetwork(networkId: string): Promise<void> {

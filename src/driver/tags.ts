@@ -5,6 +5,7 @@
  */
 import { OvsnetError } from '../errors.js';
 import { keys } from '../store/keys.js';
+import type { Undo } from './undo.js';
 import { absent, del, get, put, type Store } from '../store/types.js';
 
 /** The tag asked for if free (or already this network's), else the lowest free one. */
@@ -47,6 +48,19 @@ export async function releaseOrphanTags(store: Store, host: string, networkIds: 
     freed.push(kv.key.split('/').pop() ?? '?');
   }
   return freed;
+}
+
+/** Network creation's step: claimTag, with the tag's release queued in `undo`. */
+export async function claimTagStep(
+  store: Store,
+  host: string,
+  networkId: string,
+  wanted: number | undefined,
+  undo: Undo[],
+): Promise<number> {
+  const tag = await claimTag(store, host, networkId, wanted);
+  undo.push(() => releaseTag(store, host, tag, networkId));
+  return tag;
 }
 
 /** Frees the tag if this network holds it; idempotent. */
