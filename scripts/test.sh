@@ -9,6 +9,7 @@ ensure_packages
 [ -d node_modules ] || npm ci
 log "build and typecheck"; npx tsc -p tsconfig.json
 log "lint"; npx eslint .
+npx prettier --check --log-level warn 'src/**/*.ts' 'test/**/*.ts' 'bench/**/*.ts'
 node scripts/check-layout.mjs src
 start_etcd
 
