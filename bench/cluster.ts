@@ -15,7 +15,8 @@ import { EtcdStore } from '../src/store/etcd.js';
 import { createLogger } from '../src/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
 import { loadConfig } from '../src/config.js';
-import { Cluster, IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+import { Cluster } from '../test/harness/cluster.js';
+import { IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
 

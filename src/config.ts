@@ -1,6 +1,6 @@
 /**
  * Every OVSNET_* setting: one defaults table, validated once, frozen. The README's settings
- * table and plugin/config.json list the same names (test/unit/config.test.ts checks both).
+ * table and plugin/config.json list the same names (test/config.test.ts checks both).
  */
 import path from 'node:path';
 import { OvsnetError } from './errors.js';

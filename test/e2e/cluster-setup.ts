@@ -3,7 +3,8 @@
  * underlay (test/harness), and the helpers the multi-host tests use on them.
  */
 import type { Test } from 'tap';
-import { Cluster, histogramSummary, IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
+import { Cluster, histogramSummary } from '../harness/cluster.js';
+import { IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
 
 export const TTL_SECONDS = 3;
 export const GRACE_SECONDS = 20;

@@ -2,9 +2,9 @@ import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { loadConfig, SETTINGS } from '../../src/config.js';
+import { loadConfig, SETTINGS } from '../src/config.js';
 
-const root = fileURLToPath(new URL('../../../', import.meta.url));
+const root = fileURLToPath(new URL('../../', import.meta.url));
 
 t.test('defaults: embedded store, info logs, the standard socket', async (t) => {
   const c = loadConfig({});

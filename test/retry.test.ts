@@ -3,7 +3,7 @@
  * lockstep; a loop that retries until success and ends at once on abort.
  */
 import t from 'tap';
-import { backoffDelays, keepTrying } from '../../src/retry.js';
+import { backoffDelays, keepTrying } from '../src/retry.js';
 
 // The helper's timers never hold the process open (a daemon exits on its own): this one does,
 // for the tests that wait on them.

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { chooseDatapath, ovsKernelModuleLoaded } from '../../src/host-info.js';
+import { chooseDatapath, ovsKernelModuleLoaded } from '../src/host-info.js';
 
 t.test('auto is the kernel datapath when its module is loaded, else the userspace one', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-dp-'));
