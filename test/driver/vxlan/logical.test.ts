@@ -1,155 +1,27 @@
 /**
- * Logical networks and VXLAN tunnels, with in-memory OVS, links, NAT and flows and one real
- * embedded store shared by three "hosts" (three drivers with their own fakes and IPAM).
+ * Logical networks across hosts (test/helpers/logical-hosts.ts: drivers with in-memory side
+ * effects sharing one real embedded store): one VNI, shared pools, gateways, refusals.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { joinLogical, leaveLogical } from '../../../src/driver/vxlan/logical.js';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
-import { tunnelName, Tunnels, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
-import type { Ipam } from '../../../src/ipam-driver/ipam.js';
+import { tunnelName } from '../../../src/driver/vxlan/tunnels.js';
 import { createLogger } from '../../../src/log.js';
 import type { HostRecord } from '../../../src/store/hosts.js';
 import { keys } from '../../../src/store/keys.js';
 import { SqliteStore } from '../../../src/store/sqlite.js';
-import type { Store } from '../../../src/store/types.js';
 import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from '../../helpers/driver-fakes.js';
-import { makeIpam, pool } from '../../helpers/ipam.js';
+import { pool } from '../../helpers/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
+import { cluster, create, generic, id, tunnelPorts } from '../../helpers/logical-hosts.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-logical-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 let n = 0;
-
 const log = createLogger('silent');
-
-interface Host {
-  name: string;
-  store: Store;
-  ovs: FakeOvs;
-  flows: FakeFlows;
-  ipam: Ipam;
-  driver: NetworkDriver;
-  tunnels: Tunnels;
-}
-
-/** Hosts h1..hN on one store file; `alive` is the registry every host sees. */
-function cluster(t: Test, count: number, alive: Map<string, HostRecord>, afterAdding?: (h: Host) => Promise<void>): Host[] {
-  const file = path.join(dir, `c${n++}.db`);
-  return Array.from({ length: count }, (_, i) => {
-    const name = `h${i + 1}`;
-    const store = new SqliteStore({ file });
-    const ovs = new FakeOvs();
-    const links = new FakeLinks();
-    ovs.links = links;
-    const flows = new FakeFlows();
-    const ipam = makeIpam(store, { host: name });
-    const host: Host = {
-      name,
-      store,
-      ovs,
-      flows,
-      ipam,
-      driver: undefined as unknown as NetworkDriver,
-      tunnels: undefined as unknown as Tunnels,
-    };
-    host.tunnels = new Tunnels({
-      store,
-      log,
-      ovs,
-      self: () => ({ name, vtepIp: `192.0.2.${i + 1}` }),
-      hosts: () => alive,
-      networks: () => host.driver.localNetworks(),
-      ...(afterAdding === undefined ? {} : { afterAdding: () => afterAdding(host) }),
-    });
-    host.driver = new NetworkDriver({
-      store,
-      log,
-      ovs,
-      links,
-      nat: new FakeNat(),
-      flows,
-      host: name,
-      bridge: 'br0',
-      datapath: () => 'netdev',
-      pools: ipam,
-      tunnelMtu: () => 1600,
-      onNetworksChanged: () => host.tunnels.schedule(),
-    });
-    alive.set(name, { name, vtepIp: `192.0.2.${i + 1}`, machineId: name, startedAt: '' });
-    t.teardown(async () => {
-      await host.tunnels.stop();
-      await ipam.stop();
-      await store.close();
-    });
-    return host;
-  });
-}
-
-const id = (c: string) => c.repeat(64);
-const generic = (o: Record<string, string>) => ({ 'com.docker.network.generic': o });
-
-/** Docker's network create on one host: IPAM pool and gateway, then CreateNetwork. */
-async function create(h: Host, networkId: string, subnet: string, opts: Record<string, string>): Promise<void> {
-  const { poolId } = await h.ipam.requestPool(pool(subnet));
-  const { address } = await h.ipam.requestAddress({ poolId, address: '', gateway: true });
-  try {
-    await h.driver.createNetwork({ networkId, options: generic(opts), ipv4: [{ pool: subnet, gateway: address }], ipv6: [] });
-  } catch (err) {
-    await h.ipam.releaseAddress(poolId, address.split('/')[0] ?? '');
-    await h.ipam.releasePool(poolId);
-    throw err;
-  }
-}
-
-const tunnelPorts = (h: Host) => [...h.ovs.ports].filter(([, p]) => p.externalIds['ovsnet-role'] === 'tunnel');
-
-t.test('wantedTunnels: one per (network, live peer member), never to itself', async (t) => {
-  const hosts = new Map<string, HostRecord>([
-    ['a', { name: 'a', vtepIp: '10.0.0.1', machineId: 'a', startedAt: '' }],
-    ['b', { name: 'b', vtepIp: '10.0.0.2', machineId: 'b', startedAt: '' }],
-  ]);
-  const logical = new Map([
-    [
-      'blue',
-      {
-        name: 'blue',
-        encap: 'vxlan' as const,
-        vni: 7,
-        subnets: [],
-        internal: false,
-        members: { a: { networkId: 'x', since: '' }, b: { networkId: 'y', since: '' }, c: { networkId: 'z', since: '' } },
-        createdBy: 'a',
-        createdAt: '',
-      },
-    ],
-  ]);
-  const nets = [
-    {
-      networkId: 'x',
-      host: 'a',
-      logical: 'blue',
-      vni: 7,
-      bridge: 'br0',
-      tag: 3,
-      mtu: 1450,
-      internal: false,
-      ipv4: [],
-      ipv6: [],
-      createdAt: '',
-    },
-  ];
-  t.same(
-    wantedTunnels('a', nets, logical, hosts),
-    [{ name: tunnelName(7, 'b'), bridge: 'br0', tag: 3, vni: 7, peer: 'b', remoteIp: '10.0.0.2' }],
-    'c is a member but not alive',
-  );
-  t.equal(tunnelName(7, 'b').length, 15);
-  t.not(tunnelName(7, 'b'), tunnelName(8, 'b'));
-  t.not(tunnelName(7, 'b'), tunnelName(7, 'c'));
-});
 
 t.test('three hosts join one logical network: VNI once, tunnels to every member, shared gateway', async (t) => {
   const alive = new Map<string, HostRecord>();
@@ -243,33 +115,6 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   t.equal(await h1.store.get(keys.logicalNetwork('blue')), undefined, 'the last member deleted the logical network');
   t.equal(await h1.store.get(keys.tag('vni', 1)), undefined, 'and freed its VNI');
   await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'no tunnel left');
-});
-
-t.test('after adding tunnel ports (never after removing them) the datapath is refreshed, until that succeeds', async (t) => {
-  const alive = new Map<string, HostRecord>();
-  const calls: string[] = [];
-  let failures = 1;
-  const [h1, h2] = cluster(t, 2, alive, async (h) => {
-    calls.push(`${h.name} with ${tunnelPorts(h).length} tunnel`);
-    if (h.name === 'h1' && failures-- > 0) throw new Error('ovs-vswitchd is restarting');
-  });
-  if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
-  await Promise.all([h1, h2].map((h) => h.tunnels.start()));
-  await create(h1, id('p'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
-  await h1.tunnels.settled;
-  t.same(calls, [], 'no tunnel, nothing to refresh');
-  await create(h2, id('q'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
-  await waitFor(() => calls.length === 3, 5000, 'refreshed again after a failure');
-  t.same(
-    calls.sort(),
-    ['h1 with 1 tunnel', 'h1 with 1 tunnel', 'h2 with 1 tunnel'],
-    'each host once its port was there; the failed call retried',
-  );
-  alive.delete('h2');
-  h1.tunnels.schedule();
-  await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'the tunnel goes with the peer');
-  await h1.tunnels.settled;
-  t.equal(calls.length, 3, 'a removal refreshes nothing');
 });
 
 t.test('CreateEndpoint binds the reservation to the endpoint, finding its pool in the IPAM index', async (t) => {

@@ -1,0 +1,87 @@
+/**
+ * VXLAN tunnels of logical networks: which tunnels a host wants (pure), and when the datapath
+ * is refreshed after adding them.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { tunnelName, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
+import type { HostRecord } from '../../../src/store/hosts.js';
+import { waitFor } from '../../helpers/wait.js';
+import { cluster, create, id, tunnelPorts } from '../../helpers/logical-hosts.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-logical-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+
+t.test('wantedTunnels: one per (network, live peer member), never to itself', async (t) => {
+  const hosts = new Map<string, HostRecord>([
+    ['a', { name: 'a', vtepIp: '10.0.0.1', machineId: 'a', startedAt: '' }],
+    ['b', { name: 'b', vtepIp: '10.0.0.2', machineId: 'b', startedAt: '' }],
+  ]);
+  const logical = new Map([
+    [
+      'blue',
+      {
+        name: 'blue',
+        encap: 'vxlan' as const,
+        vni: 7,
+        subnets: [],
+        internal: false,
+        members: { a: { networkId: 'x', since: '' }, b: { networkId: 'y', since: '' }, c: { networkId: 'z', since: '' } },
+        createdBy: 'a',
+        createdAt: '',
+      },
+    ],
+  ]);
+  const nets = [
+    {
+      networkId: 'x',
+      host: 'a',
+      logical: 'blue',
+      vni: 7,
+      bridge: 'br0',
+      tag: 3,
+      mtu: 1450,
+      internal: false,
+      ipv4: [],
+      ipv6: [],
+      createdAt: '',
+    },
+  ];
+  t.same(
+    wantedTunnels('a', nets, logical, hosts),
+    [{ name: tunnelName(7, 'b'), bridge: 'br0', tag: 3, vni: 7, peer: 'b', remoteIp: '10.0.0.2' }],
+    'c is a member but not alive',
+  );
+  t.equal(tunnelName(7, 'b').length, 15);
+  t.not(tunnelName(7, 'b'), tunnelName(8, 'b'));
+  t.not(tunnelName(7, 'b'), tunnelName(7, 'c'));
+});
+
+t.test('after adding tunnel ports (never after removing them) the datapath is refreshed, until that succeeds', async (t) => {
+  const alive = new Map<string, HostRecord>();
+  const calls: string[] = [];
+  let failures = 1;
+  const [h1, h2] = cluster(t, 2, alive, async (h) => {
+    calls.push(`${h.name} with ${tunnelPorts(h).length} tunnel`);
+    if (h.name === 'h1' && failures-- > 0) throw new Error('ovs-vswitchd is restarting');
+  });
+  if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
+  await Promise.all([h1, h2].map((h) => h.tunnels.start()));
+  await create(h1, id('p'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
+  await h1.tunnels.settled;
+  t.same(calls, [], 'no tunnel, nothing to refresh');
+  await create(h2, id('q'), '10.82.0.0/24', { 'ovsnet.network': 'pink', 'ovsnet.encap': 'vxlan' });
+  await waitFor(() => calls.length === 3, 5000, 'refreshed again after a failure');
+  t.same(
+    calls.sort(),
+    ['h1 with 1 tunnel', 'h1 with 1 tunnel', 'h2 with 1 tunnel'],
+    'each host once its port was there; the failed call retried',
+  );
+  alive.delete('h2');
+  h1.tunnels.schedule();
+  await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'the tunnel goes with the peer');
+  await h1.tunnels.settled;
+  t.equal(calls.length, 3, 'a removal refreshes nothing');
+});
