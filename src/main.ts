@@ -24,10 +24,10 @@ Settings are OVSNET_* environment variables; see the README.`;
 /** Runs the daemon until SIGTERM or SIGINT, then stops it in order and exits 0. */
 async function serve(config: Config): Promise<void> {
   const daemon = new Daemon(config, createLogger(config.logLevel));
-  await daemon.start((err) => {
+  await daemon.start((err, cleanedUp) => {
     // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
-    process.exit(1);
+    void cleanedUp.finally(() => process.exit(1));
   });
   const stop = (signal: string) => void daemon.stop(signal).finally(() => process.exit(0));
   process.once('SIGTERM', stop);

@@ -48,9 +48,10 @@ export class Daemon {
   /**
    * Listens on the plugin socket, then starts the background work and resolves: the store and
    * Open vSwitch are reached in the background, retried until they answer. `onFatal` is called
-   * (after the socket is removed) when the store cannot even be opened.
+   * when the store cannot even be opened, with the cleanup (socket removed, link worker closed)
+   * that must end before the process exits.
    */
-  async start(onFatal: (err: unknown) => void): Promise<void> {
+  async start(onFatal: (err: unknown, cleanedUp: Promise<void>) => void): Promise<void> {
     const { config, log, metrics, datapath, app } = this.parts;
     // Listen first, reach the store in the background: Docker must never wait on a dead socket.
     await listenOnSocket(app, config.socket);
@@ -76,7 +77,7 @@ export class Daemon {
     return this.stopping;
   }
 
-  private tasks(onFatal: (err: unknown) => void): readonly Task[] {
+  private tasks(onFatal: (err: unknown, cleanedUp: Promise<void>) => void): readonly Task[] {
     const { config, log, raw, ipam, tunnels, registry, reclaimer, driver, metrics, links, refreshDatapath } = this.parts;
     /** Runs `fn` in the background until it succeeds, saying each failure. */
     const retried = (name: string, fn: () => Promise<unknown>): Task => ({
@@ -91,11 +92,15 @@ export class Daemon {
       {
         name: 'open the store',
         start: () =>
-          void raw.loaded().catch(async (err: unknown) => {
+          void raw.loaded().catch((err: unknown) => {
             // A store that cannot even be opened (an unwritable file) is fatal: the process leaves.
-            removeSocket(config.socket);
-            await closeLinks(links).catch(() => undefined);
-            onFatal(err);
+            // The reason is given at once, before the cleanup: a SIGTERM arriving meanwhile must
+            // not end the process without it.
+            const cleanedUp = (async () => {
+              removeSocket(config.socket);
+              await closeLinks(links).catch(() => undefined);
+            })();
+            onFatal(err, cleanedUp);
           }),
       },
       { name: 'load the IPAM index', start: () => ipam.start() },

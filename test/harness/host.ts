@@ -173,7 +173,13 @@ export class Ovsnet {
   static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = []): Promise<Ovsnet> {
     const [cmd, ...args] = [...wrap, process.execPath, MAIN, 'serve'];
     const child = spawn(cmd ?? process.execPath, args, {
-      env: { PATH: process.env.PATH ?? '', OVSNET_SOCKET: socket, ...env },
+      // The journal beside the socket, in the test's own directory (its default is the machine's /var/lib).
+      env: {
+        PATH: process.env.PATH ?? '',
+        OVSNET_SOCKET: socket,
+        OVSNET_JOURNAL: path.join(path.dirname(socket), 'unconfirmed.json'),
+        ...env,
+      },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     const o = new Ovsnet(child, socket);
