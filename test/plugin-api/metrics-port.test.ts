@@ -40,3 +40,22 @@ t.test('a metrics port another process holds: an error naming the address and th
   );
   t.equal(await o.kill('SIGTERM'), 0, 'and stops cleanly: exit status 0');
 });
+
+t.test('a metrics address not of this host: the same, with the reason', async (t) => {
+  const socket = path.join(dir, 'plugins-elsewhere', 'ovsnet.sock');
+  // 192.0.2.1 (TEST-NET-1, RFC 5737) is no address of this machine: EADDRNOTAVAIL.
+  const o = await Ovsnet.start(socket, {
+    OVSNET_STORE: `sqlite:${path.join(dir, 'elsewhere', 'state.db')}`,
+    OVSNET_JOURNAL: 'off',
+    OVSNET_OVSDB: NO_OVS,
+    OVSNET_METRICS_ADDR: '192.0.2.1:9477',
+  });
+  await new Promise((r) => setTimeout(r, 1000));
+  t.equal(o.child.exitCode, null, 'still running');
+  t.equal((await pluginCall(socket, 'Plugin.Activate')).status, 200, 'the plugin socket answers');
+  t.match(
+    o.log,
+    /"level":"error".*cannot serve metrics on 192\.0\.2\.1:9477: listen EADDRNOTAVAIL.*ovsnet keeps serving Docker without metrics/,
+  );
+  t.equal(await o.kill('SIGTERM'), 0);
+});

@@ -157,6 +157,11 @@ t.test('user and password', async (t) => {
   t.teardown(() => store.close());
   await store.txn({ compares: [], success: [put('/ovsnet-test/auth', 'in')] });
   t.equal((await store.get('/ovsnet-test/auth'))?.value, 'in', 'reads and writes as that user');
+  // The same password from a file, as the managed plugin reads it from its secrets mount.
+  fs.writeFileSync(f('etcd-password'), 's3cret\n', { mode: 0o600 });
+  const fromFile = openStore(settings({ OVSNET_ETCD_USERNAME: 'ovsnet', OVSNET_ETCD_PASSWORD_FILE: f('etcd-password') }).store, 3000);
+  t.teardown(() => fromFile.close());
+  t.equal((await fromFile.get('/ovsnet-test/auth'))?.value, 'in', 'OVSNET_ETCD_PASSWORD_FILE: the same access');
   const wrong = openStore(settings({ OVSNET_ETCD_USERNAME: 'ovsnet', OVSNET_ETCD_PASSWORD: 'nope' }).store, 3000);
   t.teardown(() => wrong.close());
   await t.rejects(wrong.get('/ovsnet-test/auth'), {
