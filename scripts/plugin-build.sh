@@ -10,7 +10,10 @@ out=$(realpath -m "${1:-build/plugin}")
 npx tsc -p tsconfig.json
 rm -rf "$out"
 R="$out/rootfs"
-mkdir -p "$R"/{app/dist,run/docker/plugins,var/run/openvswitch,host/var/lib,tmp,etc,proc,sys,dev}
+# Mount points of plugin/config.json's mounts: ovsnet's state directory (read-write) and its
+# secrets (read-only). Nothing else of the host's /var/lib (/var/lib/docker) or /etc is visible.
+mkdir -p "$R"/{app/dist,run/docker/plugins,var/run/openvswitch,tmp,etc,proc,sys,dev}
+install -d -m 0700 "$R/var/lib/ovsnet" "$R/etc/ovsnet"
 
 # A binary and every shared library it loads, at the same paths.
 copy_bin() {
@@ -32,7 +35,10 @@ for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done
 # The app: built code and production dependencies (native modules as built here).
 cp -r dist/src "$R/app/dist/src"
 cp package.json package-lock.json "$R/app/"
-cp -r node_modules "$R/app/node_modules"
+# node_modules may be a symlink (a git worktree sharing another's): copy what it points to. A
+# copied symlink would be replaced by npm prune with a fresh install from its cache without the
+# native builds (--ignore-scripts), and better-sqlite3 would not load in the plugin.
+cp -r "$(readlink -f node_modules)" "$R/app/node_modules"
 (cd "$R/app" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null)
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$R/etc/passwd"
 cp plugin/config.json "$out/config.json"

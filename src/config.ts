@@ -5,18 +5,12 @@
 import path from 'node:path';
 import { OvsnetError } from './errors.js';
 import { CidrError, formatPrefix, parseCidr, type Prefix } from './cidr.js';
+import { parseStore, type StoreConfig } from './config-store.js';
+
+export type { StoreConfig };
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
-export type StoreConfig =
-  | { readonly kind: 'sqlite'; readonly file: string }
-  | {
-      readonly kind: 'etcd';
-      readonly endpoints: readonly string[];
-      readonly tls?: { readonly caFile: string; readonly certFile?: string; readonly keyFile?: string };
-      readonly auth?: { readonly username: string; readonly password: string };
-    };
 
 export interface Config {
   readonly store: StoreConfig;
@@ -57,7 +51,21 @@ export const SETTINGS = {
   OVSNET_ETCD_CERT: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_KEY)', doc: 'Client certificate for etcd TLS.' },
   OVSNET_ETCD_KEY: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_CERT)', doc: 'Client key for etcd TLS.' },
   OVSNET_ETCD_USERNAME: { default: '', form: 'an etcd user name (with OVSNET_ETCD_PASSWORD)', doc: 'etcd authentication user.' },
-  OVSNET_ETCD_PASSWORD: { default: '', form: 'the password of OVSNET_ETCD_USERNAME', doc: 'etcd authentication password.' },
+  OVSNET_ETCD_PASSWORD: {
+    default: '',
+    form: 'the password of OVSNET_ETCD_USERNAME (not with OVSNET_ETCD_PASSWORD_FILE)',
+    doc: 'etcd authentication password. Shown by `docker plugin inspect`: prefer OVSNET_ETCD_PASSWORD_FILE.',
+  },
+  OVSNET_ETCD_PASSWORD_FILE: {
+    default: '',
+    form: 'absolute path to a file holding the password on one line (not with OVSNET_ETCD_PASSWORD)',
+    doc: 'etcd authentication password, read from this file at start, so that it is in no environment (managed plugin: a file under /etc/ovsnet, the read-only secrets mount).',
+  },
+  OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS: {
+    default: 'false',
+    form: 'true or false',
+    doc: 'With a user and password but no OVSNET_ETCD_CA the password would cross the network in clear text, so ovsnet refuses to start; true accepts that risk (an etcd on a trusted link only).',
+  },
   OVSNET_LOG_LEVEL: { default: 'info', form: LOG_LEVELS.join('|'), doc: 'Log level of the JSON logs on stdout.' },
   OVSNET_SOCKET: {
     default: '/run/docker/plugins/ovsnet.sock',
@@ -136,7 +144,11 @@ export function loadConfig(env: Env): Config {
     }
   }
 
-  const store = parseStore(value('OVSNET_STORE'), env, (why) => bad('OVSNET_STORE', value('OVSNET_STORE'), why), problems);
+  const given = (name: SettingName): string | undefined => {
+    const v = env[name]?.trim();
+    return v === undefined || v === '' ? undefined : v;
+  };
+  const store = parseStore(value('OVSNET_STORE'), given, (why) => bad('OVSNET_STORE', value('OVSNET_STORE'), why), problems);
   const storeTimeoutMs = parseIntIn(value('OVSNET_STORE_TIMEOUT_MS'), 100, 10_000);
   if (storeTimeoutMs === undefined) bad('OVSNET_STORE_TIMEOUT_MS', value('OVSNET_STORE_TIMEOUT_MS'));
 
@@ -182,60 +194,6 @@ export function loadConfig(env: Env): Config {
   }
   const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
   return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics, journal });
-}
-
-function parseStore(raw: string, env: Env, bad: (why?: string) => void, problems: string[]): StoreConfig | undefined {
-  const etcdOnly = ['OVSNET_ETCD_CA', 'OVSNET_ETCD_CERT', 'OVSNET_ETCD_KEY', 'OVSNET_ETCD_USERNAME', 'OVSNET_ETCD_PASSWORD'] as const;
-  const given = (n: SettingName): string | undefined => {
-    const v = env[n]?.trim();
-    return v === undefined || v === '' ? undefined : v;
-  };
-  if (raw.startsWith('sqlite:')) {
-    const file = raw.slice('sqlite:'.length);
-    if (!path.isAbsolute(file) || file.endsWith('/')) {
-      bad('the file must be an absolute path');
-      return undefined;
-    }
-    for (const n of etcdOnly) {
-      if (given(n) !== undefined) problems.push(`${n} applies only with OVSNET_STORE=etcd://...; the store is ${raw}`);
-    }
-    return { kind: 'sqlite', file };
-  }
-  if (raw.startsWith('etcd://')) {
-    const hosts = raw
-      .slice('etcd://'.length)
-      .split(',')
-      .map((h) => h.trim());
-    const valid =
-      hosts.length > 0 &&
-      hosts.every((h) => /^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(h) && Number(h.split(':').pop()) <= 65535);
-    if (!valid) {
-      bad('each endpoint is host:port');
-      return undefined;
-    }
-    const ca = given('OVSNET_ETCD_CA');
-    const cert = given('OVSNET_ETCD_CERT');
-    const key = given('OVSNET_ETCD_KEY');
-    const username = given('OVSNET_ETCD_USERNAME');
-    const password = given('OVSNET_ETCD_PASSWORD');
-    if ((cert === undefined) !== (key === undefined))
-      problems.push('OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together: set both or neither');
-    if (cert !== undefined && ca === undefined)
-      problems.push('OVSNET_ETCD_CERT needs OVSNET_ETCD_CA (the CA that signed the etcd server certificate)');
-    if ((username === undefined) !== (password === undefined))
-      problems.push('OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together: set both or neither');
-    const scheme = ca === undefined ? 'http' : 'https';
-    return {
-      kind: 'etcd',
-      endpoints: hosts.map((h) => `${scheme}://${h}`),
-      ...(ca === undefined
-        ? {}
-        : { tls: { caFile: ca, ...(cert === undefined ? {} : { certFile: cert }), ...(key === undefined ? {} : { keyFile: key }) } }),
-      ...(username === undefined || password === undefined ? {} : { auth: { username, password } }),
-    };
-  }
-  bad();
-  return undefined;
 }
 
 /** The pools, or why the value is wrong. */

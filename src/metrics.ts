@@ -5,6 +5,9 @@
  */
 import http from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { messageOf } from './errors.js';
+import type { Logger } from './log.js';
+import { portHolder } from './port-holder.js';
 import type { Store } from './store/types.js';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -147,8 +150,12 @@ export class Metrics {
     };
   }
 
-  /** Serves GET /metrics on host:port; resolves with the server once listening. */
-  async listen(host: string, port: number): Promise<http.Server> {
+  /**
+   * Serves GET /metrics on host:port; resolves with the server once listening. An address that
+   * cannot be had (taken by another process, not of this host) is logged as an error and
+   * resolves undefined: metrics are worth less than the plugin socket Docker depends on.
+   */
+  async listen(host: string, port: number, log: Pick<Logger, 'error'>): Promise<http.Server | undefined> {
     const server = http.createServer((req, res) => {
       if (req.method !== 'GET' || req.url !== '/metrics') {
         res.writeHead(404).end('ovsnet serves only GET /metrics here\n');
@@ -159,10 +166,22 @@ export class Metrics {
         (err: unknown) => res.writeHead(500).end(String(err)),
       );
     });
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => resolve());
-    });
-    return server;
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => resolve());
+      });
+      return server;
+    } catch (err) {
+      const address = `${host.includes(':') ? `[${host}]` : host}:${port}`;
+      const code = (err as { code?: string }).code;
+      const why = code === 'EADDRINUSE' ? `the address is already in use, by ${portHolder(port) ?? 'another process'}` : messageOf(err);
+      log.error(
+        { err, address },
+        `cannot serve metrics on ${address}: ${why}. ovsnet keeps serving Docker without metrics: free the port or set OVSNET_METRICS_ADDR to a free PORT or HOST:PORT, then restart ovsnet`,
+      );
+      server.close();
+      return undefined;
+    }
   }
 }

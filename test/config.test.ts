@@ -1,5 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { loadConfig, SETTINGS } from '../src/config.js';
@@ -40,6 +42,56 @@ t.test('etcd endpoints, TLS and auth', async (t) => {
   t.same(loadConfig({ OVSNET_STORE: 'etcd://localhost:2379' }).store, { kind: 'etcd', endpoints: ['http://localhost:2379'] });
 });
 
+t.test('the etcd password from a file: in no environment, never with the plain value', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-config-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'etcd-password');
+  fs.writeFileSync(file, 's3cret pass\n', { mode: 0o600 });
+  const tls = { OVSNET_STORE: 'etcd://h1:2379', OVSNET_ETCD_CA: '/ca.pem', OVSNET_ETCD_USERNAME: 'ovsnet' };
+  const c = loadConfig({ ...tls, OVSNET_ETCD_PASSWORD_FILE: file });
+  t.same(
+    c.store,
+    { kind: 'etcd', endpoints: ['https://h1:2379'], tls: { caFile: '/ca.pem' }, auth: { username: 'ovsnet', password: 's3cret pass' } },
+    'the first line, its newline dropped',
+  );
+  t.throws(() => loadConfig({ ...tls, OVSNET_ETCD_PASSWORD_FILE: file, OVSNET_ETCD_PASSWORD: 'other' }), {
+    code: 'CONFIG_INVALID',
+    message: /OVSNET_ETCD_PASSWORD and OVSNET_ETCD_PASSWORD_FILE are both set: set one/,
+  });
+  t.throws(() => loadConfig({ ...tls, OVSNET_ETCD_PASSWORD_FILE: path.join(dir, 'missing') }), {
+    message: /OVSNET_ETCD_PASSWORD_FILE=.*missing cannot be read: ENOENT.*\(expected a readable file holding the password\)/,
+  });
+  fs.writeFileSync(file, '');
+  t.throws(() => loadConfig({ ...tls, OVSNET_ETCD_PASSWORD_FILE: file }), {
+    message: /expected the password on one line, not an empty file/,
+  });
+  t.throws(() => loadConfig({ ...tls, OVSNET_ETCD_PASSWORD_FILE: 'etcd-password' }), {
+    message: /OVSNET_ETCD_PASSWORD_FILE="etcd-password" is not valid: expected an absolute path/,
+  });
+});
+
+t.test('credentials over plain http are refused unless the risk is accepted by name', async (t) => {
+  const plain = { OVSNET_STORE: 'etcd://h1:2379', OVSNET_ETCD_USERNAME: 'ovsnet', OVSNET_ETCD_PASSWORD: 'p' };
+  t.throws(() => loadConfig(plain), {
+    code: 'CONFIG_INVALID',
+    message:
+      /OVSNET_ETCD_USERNAME and the etcd password would cross the network in clear text: etcd:\/\/h1:2379 is plain http without OVSNET_ETCD_CA\. Set OVSNET_ETCD_CA \(TLS\), or OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS=true/,
+  });
+  t.same(loadConfig({ ...plain, OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS: 'true' }).store, {
+    kind: 'etcd',
+    endpoints: ['http://h1:2379'],
+    auth: { username: 'ovsnet', password: 'p' },
+  });
+  t.throws(() => loadConfig({ ...plain, OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS: 'yes' }), {
+    message: /OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS="yes" is not valid: expected true or false/,
+  });
+  t.same(
+    loadConfig({ OVSNET_STORE: 'etcd://h1:2379' }).store,
+    { kind: 'etcd', endpoints: ['http://h1:2379'] },
+    'no credentials: plain http stays allowed',
+  );
+});
+
 const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_STORE: 'mysql://x' }, /OVSNET_STORE="mysql:\/\/x" is not valid: expected sqlite:\/absolute\/path\.db or etcd:\/\/host:port/],
   [{ OVSNET_STORE: 'sqlite:relative.db' }, /OVSNET_STORE.*absolute path/],
@@ -60,7 +112,11 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_SOKET: '/x.sock' }, /OVSNET_SOKET is not a setting of ovsnet: valid ones are OVSNET_STORE/],
   [{ OVSNET_ETCD_CA: '/ca.pem' }, /OVSNET_ETCD_CA applies only with OVSNET_STORE=etcd/],
   [{ OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_CERT: '/c' }, /OVSNET_ETCD_CERT and OVSNET_ETCD_KEY go together/],
-  [{ OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_USERNAME: 'u' }, /OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD go together/],
+  [
+    { OVSNET_STORE: 'etcd://h:1', OVSNET_ETCD_USERNAME: 'u' },
+    /OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD \(or OVSNET_ETCD_PASSWORD_FILE\) go together/,
+  ],
+  [{ OVSNET_ETCD_PASSWORD_FILE: '/run/secrets/p' }, /OVSNET_ETCD_PASSWORD_FILE applies only with OVSNET_STORE=etcd/],
 ];
 for (const [env, message] of bad) {
   t.test(`refuses ${JSON.stringify(env)}`, async (t) => {

@@ -54,7 +54,7 @@ export interface Parts {
 export function assemble(config: Config, log: Logger): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
   const metrics = new Metrics();
-  const raw = openStore(config.store, config.storeTimeoutMs);
+  const raw = openStore(config.store, config.storeTimeoutMs, log);
   const store: Store = metrics.instrument(raw);
   const hostName = config.host.name === '' ? os.hostname() : config.host.name;
   const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;

@@ -55,7 +55,7 @@ export class Daemon {
     const { config, log, metrics, datapath, app } = this.parts;
     // Listen first, reach the store in the background: Docker must never wait on a dead socket.
     await listenOnSocket(app, config.socket);
-    this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port);
+    this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port, log);
     for (const task of this.tasks(onFatal)) task.start();
     // startupMs: from process start to the socket answering (Docker's first call waits on it).
     log.info(

@@ -121,7 +121,7 @@ export class Doubts {
         fs.rmSync(this.journal, { force: true });
         return;
       }
-      fs.mkdirSync(path.dirname(this.journal), { recursive: true });
+      fs.mkdirSync(path.dirname(this.journal), { recursive: true, mode: 0o700 });
       const tmp = `${this.journal}.tmp`;
       const fd = fs.openSync(tmp, 'w', 0o600);
       try {

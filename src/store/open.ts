@@ -6,11 +6,24 @@
 import fs from 'node:fs';
 import type { StoreConfig } from '../config.js';
 import { OvsnetError, messageOf } from '../errors.js';
+import type { Logger } from '../log.js';
+import { secureStateFiles } from './state-files.js';
 import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchHandlers, Watcher } from './types.js';
 
-async function load(config: StoreConfig, timeoutMs: number): Promise<Store> {
+async function load(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'warn'> | undefined): Promise<Store> {
   switch (config.kind) {
     case 'sqlite': {
+      let notes: string[];
+      try {
+        notes = secureStateFiles(config.file);
+      } catch (err) {
+        throw new OvsnetError(
+          'STORE_UNAVAILABLE',
+          `cannot open the embedded store at ${config.file}: ${messageOf(err)} (OVSNET_STORE=sqlite:/absolute/path.db, a writable directory)`,
+          { cause: err },
+        );
+      }
+      for (const note of notes) log?.warn({ file: config.file }, note);
       const { SqliteStore } = await import('./sqlite.js');
       return new SqliteStore({ file: config.file, busyTimeoutMs: timeoutMs });
     }
@@ -49,9 +62,9 @@ class DeferredStore implements Store {
   readonly kind: Store['kind'];
   private readonly ready: Promise<Store>;
 
-  constructor(config: StoreConfig, timeoutMs: number) {
+  constructor(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'warn'> | undefined) {
     this.kind = config.kind;
-    this.ready = load(config, timeoutMs);
+    this.ready = load(config, timeoutMs, log);
     this.ready.catch(() => undefined); // surfaced by the first call
   }
 
@@ -95,8 +108,9 @@ class DeferredStore implements Store {
   }
 }
 
-export function openStore(config: StoreConfig, timeoutMs: number): Store & { loaded(): Promise<Store> } {
-  return new DeferredStore(config, timeoutMs);
+/** `log` hears what was changed to keep the embedded store's files private (secureStateFiles). */
+export function openStore(config: StoreConfig, timeoutMs: number, log?: Pick<Logger, 'warn'>): Store & { loaded(): Promise<Store> } {
+  return new DeferredStore(config, timeoutMs, log);
 }
 
 /** Where the store is, for logs and status (never the password). */

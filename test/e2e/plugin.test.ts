@@ -1,7 +1,8 @@
 /**
  * The managed plugin: built by `npm run plugin:build` with no registry, installed with
  * `docker plugin create` + `enable`, used as `-d ovsnet:latest --ipam-driver ovsnet:latest`,
- * through disable -f / enable and a dockerd restart.
+ * through disable -f / enable and a dockerd restart. It sees of the host only its own state
+ * directory and, read-only, its secrets directory: never /var/lib (and /var/lib/docker in it).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -23,14 +24,66 @@ t.teardown(async () => {
 const ping = async (from: string, to: string) => (await host.docker(['exec', from, 'ping', '-c', '1', '-W', '2', to])).code === 0;
 const ip = (c: string) => host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "pn").IPAddress}}', c]);
 
-t.test('install: create, point its state at this host, enable', async (t) => {
+const stateDir = path.join(host.dir, 'plugin-state');
+const secretsDir = path.join(host.dir, 'plugin-secrets');
+
+t.test('install: create, point its state and secrets at this host, enable', async (t) => {
   t.match(build.stdout, /managed plugin in /);
   await host.dockerOk(['plugin', 'create', 'ovsnet', dir]);
-  // The state mount is settable: this host's own directory, not the machine's /var/lib.
-  fs.mkdirSync(path.join(host.dir, 'plugin-state'));
-  await host.dockerOk(['plugin', 'set', 'ovsnet', `state.source=${path.join(host.dir, 'plugin-state')}`]);
+  // Both mount sources are settable: this host's own directories, not the machine's.
+  fs.mkdirSync(stateDir, { mode: 0o700 });
+  fs.mkdirSync(secretsDir, { mode: 0o700 });
+  fs.writeFileSync(path.join(secretsDir, 'etcd-password'), 'unused\n', { mode: 0o600 });
+  await host.dockerOk(['plugin', 'set', 'ovsnet', `state.source=${stateDir}`, `secrets.source=${secretsDir}`]);
   await host.dockerOk(['plugin', 'enable', 'ovsnet']);
   t.match(await host.dockerOk(['plugin', 'ls', '--format', '{{.Name}} {{.Enabled}}']), /ovsnet:latest true/);
+});
+
+/** The plugin's process, found by the plugin's ID in its cgroup. */
+async function pluginPid(): Promise<string> {
+  const id = (await host.dockerOk(['plugin', 'inspect', '-f', '{{.Id}}', 'ovsnet'])).trim();
+  for (const pid of fs.readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
+    try {
+      if (
+        fs.readFileSync(`/proc/${pid}/cgroup`, 'utf8').includes(id) &&
+        fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('main.js')
+      ) {
+        return pid;
+      }
+    } catch {
+      // gone meanwhile
+    }
+  }
+  throw new Error(`no process of plugin ${id}`);
+}
+
+t.test('the plugin sees its state directory and, read-only, its secrets: not /var/lib, not /var/lib/docker', async (t) => {
+  const mounts = JSON.parse(await host.dockerOk(['plugin', 'inspect', '-f', '{{json .Settings.Mounts}}', 'ovsnet'])) as {
+    Name: string;
+    Source: string;
+    Destination: string;
+    Options: string[];
+  }[];
+  t.same(
+    mounts.map((m) => [m.Name, m.Source, m.Destination, m.Options]),
+    [
+      ['ovs', '/var/run/openvswitch', '/var/run/openvswitch', ['rbind']],
+      ['state', stateDir, '/var/lib/ovsnet', ['rbind', 'rw']],
+      ['secrets', secretsDir, '/etc/ovsnet', ['rbind', 'ro']],
+    ],
+    'docker plugin inspect: the OVSDB socket, a state directory, a read-only secrets directory',
+  );
+  t.notOk(
+    mounts.some((m) => '/var/lib/docker/'.startsWith(`${m.Source.replace(/\/$/, '')}/`)),
+    'no mount holds /var/lib/docker',
+  );
+  // What the plugin's own process sees, through its root.
+  const root = `/proc/${await pluginPid()}/root`;
+  t.notOk(fs.existsSync(`${root}/var/lib/docker`), 'no /var/lib/docker in the plugin');
+  t.same(fs.readdirSync(`${root}/var/lib`), ['ovsnet'], 'its /var/lib holds its state directory only');
+  t.equal(fs.readFileSync(`${root}/etc/ovsnet/etcd-password`, 'utf8'), 'unused\n', 'the secrets are there');
+  t.throws(() => fs.writeFileSync(`${root}/etc/ovsnet/written-by-plugin`, 'x'), { code: 'EROFS' }, 'and read-only');
+  t.notOk(fs.existsSync(path.join(secretsDir, 'written-by-plugin')));
 });
 
 t.test('a network of the managed plugin: two containers talk', async (t) => {
@@ -39,7 +92,9 @@ t.test('a network of the managed plugin: two containers talk', async (t) => {
   await host.dockerOk(['run', '-d', '--restart', 'always', '--name', 'p2', '--network', 'pn', IMAGE, 'sleep', '600']);
   t.equal(await ip('p1'), '10.70.0.2', "ovsnet's IPAM");
   t.ok(await ping('p1', await ip('p2')));
-  t.ok(fs.existsSync(path.join(host.dir, 'plugin-state', 'ovsnet', 'state.db')), 'state in the mounted directory');
+  const db = path.join(stateDir, 'state.db');
+  t.ok(fs.existsSync(db), 'state in the mounted directory');
+  t.equal((fs.statSync(db).mode & 0o777).toString(8), '600', 'readable by root only');
 });
 
 t.test('disable -f and enable: containers keep talking, new ones start', async (t) => {

@@ -5,6 +5,7 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import http2 from 'node:http2';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,6 +14,7 @@ import t from 'tap';
 import { loadConfig } from '../../src/config.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { openStore } from '../../src/store/open.js';
+import { MAIN, NO_OVS } from '../harness/host.js';
 import { put } from '../../src/store/types.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-etcd-tls-'));
@@ -155,10 +157,48 @@ t.test('user and password', async (t) => {
   t.teardown(() => store.close());
   await store.txn({ compares: [], success: [put('/ovsnet-test/auth', 'in')] });
   t.equal((await store.get('/ovsnet-test/auth'))?.value, 'in', 'reads and writes as that user');
+  // The same password from a file, as the managed plugin reads it from its secrets mount.
+  fs.writeFileSync(f('etcd-password'), 's3cret\n', { mode: 0o600 });
+  const fromFile = openStore(settings({ OVSNET_ETCD_USERNAME: 'ovsnet', OVSNET_ETCD_PASSWORD_FILE: f('etcd-password') }).store, 3000);
+  t.teardown(() => fromFile.close());
+  t.equal((await fromFile.get('/ovsnet-test/auth'))?.value, 'in', 'OVSNET_ETCD_PASSWORD_FILE: the same access');
   const wrong = openStore(settings({ OVSNET_ETCD_USERNAME: 'ovsnet', OVSNET_ETCD_PASSWORD: 'nope' }).store, 3000);
   t.teardown(() => wrong.close());
   await t.rejects(wrong.get('/ovsnet-test/auth'), {
     code: 'STORE_FORBIDDEN',
     message: /refused get: .*authentication failed.*check OVSNET_ETCD_USERNAME and OVSNET_ETCD_PASSWORD/,
   });
+});
+
+t.test('a user and password over plain http: refused at start, before anything reaches the network', async (t) => {
+  // An HTTP/2 server without TLS standing for etcd: it reads what a plain-http gRPC client sends,
+  // as anyone on the path could (etcd's Authenticate call carries the password).
+  const heard: Buffer[] = [];
+  const wire = http2.createServer();
+  wire.on('stream', (stream) => stream.on('data', (d: Buffer) => heard.push(d)).on('error', () => undefined));
+  await new Promise<void>((r) => wire.listen(0, '127.0.0.1', () => r()));
+  t.teardown(() => new Promise((r) => wire.close(r)));
+  const wirePort = (wire.address() as net.AddressInfo).port;
+  const env = {
+    PATH: process.env.PATH ?? '',
+    OVSNET_STORE: `etcd://127.0.0.1:${wirePort}`,
+    OVSNET_ETCD_USERNAME: 'ovsnet',
+    OVSNET_ETCD_PASSWORD: 'plain-s3cret',
+    OVSNET_SOCKET: f('plain/ovsnet.sock'),
+    OVSNET_OVSDB: NO_OVS,
+    OVSNET_JOURNAL: 'off',
+  };
+  const o = spawn(process.execPath, [MAIN, 'serve'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  o.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  o.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((r) => o.on('close', r));
+  const code = await Promise.race([exited, new Promise<'running'>((r) => setTimeout(() => r('running'), 5000))]);
+  if (code === 'running') {
+    o.kill('SIGKILL');
+    await exited;
+  }
+  t.equal(code, 2, 'exit status 2: a bad setting');
+  t.match(out, /OVSNET_ETCD_USERNAME and the etcd password would cross the network in clear text/);
+  t.notOk(Buffer.concat(heard).includes('plain-s3cret'), 'the password never crossed the wire');
 });
