@@ -13,7 +13,9 @@ import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
 import { decodePool, type PoolRecord } from './records.js';
 
-export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' } as const;
+import { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
+
+export { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
 
 /** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
 export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
@@ -243,10 +245,6 @@ export class Pools {
     }
     return { pool: found.prefix, cursor: found.next, cursorCompare: [modRevisionIs(keys.poolCursor(family), cursorKv?.modRevision ?? 0)] };
   }
-}
-
-export function poolIdOf(space: string, pool: Prefix, sub: Prefix | undefined): string {
-  return `${space}/${formatPrefix(pool)}${sub === undefined ? '' : `/${formatPrefix(sub)}`}`;
 }
 
 function checkSpace(space: string): string {
