@@ -11,7 +11,7 @@ import { keys } from '../store/keys.js';
 import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
 import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
-import { decodePool, type PoolRecord } from './records.js';
+import { decodePool, poolUsableBy, type PoolRecord } from './records.js';
 
 import { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
 
@@ -118,6 +118,7 @@ export class Pools {
       if (kv === undefined) return; // already released: idempotent
       const record = decodePool(kv);
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
+      if (!poolUsableBy(record, this.deps.host)) return; // another host's pool: not found here, nothing released
       if (record.logical !== undefined) {
         // A logical network's pool stays while another host's network uses it.
         const users = record.users ?? [];
