@@ -244,7 +244,10 @@ t.test('on the real socket: 431 for huge headers and 503 while closing, with Err
   let release: () => void = () => undefined;
   const slow = new Promise<void>((r) => (release = r));
   const srv = buildServer({ log: createLogger('silent'), ipam, onActivate: () => slow });
+  let entered: () => void = () => undefined;
+  const inFlight = new Promise<void>((r) => (entered = r));
   srv.post('/Test.Slow', async () => {
+    entered();
     await slow;
     return {};
   });
@@ -262,9 +265,10 @@ t.test('on the real socket: 431 for huge headers and 503 while closing, with Err
   c.on('data', (d: Buffer) => (got += d.toString()));
   const closed = new Promise((r) => c.on('close', r));
   c.write('POST /Test.Slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n');
-  await new Promise((r) => setTimeout(r, 100));
+  await inFlight;
   const closing = srv.close();
-  await new Promise((r) => setTimeout(r, 50));
+  // close() stops listening once its preClose hooks ran: from then on the server is closing.
+  for (let i = 0; i < 500 && srv.server.listening; i++) await new Promise((r) => setTimeout(r, 10));
   c.write('POST /IpamDriver.GetCapabilities HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n');
   await new Promise((r) => setTimeout(r, 100));
   release();
