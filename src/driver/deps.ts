@@ -38,16 +38,20 @@ export interface OvsApi {
 /** Kernel links, over netlink. */
 export interface LinksApi {
   /**
-   * Creates a veth pair, host end up. Not idempotent unless `spec.replace` (a leftover of that
-   * name is deleted first); a failed create leaves no link. The caller deletes it (deleteLink).
+   * Creates a veth pair, host end up and carrying `spec.alias`. Not idempotent unless
+   * `spec.replace` (a leftover of that name carrying the same alias is deleted first); a failed
+   * create leaves no link. The caller deletes it (deleteLink); reconcile deletes links carrying
+   * ovsnet's alias whose endpoint is gone.
    */
   createVeth(spec: VethSpec): Promise<void>;
   /** Deletes a link (its veth peer goes with it). Idempotent: a missing link is done. */
   deleteLink(name: string): Promise<void>;
   /** Whether a link of this name exists. A read. */
   exists(name: string): Promise<boolean>;
-  /** Names of the host's links starting with `prefix`. A read. */
-  list(prefix: string): Promise<string[]>;
+  /** The link's alias ('' for none), undefined when no link has that name. A read. */
+  alias(name: string): Promise<string | undefined>;
+  /** The host's links whose alias starts with `prefix` (ovsnet's own: see names.alias). A read. */
+  aliased(prefix: string): Promise<{ name: string; alias: string }[]>;
   /**
    * Sets MTU and up, and gives the link the address. Idempotent. The address goes with the
    * link (a gateway port removed from OVS takes it).

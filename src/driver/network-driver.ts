@@ -23,6 +23,7 @@ import { joinSegment, segmentMtu } from './vxlan/segment.js';
 import { undoAll, type Undo } from './undo.js';
 import { DriverRecords } from './records/driver-records.js';
 import { endpointIds } from './ovs/external-ids.js';
+import { gatewayName, vethNames } from './naming.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
@@ -55,7 +56,7 @@ export class NetworkDriver {
    */
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
     const opts = parseNetworkOptions(req.options);
-    if ((await this.network(req.networkId, false)) !== undefined) return; // the same request again: created already
+    if ((await this.records.network(req.networkId)) !== undefined) return; // the same request again: created already
     const undo: Undo[] = [];
     try {
       const vni = await joinSegment(
@@ -66,13 +67,13 @@ export class NetworkDriver {
           subnets: [...req.ipv4, ...req.ipv6].map((d) => d.pool),
           now: this.now,
           // Under the port mutex no other create runs here: a member without a record is a leftover.
-          isLeftover: async (other) => (await this.network(other, false)) === undefined,
+          isLeftover: async (other) => (await this.records.network(other)) === undefined,
         },
         undo,
       );
       // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels.
       const tag = await claimTagStep(this.deps.store, this.deps.host, req.networkId, vni === undefined ? opts.tag : undefined, undo);
-      const record = this.networkRecord(req, opts, tag, vni);
+      const record = await this.networkRecord(req, opts, tag, vni);
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
@@ -88,8 +89,14 @@ export class NetworkDriver {
     }
   }
 
-  private networkRecord(req: CreateNetworkRequest, opts: NetworkOptions, tag: number, vni: number | undefined): NetworkRecord {
+  private async networkRecord(
+    req: CreateNetworkRequest,
+    opts: NetworkOptions,
+    tag: number,
+    vni: number | undefined,
+  ): Promise<NetworkRecord> {
     const hasGateway = !opts.internal && [...req.ipv4, ...req.ipv6].some((d) => d.gateway !== undefined);
+    const gatewayPort = hasGateway ? await gatewayName(this.deps, req.networkId, await this.records.localNetworks()) : undefined;
     return {
       networkId: req.networkId,
       host: this.deps.host,
@@ -100,7 +107,7 @@ export class NetworkDriver {
       internal: opts.internal,
       ipv4: req.ipv4,
       ipv6: req.ipv6,
-      ...(hasGateway ? { gatewayPort: names.gateway(req.networkId) } : {}),
+      ...(gatewayPort === undefined ? {} : { gatewayPort }),
       createdAt: this.now().toISOString(),
     };
   }
@@ -111,7 +118,7 @@ export class NetworkDriver {
 
   private async deleteNetworkLocked(networkId: string): Promise<void> {
     await this.settled(); // once `docker network rm` returns, none of its veths is left either
-    const record = await this.network(networkId, false);
+    const record = await this.records.network(networkId);
     if (record === undefined) return;
     await this.bestEffort('remove gateway', () => this.gateways.remove(record));
     await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
@@ -125,7 +132,7 @@ export class NetworkDriver {
 
   /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */
   async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
-    const network = await this.network(req.networkId, true);
+    const network = await this.records.requireNetwork(req.networkId);
     if (req.address === '' && req.addressV6 === '') {
       throw new OvsnetError(
         'ENDPOINT_INVALID',
@@ -140,13 +147,14 @@ export class NetworkDriver {
       ...(req.address === '' ? {} : { address: req.address }),
       ...(req.addressV6 === '' ? {} : { addressV6: req.addressV6 }),
       mac,
+      host: this.deps.host,
       hostVeth: names.hostVeth(req.endpointId),
       containerVeth: names.containerVeth(req.endpointId),
       portmap: req.portmap,
       createdAt: this.now().toISOString(),
     };
     const standing = await this.records.createEndpoint(record);
-    if (standing.address !== record.address || standing.addressV6 !== record.addressV6) {
+    if (!this.records.owns(standing) || standing.address !== record.address || standing.addressV6 !== record.addressV6) {
       throw new OvsnetError(
         'ENDPOINT_INVALID',
         `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`,
@@ -166,8 +174,12 @@ export class NetworkDriver {
   }
 
   private async joinLocked(networkId: string, endpointId: string): Promise<JoinResult> {
-    const network = await this.network(networkId, true);
-    const ep = await this.endpoint(networkId, endpointId);
+    const network = await this.records.requireNetwork(networkId);
+    const recorded = await this.records.requireEndpoint(networkId, endpointId);
+    // Names no other live link holds (IDs may share 12 characters); kept in the record.
+    const chosen = await vethNames(this.deps.links, recorded);
+    const ep = { ...recorded, ...chosen };
+    if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
     const undo: Undo[] = [];
     try {
       await this.deps.links.createVeth({
@@ -175,8 +187,9 @@ export class NetworkDriver {
         container: ep.containerVeth,
         mtu: network.mtu,
         mac: ep.mac,
-        replace: true, // a leftover of an earlier attempt (a crash between steps)
+        replace: true, // a leftover of an earlier attempt (a crash between steps): it carries the alias
         txChecksumOff: this.deps.datapath() === 'netdev',
+        alias: names.alias(endpointId), // marks it ovsnet's: reconcile deletes no other link
       });
       undo.push(() => this.deps.links.deleteLink(ep.hostVeth));
       await this.deps.ovs.deletePort(ep.hostVeth);
@@ -195,7 +208,7 @@ export class NetworkDriver {
 
   /** Leave runs before Docker moves the interface back; the port stays until DeleteEndpoint. */
   async leave(networkId: string, endpointId: string): Promise<void> {
-    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
+    const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
     if (ep !== undefined) await this.bestEffort('remove port mappings', () => this.unpublish(ep));
   }
 
@@ -204,9 +217,12 @@ export class NetworkDriver {
   }
 
   private async deleteEndpointLocked(networkId: string, endpointId: string): Promise<void> {
-    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
-    const hostVeth = ep?.hostVeth ?? names.hostVeth(endpointId);
-    await this.bestEffort('remove port mappings', () => (ep === undefined ? Promise.resolve() : this.unpublish(ep)));
+    const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
+    // No record of this host's: only what OVS marks as this endpoint's here goes (never by a
+    // derived name: another live endpoint may hold it; never another host's record).
+    if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
+    const { hostVeth } = ep;
+    await this.bestEffort('remove port mappings', () => this.unpublish(ep));
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
@@ -228,13 +244,13 @@ export class NetworkDriver {
   }
 
   async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, string>> {
-    const network = await this.network(networkId, true);
-    const ep = await this.endpoint(networkId, endpointId);
+    const network = await this.records.requireNetwork(networkId);
+    const ep = await this.records.requireEndpoint(networkId, endpointId);
     return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address: ep.address ?? ep.addressV6 ?? '' };
   }
 
   async programExternalConnectivity(networkId: string, endpointId: string, portmap: readonly PortBinding[]): Promise<void> {
-    const ep = await this.endpoint(networkId, endpointId);
+    const ep = await this.records.requireEndpoint(networkId, endpointId);
     const ports = portmap.length > 0 ? portmap : ep.portmap;
     if (ports.length === 0 || ep.address === undefined) return;
     await this.deps.nat.addPorts(endpointId, ep.address.split('/')[0] ?? '', ports);
@@ -244,7 +260,7 @@ export class NetworkDriver {
   }
 
   async revokeExternalConnectivity(networkId: string, endpointId: string): Promise<void> {
-    const ep = await this.endpoint(networkId, endpointId).catch(() => undefined);
+    const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
     if (ep !== undefined) await this.unpublish(ep);
   }
 
@@ -268,26 +284,6 @@ export class NetworkDriver {
   private async unpublish(ep: EndpointRecord): Promise<void> {
     if (ep.portmap.length > 0 && ep.address !== undefined)
       await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
-  }
-
-  private async network(networkId: string, required: true): Promise<NetworkRecord>;
-  private async network(networkId: string, required: false): Promise<NetworkRecord | undefined>;
-  private async network(networkId: string, required: boolean): Promise<NetworkRecord | undefined> {
-    const record = await this.records.network(networkId);
-    if (record === undefined && required) {
-      throw new OvsnetError('NETWORK_NOT_FOUND', `network ${networkId.slice(0, 12)} is not an ovsnet network (or was removed)`);
-    }
-    return record;
-  }
-
-  private async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
-    const record = await this.records.endpoint(networkId, endpointId);
-    if (record === undefined)
-      throw new OvsnetError(
-        'ENDPOINT_NOT_FOUND',
-        `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist`,
-      );
-    return record;
   }
 
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {

@@ -11,7 +11,7 @@ import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './deps.js';
 import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
-import type { NetworkRecord } from './records/records.js';
+import { LINK_ALIAS_PREFIX, type NetworkRecord } from './records/records.js';
 
 export class Reconciler {
   constructor(
@@ -67,16 +67,27 @@ export class Reconciler {
     for (const tag of await releaseOrphanTags(this.deps.store, this.deps.host, new Set(networks.map((n) => n.networkId)))) {
       removed.push(`VLAN tag ${tag} of no network`);
     }
-    const ours = new Set(networks.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
-    for (const link of await this.deps.links.list('ovh')) {
-      const id = link.slice(3);
-      if (![...endpoints].some((e) => e.startsWith(id)) && !ours.has(link)) {
-        await this.deps.links.deleteLink(link);
-        removed.push(link);
+    // veths ovsnet made (they carry its alias) whose endpoint is gone; no other link, whatever its name.
+    for (const link of await this.deps.links.aliased(LINK_ALIAS_PREFIX)) {
+      if (!endpoints.has(link.alias.slice(LINK_ALIAS_PREFIX.length))) {
+        await this.deps.links.deleteLink(link.name);
+        removed.push(link.name);
       }
     }
     this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
     return { repaired, removed };
+  }
+
+  /**
+   * Removes the OVS ports (and their veths) marked as this endpoint's on this host: DeleteEndpoint
+   * of an endpoint without a record of this host's. Idempotent.
+   */
+  async removeEndpointPorts(endpointId: string): Promise<void> {
+    for (const port of await this.deps.ovs.ownPorts()) {
+      if (endpointOf(port) !== endpointId) continue;
+      await this.deps.ovs.deletePort(port.name);
+      await this.deps.links.deleteLink(port.name);
+    }
   }
 
   /**

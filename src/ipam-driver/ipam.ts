@@ -18,7 +18,7 @@ import { containsAddress, defaultGateway, formatAddress, formatWithLength, parse
 import { addressIn, checkRequested } from './address.js';
 import { PoolIndex, type PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, type Reservation, type ReservationKind } from './records.js';
+import { describeHolder, poolUsableBy, type Reservation, type ReservationKind } from './records.js';
 import { SharedPools } from './shared.js';
 import { OneHostPools, type AddressStrategy } from './one-host.js';
 import { Doubts } from './doubts.js';
@@ -171,8 +171,8 @@ export class Ipam {
   /** Releases the address; with `onlyIf`, only a reservation that passes it (settling a doubt). */
   private async releaseAddressOnce(poolId: string, address: string, onlyIf: ((r: Reservation) => boolean) | undefined): Promise<void> {
     await this.ready();
-    const pool = this.index.pools.get(poolId) ?? (await this.sync.loadPool(poolId));
-    if (pool === undefined) return; // the pool is gone, and its reservations with it
+    const pool = await this.usable(poolId);
+    if (pool === undefined) return; // the pool is gone (its reservations with it), or another host's
     await this.strategy(pool).release(pool, addressIn(pool, address), onlyIf);
   }
 
@@ -186,7 +186,7 @@ export class Ipam {
     await this.ready();
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const pool = [...this.index.pools.values()].find((p) => p.record.pool === cidr);
-      if (pool === undefined) return undefined;
+      if (pool === undefined || !poolUsableBy(pool.record, this.deps.host)) return undefined; // none of this host's
       const { poolId } = pool.record;
       if (pool.record.logical === name) return poolId;
       if (pool.record.logical !== undefined) {
@@ -253,12 +253,18 @@ export class Ipam {
     return pool.shared ? this.shared : this.local;
   }
 
-  private async pool(poolId: string): Promise<PoolState> {
+  /** The pool, if this host may use it (poolUsableBy): another host's one-host pool is not found. */
+  private async usable(poolId: string): Promise<PoolState | undefined> {
     const pool = this.index.pools.get(poolId) ?? (await this.sync.loadPool(poolId));
+    return pool !== undefined && poolUsableBy(pool.record, this.deps.host) ? pool : undefined;
+  }
+
+  private async pool(poolId: string): Promise<PoolState> {
+    const pool = await this.usable(poolId);
     if (pool === undefined) {
       throw new OvsnetError(
         'IPAM_POOL_NOT_FOUND',
-        `pool ${JSON.stringify(poolId)} does not exist: it was released, or was never requested from ovsnet`,
+        `pool ${JSON.stringify(poolId)} does not exist on host ${this.deps.host}: it was released, or was never requested from this host's ovsnet`,
       );
     }
     return pool;

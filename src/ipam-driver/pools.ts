@@ -11,9 +11,11 @@ import { keys } from '../store/keys.js';
 import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../store/types.js';
 import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
-import { decodePool, type PoolRecord } from './records.js';
+import { decodePool, poolUsableBy, type PoolRecord } from './records.js';
 
-export const ADDRESS_SPACES = { local: 'LocalDefault', global: 'GlobalDefault' } as const;
+import { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
+
+export { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
 
 /** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
 export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
@@ -116,6 +118,7 @@ export class Pools {
       if (kv === undefined) return; // already released: idempotent
       const record = decodePool(kv);
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
+      if (!poolUsableBy(record, this.deps.host)) return; // another host's pool: not found here, nothing released
       if (record.logical !== undefined) {
         // A logical network's pool stays while another host's network uses it.
         const users = record.users ?? [];
@@ -243,10 +246,6 @@ export class Pools {
     }
     return { pool: found.prefix, cursor: found.next, cursorCompare: [modRevisionIs(keys.poolCursor(family), cursorKv?.modRevision ?? 0)] };
   }
-}
-
-export function poolIdOf(space: string, pool: Prefix, sub: Prefix | undefined): string {
-  return `${space}/${formatPrefix(pool)}${sub === undefined ? '' : `/${formatPrefix(sub)}`}`;
 }
 
 function checkSpace(space: string): string {

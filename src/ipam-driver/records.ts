@@ -34,6 +34,16 @@ export interface BlockRecord {
   readonly claimedAt: string;
 }
 
+/**
+ * Whether `host` may use the pool: its own (the host that requested it), or shared on purpose
+ * by a logical network. Another host's one-host pool is "not found" to this host's IPAM, so a
+ * PoolID of host B given to host A changes nothing of B's. (A record without a host, which no
+ * ovsnet writes, counts as nobody's but a logical network's.)
+ */
+export function poolUsableBy(record: PoolRecord, host: string): boolean {
+  return record.logical !== undefined || record.host === host;
+}
+
 /** Why an address was asked for. */
 export type ReservationKind = 'gateway' | 'static' | 'dynamic';
 

@@ -1,6 +1,7 @@
 /** IpamDriver.* routes: translate the wire to the Ipam service, nothing more. */
 import type { FastifyInstance } from 'fastify';
 import type { Ipam } from '../ipam-driver/ipam.js';
+import { checkAddress, invalid, poolId } from './forms.js';
 import {
   bodyOf,
   bool,
@@ -33,10 +34,13 @@ export function ipamRoutes(app: FastifyInstance, ipam: Ipam): void {
   app.post('/IpamDriver.RequestPool', async (req): Promise<RequestPoolResponse> => {
     const m = 'RequestPool';
     const b = bodyOf(m, req.body, true);
+    const pool = checkAddress(m, 'Pool', str(m, b, 'Pool'), 'CIDR', true);
+    const subPool = checkAddress(m, 'SubPool', str(m, b, 'SubPool'), 'CIDR', true);
+    if (pool === '' && subPool !== '') throw invalid(m, `SubPool (--ip-range) ${subPool} needs a Pool (--subnet) holding it`);
     const res = await ipam.requestPool({
       addressSpace: str(m, b, 'AddressSpace'),
-      pool: str(m, b, 'Pool'),
-      subPool: str(m, b, 'SubPool'),
+      pool,
+      subPool,
       options: stringMap(m, b, 'Options'),
       v6: bool(m, b, 'V6'),
     });
@@ -45,18 +49,20 @@ export function ipamRoutes(app: FastifyInstance, ipam: Ipam): void {
 
   app.post('/IpamDriver.ReleasePool', async (req) => {
     const m = 'ReleasePool';
-    await ipam.releasePool(str(m, bodyOf(m, req.body, true), 'PoolID', { required: true }));
+    await ipam.releasePool(poolId(m, bodyOf(m, req.body, true)));
     return {};
   });
 
   app.post('/IpamDriver.RequestAddress', async (req): Promise<RequestAddressResponse> => {
     const m = 'RequestAddress';
     const b = bodyOf(m, req.body, true);
+    const pool = poolId(m, b);
+    const address = checkAddress(m, 'Address', str(m, b, 'Address'), 'plain or CIDR', true);
     const options = stringMap(m, b, 'Options');
     const name = options[ENDPOINT_NAME];
     const res = await ipam.requestAddress({
-      poolId: str(m, b, 'PoolID', { required: true }),
-      address: str(m, b, 'Address'),
+      poolId: pool,
+      address,
       gateway: options[REQUEST_ADDRESS_TYPE] === GATEWAY_ADDRESS_TYPE,
       ...(name === undefined ? {} : { name }),
     });
@@ -66,7 +72,8 @@ export function ipamRoutes(app: FastifyInstance, ipam: Ipam): void {
   app.post('/IpamDriver.ReleaseAddress', async (req) => {
     const m = 'ReleaseAddress';
     const b = bodyOf(m, req.body, true);
-    await ipam.releaseAddress(str(m, b, 'PoolID', { required: true }), str(m, b, 'Address', { required: true }));
+    const pool = poolId(m, b);
+    await ipam.releaseAddress(pool, checkAddress(m, 'Address', str(m, b, 'Address', { required: true }), 'plain or CIDR', false));
     return {};
   });
 }

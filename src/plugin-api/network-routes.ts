@@ -1,12 +1,16 @@
 /** NetworkDriver.* routes: translate the wire to the NetworkDriver, nothing more. */
 import type { FastifyInstance } from 'fastify';
 import type { NetworkDriver } from '../driver/network-driver.js';
-import { bodyOf, ipamData, objectOf, portmapOf, str, type JoinResponse, type NetworkCapabilitiesResponse } from './wire.js';
+import { checkAddress, checkMac, dockerId } from './forms.js';
+import { bodyOf, ipamData, objectOf, portmapOf, str, stringMap, type JoinResponse, type NetworkCapabilitiesResponse } from './wire.js';
+
+/** Where CreateNetwork's `-o` options are: strings, as Docker sends them (protocol §2). */
+const GENERIC = 'com.docker.network.generic';
 
 export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void {
   const ids = (m: string, body: unknown) => {
     const b = bodyOf(m, body, true);
-    return { b, networkId: str(m, b, 'NetworkID', { required: true }), endpointId: str(m, b, 'EndpointID', { required: true }) };
+    return { b, networkId: dockerId(m, b, 'NetworkID'), endpointId: dockerId(m, b, 'EndpointID') };
   };
 
   app.post('/NetworkDriver.GetCapabilities', (): NetworkCapabilitiesResponse => ({ Scope: 'local', ConnectivityScope: 'local' }));
@@ -16,18 +20,18 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     const b = bodyOf(m, req.body, true);
     const data = (field: string) =>
       ipamData(m, b, field).map((d) => ({ pool: d.Pool, ...(d.Gateway === undefined ? {} : { gateway: d.Gateway }) }));
-    await driver.createNetwork({
-      networkId: str(m, b, 'NetworkID', { required: true }),
-      options: objectOf(m, b, 'Options'),
-      ipv4: data('IPv4Data'),
-      ipv6: data('IPv6Data'),
-    });
+    const options = objectOf(m, b, 'Options');
+    stringMap(`${m}: Options`, options, GENERIC);
+    const networkId = dockerId(m, b, 'NetworkID');
+    const ipv4 = data('IPv4Data');
+    const ipv6 = data('IPv6Data');
+    await driver.createNetwork({ networkId, options, ipv4, ipv6 });
     return {};
   });
 
   app.post('/NetworkDriver.DeleteNetwork', async (req) => {
     const m = 'DeleteNetwork';
-    await driver.deleteNetwork(str(m, bodyOf(m, req.body, true), 'NetworkID', { required: true }));
+    await driver.deleteNetwork(dockerId(m, bodyOf(m, req.body, true), 'NetworkID'));
     return {};
   });
 
@@ -38,9 +42,9 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     const res = await driver.createEndpoint({
       networkId,
       endpointId,
-      address: str(m, iface, 'Address'),
-      addressV6: str(m, iface, 'AddressIPv6'),
-      mac: str(m, iface, 'MacAddress'),
+      address: checkAddress(m, 'Interface.Address', str(m, iface, 'Address'), 'CIDR', true),
+      addressV6: checkAddress(m, 'Interface.AddressIPv6', str(m, iface, 'AddressIPv6'), 'CIDR', true),
+      mac: checkMac(m, 'Interface.MacAddress', str(m, iface, 'MacAddress')),
       portmap: portmapOf(m, objectOf(m, b, 'Options')),
     });
     // Only what Docker left empty may be returned ("driver modified interface" otherwise).
@@ -53,7 +57,10 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
   });
 
   app.post('/NetworkDriver.Join', async (req): Promise<JoinResponse> => {
-    const { networkId, endpointId } = ids('Join', req.body);
+    const m = 'Join';
+    const { b, networkId, endpointId } = ids(m, req.body);
+    str(m, b, 'SandboxKey'); // unused (Docker moves the interface itself), but a string when sent
+    objectOf(m, b, 'Options');
     const res = await driver.join(networkId, endpointId);
     return {
       InterfaceName: { SrcName: res.srcName, DstPrefix: 'eth' },

@@ -8,7 +8,8 @@
  * lives here and nowhere else.
  */
 import { randomUUID } from 'node:crypto';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import type { Socket } from 'node:net';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import { requestContext, type Logger } from '../log.js';
@@ -16,6 +17,7 @@ import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { ipamRoutes } from './ipam-routes.js';
 import { networkRoutes } from './network-routes.js';
+import { shown } from './forms.js';
 import type { ActivateResponse } from './wire.js';
 
 export interface ServerDeps {
@@ -45,7 +47,39 @@ const STATUS: Record<ErrorKind, number> = {
   System: 500,
 };
 
+/** No answer quotes more of a request than this (messages name the value, never echo a body). */
+const MAX_ERR = 1024;
+
+const bounded = (message: string) => (message.length > MAX_ERR ? `${message.slice(0, MAX_ERR)}... (cut)` : message);
+
+/**
+ * Errors Node's HTTP parser meets before Fastify sees a request (headers too large, a
+ * malformed request line, a timeout): answered on the socket itself, in Docker's {"Err"} form.
+ */
+function clientError(err: Error & { code?: string }, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, text, why] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [
+          431,
+          'Request Header Fields Too Large',
+          'the request headers are larger than this server accepts (16 KiB); Docker sends a few hundred bytes',
+        ]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [408, 'Request Timeout', 'the request did not arrive in time']
+        : [400, 'Bad Request', `the request is not valid HTTP (${err.code ?? 'parse error'})`];
+  const body = JSON.stringify({ Err: why });
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${status} ${text}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
+}
+
 export function buildServer(deps: ServerDeps): FastifyInstance {
+  /** Set once close() starts: a request arriving on a kept-alive connection then gets a 503. */
+  let closing = false;
   const app = Fastify({
     // pino's Logger is a FastifyBaseLogger; the cast keeps the instance's logger generic the
     // default one, which the FastifyInstance return type names.
@@ -58,7 +92,17 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     // req.log is the logger itself: the requestId comes from the request context (src/log.ts),
     // once; a child bound with it too wrote the key twice on every line.
     childLoggerFactory: (logger) => logger,
-    return503OnClosing: true,
+    // Fastify's own 503 while closing has no Err: the onRequest hook below answers it instead.
+    return503OnClosing: false,
+    clientErrorHandler: clientError,
+    // A URL Fastify cannot decode: {"Err"} too, through the error handler.
+    frameworkErrors: (err, _req, reply) => {
+      void (reply as FastifyReply).code(400).send({ Err: bounded(`the request URL is not valid: ${err.message}`) });
+    },
+  });
+  app.addHook('preClose', (done) => {
+    closing = true;
+    done();
   });
 
   // Docker sends no Content-Type at all: parse every body as JSON, an empty one as undefined.
@@ -79,7 +123,14 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   // Everything the call causes, in any module, logs with its requestId (src/log.ts).
-  app.addHook('onRequest', (req, _reply, done) => {
+  app.addHook('onRequest', (req, reply, done) => {
+    if (closing) {
+      void reply
+        .code(503)
+        .header('connection', 'close')
+        .send({ Err: 'ovsnet is stopping: it takes no more requests; Docker retries once ovsnet is back' });
+      return;
+    }
     requestContext.run({ requestId: req.id }, done);
   });
 
@@ -105,14 +156,14 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   app.setNotFoundHandler((req, reply) => {
     void reply
       .code(404)
-      .send({ Err: `${req.method} ${req.url} is not a method of ovsnet (NetworkDriver.*, IpamDriver.*, Plugin.Activate)` });
+      .send({ Err: `${req.method} ${shown(req.url)} is not a method of ovsnet (NetworkDriver.*, IpamDriver.*, Plugin.Activate)` });
   });
 
   app.setErrorHandler((err: unknown, req, reply) => {
     if (isOvsnetError(err)) {
       deps.metrics?.observeError(err.kind, err.code);
       req.log.warn({ err, code: err.code, kind: err.kind }, err.message);
-      void reply.code(STATUS[err.kind]).send({ Err: err.message });
+      void reply.code(STATUS[err.kind]).send({ Err: bounded(err.message) });
       return;
     }
     const fe = err as Partial<FastifyError>;
@@ -120,12 +171,13 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
       void reply.code(413).send({ Err: `the request body is larger than ${deps.bodyLimit ?? 1024 * 1024} bytes` });
       return;
     }
-    if (fe.statusCode === 400) {
-      void reply.code(400).send({ Err: fe.message ?? 'bad request' });
+    // Fastify's refusals of a request (400, 415, ...): the status it chose, in Docker's form.
+    if (typeof fe.statusCode === 'number' && fe.statusCode >= 400 && fe.statusCode < 500) {
+      void reply.code(fe.statusCode).send({ Err: bounded(fe.message ?? 'bad request') });
       return;
     }
     req.log.error({ err }, 'unexpected error');
-    void reply.code(500).send({ Err: `internal error in ovsnet: ${fe.message ?? String(err)}` });
+    void reply.code(500).send({ Err: bounded(`internal error in ovsnet: ${fe.message ?? String(err)}`) });
   });
 
   return app;

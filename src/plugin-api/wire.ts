@@ -3,7 +3,7 @@
  * ipams/remote/api/api.go, drivers/remote/api/api.go). Types only, with the validation that
  * turns an untrusted body into one of them; messages name the field and the expected form.
  */
-import { OvsnetError } from '../errors.js';
+import { checkAddress, invalid, shown, type Body } from './forms.js';
 
 export const PLUGIN_ACCEPT = 'application/vnd.docker.plugins.v1.2+json';
 
@@ -68,12 +68,6 @@ export const ENDPOINT_NAME = 'com.docker.network.endpoint.name';
 
 // --- validation ----------------------------------------------------------------------------
 
-type Body = Record<string, unknown>;
-
-function invalid(method: string, message: string): OvsnetError {
-  return new OvsnetError('REQUEST_INVALID', `${method}: ${message}`);
-}
-
 /** The body as an object; `mutating` calls refuse an empty one (a retried request may be). */
 export function bodyOf(method: string, body: unknown, mutating: boolean): Body {
   if (body === undefined || body === null || body === '') {
@@ -90,7 +84,7 @@ export function str(method: string, b: Body, field: string, opts: { required?: b
     if (opts.required === true) throw invalid(method, `${field} is missing; expected a non-empty string`);
     return '';
   }
-  if (typeof v !== 'string') throw invalid(method, `${field} must be a string, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'string') throw invalid(method, `${field} must be a string, got ${shown(v)}`);
   if (opts.required === true && v === '') throw invalid(method, `${field} is empty; expected a non-empty string`);
   return v;
 }
@@ -98,7 +92,7 @@ export function str(method: string, b: Body, field: string, opts: { required?: b
 export function bool(method: string, b: Body, field: string): boolean {
   const v = b[field];
   if (v === undefined || v === null) return false;
-  if (typeof v !== 'boolean') throw invalid(method, `${field} must be true or false, got ${JSON.stringify(v)}`);
+  if (typeof v !== 'boolean') throw invalid(method, `${field} must be true or false, got ${shown(v)}`);
   return v;
 }
 
@@ -109,7 +103,7 @@ export function stringMap(method: string, b: Body, field: string): Record<string
   if (typeof v !== 'object' || Array.isArray(v)) throw invalid(method, `${field} must be an object of strings`);
   const out: Record<string, string> = {};
   for (const [k, val] of Object.entries(v as Record<string, unknown>)) {
-    if (typeof val !== 'string') throw invalid(method, `${field}.${k} must be a string, got ${JSON.stringify(val)}`);
+    if (typeof val !== 'string') throw invalid(method, `${field}.${k} must be a string, got ${shown(val)}`);
     out[k] = val;
   }
   return out;
@@ -165,10 +159,15 @@ export function ipamData(method: string, b: Body, field: string): IPAMData[] {
   return v.map((item: unknown, i) => {
     if (item === null || typeof item !== 'object') throw invalid(method, `${field}[${i}] must be an object`);
     const o = item as Body;
-    const gateway = str(method, o, 'Gateway');
+    const at = `${field}[${i}].`;
+    const gateway = checkAddress(method, `${at}Gateway`, str(method, o, 'Gateway'), 'CIDR', true);
+    // Aux addresses are IPAM's business (a driver only sees them); their form is still checked.
+    for (const [name, aux] of Object.entries(stringMap(method, o, 'AuxAddresses'))) {
+      checkAddress(method, `${at}AuxAddresses.${name}`, aux, 'CIDR', false);
+    }
     return {
       AddressSpace: str(method, o, 'AddressSpace'),
-      Pool: str(method, o, 'Pool', { required: true }),
+      Pool: checkAddress(method, `${at}Pool`, str(method, o, 'Pool', { required: true }), 'CIDR', false),
       ...(gateway === '' ? {} : { Gateway: gateway }),
     };
   });

@@ -103,11 +103,11 @@ t.test('ports and veths of endpoints that no longer exist go; those of existing 
   await records.createEndpoint(endpoint(EP));
   await ovs.ensureBridge('br0', 'system');
   for (const id of [EP, GONE_EP]) {
-    await links.createVeth({ host: `ovh${id.slice(0, 12)}`, container: `ovc${id.slice(0, 12)}`, mtu: 1450 });
+    await links.createVeth({ host: `ovh${id.slice(0, 12)}`, container: `ovc${id.slice(0, 12)}`, mtu: 1450, alias: `ovsnet:${id}` });
     await ovs.addPort('br0', `ovh${id.slice(0, 12)}`, { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': id } });
   }
   // A veth left over with no port at all (ovsnet stopped while deleting it in the background).
-  await links.createVeth({ host: 'ovheeeeeeeeeeee', container: 'ovceeeeeeeeeeee', mtu: 1450 });
+  await links.createVeth({ host: 'ovheeeeeeeeeeee', container: 'ovceeeeeeeeeeee', mtu: 1450, alias: `ovsnet:${'e'.repeat(64)}` });
   // A gateway port of a network the store no longer has.
   await ovs.addPort('br0', 'ovgbbbbbbbbbbbb', {
     tag: 2,
@@ -117,10 +117,16 @@ t.test('ports and veths of endpoints that no longer exist go; those of existing 
   // Not ovsnet's: a port without its external_ids, and a link outside its names.
   await ovs.addPort('br0', 'uplink0', { tag: 0, externalIds: {} });
   await links.createVeth({ host: 'eth9', container: 'eth10', mtu: 1500 });
+  // Named like ovsnet's veths, but not made by ovsnet (no alias): never deleted by its name alone.
+  await links.createVeth({ host: 'ovh123', container: 'ovc123', mtu: 1500 });
   const res = await reconciler.reconcile();
   t.same(res, { repaired: [], removed: ['ovhdddddddddddd', 'ovgbbbbbbbbbbbb', 'ovheeeeeeeeeeee'] });
   t.same([...ovs.ports.keys()].sort(), ['ovhcccccccccccc', 'uplink0'], "the existing endpoint's port stays, and what is not ovsnet's");
-  t.same([...links.names].sort(), ['eth10', 'eth9', 'ovccccccccccccc', 'ovhcccccccccccc'], "the existing endpoint's veth stays");
+  t.same(
+    [...links.names].sort(),
+    ['eth10', 'eth9', 'ovc123', 'ovccccccccccccc', 'ovh123', 'ovhcccccccccccc'],
+    "the existing endpoint's veth stays, and the host's own ovh123",
+  );
   t.ok(await records.endpoint(NET, EP), 'its record too');
 });
 

@@ -91,18 +91,22 @@ export class FakeLinks extends Failer implements LinksApi {
   readonly peers = new Map<string, string>();
   readonly addresses = new Map<string, string[]>();
   readonly txOff = new Set<string>();
+  /** Aliases by link name (links without one have none here). */
+  readonly aliases = new Map<string, string>();
 
   async createVeth(spec: VethSpec): Promise<void> {
     this.check('createVeth');
-    if (spec.replace === true) await this.deleteLink(spec.host);
+    if (spec.replace === true && (spec.alias === undefined || this.aliases.get(spec.host) === spec.alias)) await this.deleteLink(spec.host);
     if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
     this.names.add(spec.host);
     this.names.add(spec.container);
     this.peers.set(spec.host, spec.container);
+    if (spec.alias !== undefined) this.aliases.set(spec.host, spec.alias);
     if (spec.txChecksumOff === true) this.txOff.add(spec.container);
   }
   async deleteLink(name: string): Promise<void> {
     this.names.delete(name);
+    this.aliases.delete(name);
     const peer = this.peers.get(name);
     if (peer !== undefined) this.names.delete(peer);
     this.peers.delete(name);
@@ -110,8 +114,11 @@ export class FakeLinks extends Failer implements LinksApi {
   async exists(name: string): Promise<boolean> {
     return this.names.has(name);
   }
-  async list(prefix: string): Promise<string[]> {
-    return [...this.names].filter((n) => n.startsWith(prefix));
+  async alias(name: string): Promise<string | undefined> {
+    return this.names.has(name) ? (this.aliases.get(name) ?? '') : undefined;
+  }
+  async aliased(prefix: string): Promise<{ name: string; alias: string }[]> {
+    return [...this.aliases].filter(([, a]) => a.startsWith(prefix)).map(([name, alias]) => ({ name, alias }));
   }
   async configureAddress(name: string, family: 4 | 6, address: Buffer, bits: number): Promise<void> {
     this.check('configureAddress');

@@ -3,7 +3,14 @@
  * the real Links (netlink from the link worker) and prints what it saw as one JSON line.
  */
 import { execFileSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { Links } from '../../src/driver/links/links.js';
+import { NetworkDriver } from '../../src/driver/network-driver.js';
+import { createLogger } from '../../src/log.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import { FakeFlows, FakeNat, FakeOvs } from './driver-fakes.js';
 
 const links = new Links();
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
@@ -14,15 +21,20 @@ const failure = async (f: () => Promise<unknown>) =>
   );
 const out: Record<string, unknown> = {};
 
-await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400, mac: '02:00:00:00:00:42', txChecksumOff: true });
-out.created = (await links.list('lt')).sort();
+const ALIAS = `ovsnet:${'e'.repeat(64)}`;
+await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400, mac: '02:00:00:00:00:42', txChecksumOff: true, alias: ALIAS });
+out.created = [(await links.exists('lth0')) && 'lth0', (await links.exists('ltc0')) && 'ltc0'];
+out.alias = await links.alias('lth0');
+out.aliasIp = /alias (\S+)/.exec(sh('ip', 'link', 'show', 'lth0'))?.[1];
+out.aliased = await links.aliased('ovsnet:');
 out.hostUp =
   /state (UP|UNKNOWN|LOWERLAYERDOWN)/.test(sh('ip', '-o', 'link', 'show', 'lth0')) ||
   /<[^>]*UP/.test(sh('ip', '-o', 'link', 'show', 'lth0'));
 out.containerEnd = sh('ip', '-o', 'link', 'show', 'ltc0');
 out.txChecksum = /tx-checksumming: (on|off)/.exec(sh('ethtool', '-k', 'ltc0'))?.[1];
 out.again = await failure(() => links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400 }));
-await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1300, replace: true });
+out.notMine = await failure(() => links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1300, replace: true, alias: 'ovsnet:other' }));
+await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1300, replace: true, alias: ALIAS });
 out.replacedMtu = /mtu (\d+)/.exec(sh('ip', '-o', 'link', 'show', 'lth0'))?.[1];
 // The container end's name is taken by another link: the create fails, and nothing of the
 // pair may be left.
@@ -36,6 +48,32 @@ out.missingAddress = await failure(() => links.configureAddress('nope0', 4, Buff
 await links.deleteLink('lth0');
 await links.deleteLink('lth0'); // a missing link is done
 out.afterDelete = { host: await links.exists('lth0'), container: await links.exists('ltc0') };
+// Reconcile with the real links: a host link named like ovsnet's (ovh...) that ovsnet did not
+// make survives; a veth ovsnet made (its alias) for an endpoint the store does not have goes.
+sh('ip', 'link', 'add', 'ovh123', 'type', 'veth', 'peer', 'name', 'ovh124');
+await links.createVeth({ host: 'ovhorphan0001', container: 'ovcorphan0001', mtu: 1500, alias: `ovsnet:${'f'.repeat(64)}` });
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-links-'));
+const store = new SqliteStore({ file: path.join(dir, 'state.db') });
+const ovs = new FakeOvs();
+const driver = new NetworkDriver({
+  store,
+  log: createLogger('silent'),
+  ovs,
+  links,
+  nat: new FakeNat(),
+  flows: new FakeFlows(),
+  host: 'h',
+  bridge: 'br0',
+  datapath: () => 'netdev',
+});
+out.reconciled = (await driver.reconcile()).removed;
+out.afterReconcile = {
+  foreign: await links.exists('ovh123'),
+  foreignPeer: await links.exists('ovh124'),
+  orphan: await links.exists('ovhorphan0001'),
+};
+await store.close();
+fs.rmSync(dir, { recursive: true, force: true });
 await links.close();
 out.afterClose = await failure(() => links.exists('ltx1'));
 console.log(JSON.stringify(out));

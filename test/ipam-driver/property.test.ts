@@ -68,8 +68,9 @@ t.test('sequences on one instance (embedded)', async (t) => {
 });
 
 async function twoInstances(t: Test, a: Store, b: Store, cidr: string) {
+  // Two processes of one host (a one-host pool is its host's alone: test/driver/ownership.test.ts).
   const ia = makeIpam(a, { host: 'a' });
-  const ib = makeIpam(b, { host: 'b' });
+  const ib = makeIpam(b, { host: 'a' });
   const { poolId } = await ia.requestPool(pool(cidr));
   const granted: string[] = [];
   // Both instances allocate concurrently from the same pool, each with its own index.

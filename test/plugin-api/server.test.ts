@@ -10,6 +10,7 @@ import { createLogger } from '../../src/log.js';
 import { listenOnSocket, removeSocket } from '../../src/plugin-api/listen.js';
 import { buildServer } from '../../src/plugin-api/server.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
+import { dockerCaller } from '../helpers/inject.js';
 import { makeIpam } from '../helpers/ipam.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-srv-'));
@@ -37,16 +38,13 @@ t.teardown(async () => {
   await store.close();
 });
 
-/** A call exactly as Docker makes it: POST, the plugin Accept header, no Content-Type. */
+const call = dockerCaller(app);
+
+/** A call exactly as Docker makes it; every answer has a body type. */
 async function docker(method: string, body?: unknown) {
-  const res = await app.inject({
-    method: 'POST',
-    url: `/${method}`,
-    headers: { accept: 'application/vnd.docker.plugins.v1.2+json' },
-    ...(body === undefined ? {} : { payload: typeof body === 'string' ? body : JSON.stringify(body) }),
-  });
-  t.notOk(res.headers['content-type'] === undefined, 'every answer has a body type');
-  return { status: res.statusCode, body: res.json<Record<string, unknown>>() };
+  const res = await call(method, body);
+  t.notOk(res.contentType === undefined, 'every answer has a body type');
+  return { status: res.status, body: res.body };
 }
 
 t.test('calls without arguments come with an empty body', async (t) => {
@@ -94,8 +92,8 @@ t.test('bad requests: the field and the expected form, as {"Err"}', async (t) =>
     ['IpamDriver.RequestPool', { Pool: 5 }, /RequestPool: Pool must be a string, got 5/],
     ['IpamDriver.RequestPool', { Pool: '10.0.0.0/24', V6: 'no' }, /RequestPool: V6 must be true or false, got "no"/],
     ['IpamDriver.RequestPool', { Pool: '10.0.0.0/24', Options: { a: 1 } }, /RequestPool: Options\.a must be a string, got 1/],
-    ['IpamDriver.RequestAddress', { Address: '' }, /RequestAddress: PoolID is missing; expected a non-empty string/],
-    ['IpamDriver.ReleaseAddress', { PoolID: 'x', Address: '' }, /ReleaseAddress: Address is empty/],
+    ['IpamDriver.RequestAddress', { Address: '' }, /RequestAddress: PoolID is missing; expected a PoolID/],
+    ['IpamDriver.ReleaseAddress', { PoolID: 'LocalDefault/10.1.0.0/24', Address: '' }, /ReleaseAddress: Address is empty/],
     ['IpamDriver.ReleasePool', [1], /ReleasePool: the request body must be a JSON object/],
     [
       'IpamDriver.RequestAddress',

@@ -12,7 +12,8 @@ export interface LinkOps {
   createVeth: { args: [VethSpec]; result: undefined };
   deleteLink: { args: [string]; result: undefined };
   index: { args: [string]; result: number | undefined };
-  list: { args: [string]; result: string[] };
+  alias: { args: [string]; result: string | undefined };
+  aliased: { args: [string]; result: { name: string; alias: string }[] };
   configureAddress: { args: [string, 4 | 6, Uint8Array, number, number]; result: undefined };
 }
 export type LinkOp = keyof LinkOps;
@@ -31,8 +32,10 @@ async function perform(ops: NetlinkOps, req: LinkRequest): Promise<unknown> {
       return ops.deleteLink(...(req.args as LinkOps['deleteLink']['args']));
     case 'index':
       return ops.index(...(req.args as LinkOps['index']['args']));
-    case 'list':
-      return ops.list(...(req.args as LinkOps['list']['args']));
+    case 'alias':
+      return ops.alias(...(req.args as LinkOps['alias']['args']));
+    case 'aliased':
+      return ops.aliased(...(req.args as LinkOps['aliased']['args']));
     case 'configureAddress': {
       const [name, family, address, prefixLength, mtu] = req.args as LinkOps['configureAddress']['args'];
       return ops.configureAddress(name, family, Buffer.from(address), prefixLength, mtu); // a Buffer arrives as Uint8Array

@@ -47,9 +47,14 @@ export class Links {
     return (await this.request('index', [name])) !== undefined;
   }
 
-  /** Names of the host's links starting with `prefix`. */
-  list(prefix: string): Promise<string[]> {
-    return this.request('list', [prefix]);
+  /** The link's alias ('' for none); undefined when no link has that name. */
+  alias(name: string): Promise<string | undefined> {
+    return this.request('alias', [name]);
+  }
+
+  /** The host's links whose alias starts with `prefix`. */
+  aliased(prefix: string): Promise<{ name: string; alias: string }[]> {
+    return this.request('aliased', [prefix]);
   }
 
   /** Sets MTU and up, and gives the link `address`/`prefixLength`; idempotent. */

@@ -62,6 +62,12 @@ export interface VethSpec {
   readonly replace?: boolean;
   /** Transmit checksum offload off on the container end (the userspace datapath needs it). */
   readonly txChecksumOff?: boolean;
+  /**
+   * The host end's alias (IFLA_IFALIAS), set with its up step (the kernel ignores an alias in
+   * RTM_NEWLINK): how ovsnet knows its own links again. With `replace`, a leftover is deleted
+   * only when it carries this alias; a link of that name without it is someone else's.
+   */
+  readonly alias?: string;
 }
 
 /** A failed step: what was being done, and the netlink error text ("Request rejected: ENODEV"). */
@@ -107,7 +113,8 @@ export class NetlinkOps {
    * link work is this one call (one message to the worker); a failure deletes the pair again.
    */
   async createVeth(spec: VethSpec): Promise<void> {
-    if (spec.replace === true) await this.deleteLink(spec.host);
+    if (spec.replace === true && (spec.alias === undefined || (await this.alias(spec.host)) === spec.alias))
+      await this.deleteLink(spec.host);
     const peer = Buffer.concat([
       this.nl.rt.formatLink({}),
       attr(IFLA_IFNAME, cstr(spec.container)),
@@ -119,7 +126,10 @@ export class NetlinkOps {
       this.rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
     );
     try {
-      await step(`set ${spec.host} up`, () => this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host }));
+      const alias = spec.alias === undefined ? {} : { ifalias: spec.alias };
+      await step(`set ${spec.host} up`, () =>
+        this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host, ...alias }),
+      );
       if (spec.txChecksumOff === true) await this.disableTxChecksum(spec.container);
     } catch (err) {
       await this.deleteLink(spec.host).catch(() => undefined);
@@ -164,10 +174,23 @@ export class NetlinkOps {
     }
   }
 
-  /** Names of the host's links starting with `prefix`. */
-  async list(prefix: string): Promise<string[]> {
+  /** The link's alias ('' when it has none), or undefined when there is no link of that name. */
+  async alias(name: string): Promise<string | undefined> {
+    try {
+      const [link] = await this.rtnl.getLink({}, { ifname: name });
+      return link === undefined ? undefined : (link.attrs.ifalias ?? '');
+    } catch (err) {
+      if (errnoOf(textOf(err)) === 'ENODEV') return undefined;
+      throw new NetlinkStepError(`look up link ${name}`, textOf(err));
+    }
+  }
+
+  /** The host's links whose alias starts with `prefix`, with their alias. */
+  async aliased(prefix: string): Promise<{ name: string; alias: string }[]> {
     const links = await step('list links', () => this.rtnl.getLinks());
-    return links.map((l) => l.attrs.ifname ?? '').filter((n) => n.startsWith(prefix));
+    return links
+      .map((l) => ({ name: l.attrs.ifname ?? '', alias: l.attrs.ifalias ?? '' }))
+      .filter((l) => l.name !== '' && l.alias.startsWith(prefix));
   }
 
   /** Sets MTU and up, and gives the link `address`/`prefixLength`; idempotent. */

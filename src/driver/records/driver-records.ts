@@ -7,6 +7,7 @@
  * listNetworks() and listEndpoints() read every host's records straight from the store, for
  * whoever has only a Store (the operator's commands, reconcile).
  */
+import { OvsnetError } from '../../errors.js';
 import { decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, put, type Store } from '../../store/types.js';
@@ -36,19 +37,50 @@ export class DriverRecords {
     private readonly host: string,
   ) {}
 
-  network(networkId: string): Promise<NetworkRecord | undefined> {
+  /**
+   * This host's network record. Another host's (hosts sharing etcd see each other's records)
+   * is not found here: host A never acts on host B's networks, whatever ID it is given.
+   */
+  async network(networkId: string): Promise<NetworkRecord | undefined> {
     const key = keys.network(networkId);
-    return this.networks.read(key, () => this.load<NetworkRecord>(key));
+    const record = await this.networks.read(key, () => this.load<NetworkRecord>(key));
+    return record !== undefined && this.owns(record) ? record : undefined;
   }
 
-  endpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
+  /** This host's endpoint record: another host's, or one of another host's network, is not found. */
+  async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
     const key = keys.endpoint(networkId, endpointId);
-    return this.endpoints.read(key, () => this.load<EndpointRecord>(key));
+    const record = await this.endpoints.read(key, () => this.load<EndpointRecord>(key));
+    if (record === undefined) return undefined;
+    if (record.host !== undefined) return this.owns(record) ? record : undefined;
+    return (await this.network(networkId)) === undefined ? undefined : record; // an older record: its network's host
+  }
+
+  /** network(), or NETWORK_NOT_FOUND. */
+  async requireNetwork(networkId: string): Promise<NetworkRecord> {
+    const record = await this.network(networkId);
+    if (record !== undefined) return record;
+    throw new OvsnetError('NETWORK_NOT_FOUND', `network ${networkId.slice(0, 12)} is not an ovsnet network of this host (or was removed)`);
+  }
+
+  /** endpoint(), or ENDPOINT_NOT_FOUND. */
+  async requireEndpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
+    const record = await this.endpoint(networkId, endpointId);
+    if (record !== undefined) return record;
+    throw new OvsnetError(
+      'ENDPOINT_NOT_FOUND',
+      `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist on this host`,
+    );
+  }
+
+  /** Whether a record is this host's (records written before hosts were kept are). */
+  owns(record: { readonly host?: string }): boolean {
+    return record.host === undefined || record.host === this.host;
   }
 
   /** This host's networks, from the store. */
   async localNetworks(): Promise<NetworkRecord[]> {
-    return (await listNetworks(this.store)).filter((n) => n.host === undefined || n.host === this.host);
+    return (await listNetworks(this.store)).filter((n) => this.owns(n));
   }
 
   /** Every endpoint in the store (of every host), not through the copy. */
@@ -56,12 +88,24 @@ export class DriverRecords {
     return listEndpoints(this.store);
   }
 
-  /** Writes the record unless one exists; false when one did (a concurrent identical request's). */
+  /**
+   * Writes the record unless one exists; false when one did (a concurrent identical request's).
+   * NETWORK_EXISTS when the record standing is another host's: Docker's IDs are random, so such
+   * a request is not Docker's, and the caller undoes what it did.
+   */
   async createNetwork(record: NetworkRecord): Promise<boolean> {
     const key = keys.network(record.networkId);
-    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))] });
-    if (res.succeeded) this.networks.set(key, record);
-    return res.succeeded;
+    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
+    if (res.succeeded) {
+      this.networks.set(key, record);
+      return true;
+    }
+    const standing = decodeRecord<NetworkRecord>(key, res.gets[0]?.value ?? '{}');
+    if (this.owns(standing)) return false;
+    throw new OvsnetError(
+      'NETWORK_EXISTS',
+      `network ${record.networkId.slice(0, 12)} is host ${standing.host ?? '?'}'s, not this host's (${this.host}): every Docker network has an ID of its own`,
+    );
   }
 
   /** Deletes the network's record and every endpoint record of it. */

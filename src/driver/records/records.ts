@@ -1,4 +1,5 @@
 /** What the network driver keeps in the store, and the names it derives from Docker's IDs. */
+import { createHash } from 'node:crypto';
 
 export interface IpData {
   /** The subnet, e.g. 10.1.0.0/24. */
@@ -36,6 +37,8 @@ export interface PortBinding {
 export interface EndpointRecord {
   readonly networkId: string;
   readonly endpointId: string;
+  /** The host whose endpoint this is (absent in records written before it was kept: its network's). */
+  readonly host?: string;
   /** CIDR forms, as Docker gave them. */
   readonly address?: string;
   readonly addressV6?: string;
@@ -49,10 +52,29 @@ export interface EndpointRecord {
 /** Prefix of every gateway port, so one iptables pattern (ovg+) names them all. */
 export const GATEWAY_PREFIX = 'ovg';
 
-/** Linux interface names are at most 15 characters: a 3-letter role and 12 characters of ID. */
+/** Every veth host end ovsnet makes carries the alias `ovsnet:<EndpointID>`: reconcile deletes only such links. */
+export const LINK_ALIAS_PREFIX = 'ovsnet:';
+
+/** How many names an ID may take before ovsnet gives up (each one taken by another live link). */
+export const NAME_CANDIDATES = 8;
+
+/**
+ * The 12 characters an interface name takes from an ID: its first 12, and when those are taken
+ * by another live link (IDs sharing 12 characters), 12 of a hash of the whole ID (candidate k).
+ */
+function part(id: string, k: number): string {
+  return k === 0 ? id.slice(0, 12) : createHash('sha256').update(`${id}/${k}`).digest('hex').slice(0, 12);
+}
+
+/**
+ * Linux interface names are at most 15 characters: a 3-letter role and 12 characters of ID.
+ * The names a network or endpoint got are kept in its record; naming.ts picks the candidate.
+ */
 export const names = {
-  hostVeth: (endpointId: string) => `ovh${endpointId.slice(0, 12)}`,
-  containerVeth: (endpointId: string) => `ovc${endpointId.slice(0, 12)}`,
-  gateway: (networkId: string) => `${GATEWAY_PREFIX}${networkId.slice(0, 12)}`,
+  hostVeth: (endpointId: string, k = 0) => `ovh${part(endpointId, k)}`,
+  containerVeth: (endpointId: string, k = 0) => `ovc${part(endpointId, k)}`,
+  gateway: (networkId: string, k = 0) => `${GATEWAY_PREFIX}${part(networkId, k)}`,
+  /** The alias of an endpoint's veth host end. */
+  alias: (endpointId: string) => `${LINK_ALIAS_PREFIX}${endpointId}`,
   // Tunnel ports: tunnelName() in vxlan/tunnels.ts (ovx + VNI + peer).
 } as const;
