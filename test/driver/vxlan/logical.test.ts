@@ -15,7 +15,7 @@ import type { HostRecord } from '../../../src/store/hosts.js';
 import { keys } from '../../../src/store/keys.js';
 import { SqliteStore } from '../../../src/store/sqlite.js';
 import type { Store } from '../../../src/store/types.js';
-import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from '../../helpers/driver-fakes.js';
+import { FakeFlows, FakeLinks, FakeNat, FakeHostPorts, FakeOvs } from '../../helpers/driver-fakes.js';
 import { makeIpam, pool } from '../../helpers/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -70,6 +70,7 @@ function cluster(t: Test, count: number, alive: Map<string, HostRecord>, afterAd
       ovs,
       links,
       nat: new FakeNat(),
+      hostPorts: new FakeHostPorts(),
       flows,
       host: name,
       bridge: 'br0',
@@ -303,6 +304,7 @@ t.test('a logical network needs a tunnel address', async (t) => {
     ovs,
     links: new FakeLinks(),
     nat: new FakeNat(),
+    hostPorts: new FakeHostPorts(),
     flows: new FakeFlows(),
     host: 'h1',
     bridge: 'br0',
