@@ -226,6 +226,14 @@ t.test('ports of an endpoint without an IPv4 address are refused clearly', async
   });
 });
 
+t.test('an IPv6 subnet with a gateway gets forwarding rules too (only replies and published ports in)', async (t) => {
+  const { nat, driver } = setup(t);
+  await driver.createNetwork({ ...net(NET), ipv6: [{ pool: 'fd00:1::/64', gateway: 'fd00:1::1/64' }] });
+  t.same([...nat.subnets], ['10.1.0.0/24', 'fd00:1::/64']);
+  await driver.deleteNetwork(NET);
+  t.same([...nat.subnets], [], 'removed with the network');
+});
+
 t.test('DeleteNetwork removes the gateway, NAT and the tag; twice is fine', async (t) => {
   const { ovs, nat, driver, store } = setup(t);
   await driver.createNetwork(net(NET));
