@@ -68,6 +68,8 @@ export interface NatApi {
   addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
   /** Removes the endpoint's port rules. Idempotent: none left is done. */
   removePorts(endpointId: string): Promise<void>;
+  /** Removes the port rules of endpoints not in `keep` (12-character ID prefixes); answers those removed. Idempotent. */
+  prunePorts(keep: ReadonlySet<string>): Promise<string[]>;
 }
 
 /** The host ports of published ports, held as sockets by ovsnet (host-ports.ts). */

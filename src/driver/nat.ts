@@ -65,6 +65,22 @@ export class Nat {
     await this.restorePorts(endpointId, []);
   }
 
+  /**
+   * Removes the port rules of endpoints whose 12-character ID prefix is not in `keep`: those of
+   * endpoints removed while ovsnet was down. Answers the prefixes removed. Idempotent.
+   */
+  async prunePorts(keep: ReadonlySet<string>): Promise<string[]> {
+    const f = await this.flavour();
+    const saved = await this.run(f.save[4], ['-t', 'nat']);
+    if (saved.code !== 0) throw natError(`read the nat table (${f.save[4]})`, saved.stderr);
+    const tags = saved.stdout
+      .split('\n')
+      .flatMap((l) => (l.startsWith(`-A ${CHAINS.dnat} `) ? [/ovsnet:([0-9a-f]{12})/.exec(l)?.[1] ?? ''] : []));
+    const stale = [...new Set(tags)].filter((tag) => tag !== '' && !keep.has(tag));
+    for (const tag of stale) await this.removePorts(tag);
+    return stale;
+  }
+
   private async restorePorts(endpointId: string, add: readonly Rule[]): Promise<void> {
     const f = await this.flavour();
     const saved = await this.run(f.save[4], ['-t', 'nat']);

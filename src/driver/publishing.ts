@@ -79,10 +79,19 @@ export class Publisher {
     }
   }
 
-  /** After a restart: holds the recorded ports of this host's endpoints again (their rules stayed). */
+  /**
+   * After a restart: holds the recorded ports of this host's endpoints again (their rules
+   * stayed), and removes the rules of endpoints that went while ovsnet was down.
+   */
   async republish(): Promise<void> {
     const local = new Set((await this.records.localNetworks()).map((n) => n.networkId));
-    for (const ep of await this.records.allEndpoints()) {
+    const endpoints = await this.records.allEndpoints();
+    const pruned = await this.deps.nat.prunePorts(new Set(endpoints.map((e) => e.endpointId.slice(0, 12)))).catch((err: unknown) => {
+      this.deps.log.warn({ err }, `cannot remove the port rules of removed endpoints: ${messageOf(err)}`);
+      return [];
+    });
+    if (pruned.length > 0) this.deps.log.info({ endpoints: pruned }, 'removed the port rules of endpoints that no longer exist');
+    for (const ep of endpoints) {
       if (ep.published === undefined || !local.has(ep.networkId)) continue;
       await this.publish(ep, ep.published).catch((err: unknown) =>
         this.deps.log.warn({ err }, `cannot publish the ports of endpoint ${ep.endpointId.slice(0, 12)} again: ${messageOf(err)}`),

@@ -234,6 +234,41 @@ t.test('an IPv6 subnet with a gateway gets forwarding rules too (only replies an
   t.same([...nat.subnets], [], 'removed with the network');
 });
 
+t.test('reconcile: published ports held again after a restart; rules of endpoints gone meanwhile removed', async (t) => {
+  const { nat, hostPorts, ovs, links, flows, driver, store } = setup(t);
+  await driver.createNetwork(net(NET));
+  const portmap = [{ proto: 'tcp' as const, containerPort: 80, hostIp: '', hostPort: 8080, hostPortEnd: 8090 }];
+  await driver.createEndpoint({ ...ep(), portmap });
+  await driver.join(NET, EP);
+  hostPorts.hostTaken.add(8080);
+  await driver.programExternalConnectivity(NET, EP, portmap);
+  // A restart: the sockets are gone with the old process, the rules stayed; the host process on
+  // 8080 is gone too; a rule is left of an endpoint removed meanwhile.
+  hostPorts.held.clear();
+  hostPorts.hostTaken.clear();
+  await nat.addPorts('9'.repeat(64), '10.1.0.9', portmap);
+  const fresh = new NetworkDriver({
+    store,
+    log: createLogger('silent'),
+    ovs,
+    links,
+    nat,
+    hostPorts,
+    flows,
+    host: 'h1',
+    bridge: 'br0',
+    datapath: () => 'netdev',
+  });
+  await fresh.reconcile();
+  t.same(
+    hostPorts.held.get(EP)?.map((b) => b.hostPort),
+    [8081],
+    'the recorded port held again, not a new pick of the range',
+  );
+  t.notOk(nat.ports.has('9'.repeat(64)), 'the rule of the endpoint gone meanwhile is removed');
+  t.equal(nat.ports.get(EP), '8081->10.1.0.5:80');
+});
+
 t.test('DeleteNetwork removes the gateway, NAT and the tag; twice is fine', async (t) => {
   const { ovs, nat, driver, store } = setup(t);
   await driver.createNetwork(net(NET));

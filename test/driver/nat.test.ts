@@ -292,6 +292,10 @@ t.test("Nat: an endpoint's port rules in one save and one restore, replaced as a
   await nat.removePorts(EP);
   await nat.removePorts(EP);
   t.match(ipt.rules.get('nat/OVSNET-DNAT'), [/--dport 9000/], 'removed (twice is fine), the other endpoint untouched');
+  await nat.addPorts(EP, '10.1.0.5', [bind({})]);
+  t.same(await nat.prunePorts(new Set(['eeeeeeeeeeee'])), ['ffffffffffff'], 'prune: the rules of endpoints not kept');
+  t.match(ipt.rules.get('nat/OVSNET-DNAT'), [/--dport 8080/]);
+  t.same(await nat.prunePorts(new Set(['eeeeeeeeeeee'])), [], 'again: nothing');
 });
 
 t.test('the flavour Docker uses: the one holding its chains, else the selected iptables', async (t) => {

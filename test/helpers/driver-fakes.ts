@@ -147,6 +147,11 @@ export class FakeNat extends Failer implements NatApi {
   async removePorts(endpointId: string): Promise<void> {
     this.ports.delete(endpointId);
   }
+  async prunePorts(keep: ReadonlySet<string>): Promise<string[]> {
+    const stale = [...this.ports.keys()].filter((id) => !keep.has(id.slice(0, 12)));
+    for (const id of stale) this.ports.delete(id);
+    return stale.map((id) => id.slice(0, 12));
+  }
 }
 
 /**
