@@ -27,7 +27,9 @@ copy_bin /usr/bin/node
 # iptables of both flavours (nft, legacy) with save/restore and ip6tables: ovsnet uses the one
 # Docker uses on the host (src/driver/iptables-flavour.ts) and batches port rules (restore).
 for b in iptables ip6tables; do
-  for f in '' -nft -legacy; do for s in '' -save -restore; do copy_bin "/usr/sbin/$b$f$s"; done; done
+  for f in '' -nft -legacy; do
+    for s in '' -save -restore; do [ ! -e "/usr/sbin/$b$f$s" ] || copy_bin "/usr/sbin/$b$f$s"; done
+  done
 done
 # ovs-ofctl: the OpenFlow rules guarding logical networks' gateways (src/driver/ovs/flows.ts).
 copy_bin /usr/bin/ovs-ofctl
