@@ -71,11 +71,6 @@ export class HostPorts {
     for (const h of mine ?? []) await h.close();
   }
 
-  /** The endpoint's published ports while it holds them. */
-  published(endpointId: string): PortBinding[] | undefined {
-    return this.held.get(endpointId)?.map((h) => h.binding);
-  }
-
   private async bindOne(target: Target, b: PortBinding): Promise<Held> {
     refuseUnsupported(b);
     const host = b.hostIp === '' ? '0.0.0.0' : b.hostIp;
@@ -105,7 +100,7 @@ export class HostPorts {
     if (count === 1) {
       throw new OvsnetError(
         'PORT_IN_USE',
-        `host ${what} is in use by ${lastHolder}: publish another port (-p OTHER:${b.containerPort}), a range (-p ${lo}-${lo + 10}:${b.containerPort}) or any free one (-p ${b.containerPort})`,
+        `host ${what} is in use by ${lastHolder}: publish another port (-p OTHER:${b.containerPort}), a range (-p ${lo}-${Math.min(lo + 10, 65535)}:${b.containerPort}) or any free one (-p ${b.containerPort})`,
       );
     }
     throw new OvsnetError(
