@@ -38,7 +38,7 @@ for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done
 # The app: built code and production dependencies (native modules as built here).
 cp -r dist/src "$R/app/dist/src"
 cp package.json package-lock.json "$R/app/"
-cp -r node_modules "$R/app/node_modules"
+cp -rL node_modules "$R/app/node_modules"
 (cd "$R/app" && npm prune --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null)
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$R/etc/passwd"
 cp plugin/config.json "$out/config.json"
