@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm run plugin:build [-- DIR]`: the managed plugin's directory, with no container registry:
 # DIR/config.json (plugin/config.json) and DIR/rootfs holding this machine's Node runtime, the
-# built app, its production dependencies, iptables (nft backend) and ovs-ofctl with the libraries
+# built app, its production dependencies, iptables (both flavours) and ovs-ofctl with the libraries
 # each needs. Then: docker plugin create ovsnet DIR && docker plugin enable ovsnet
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +27,13 @@ copy_bin() {
   return 0
 }
 copy_bin /usr/bin/node
-copy_bin /usr/sbin/iptables
+# iptables of both flavours (nft, legacy) with save/restore and ip6tables: ovsnet uses the one
+# Docker uses on the host (src/driver/iptables-flavour.ts) and batches port rules (restore).
+for b in iptables ip6tables; do
+  for f in '' -nft -legacy; do
+    for s in '' -save -restore; do [ ! -e "/usr/sbin/$b$f$s" ] || copy_bin "/usr/sbin/$b$f$s"; done
+  done
+done
 # ovs-ofctl: the OpenFlow rules guarding logical networks' gateways (src/driver/ovs/flows.ts).
 copy_bin /usr/bin/ovs-ofctl
 for m in /usr/lib/x86_64-linux-gnu/xtables/*.so; do copy_bin "$m"; done

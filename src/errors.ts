@@ -33,6 +33,8 @@ export const ERROR_CODES = {
   OVS_FAILED: 'System',
   LINK_FAILED: 'System',
   NAT_FAILED: 'System',
+  PORT_IN_USE: 'Conflict',
+  PORT_UNSUPPORTED: 'InvalidParameter',
   NETWORK_OPTION_INVALID: 'InvalidParameter',
   NETWORK_NOT_FOUND: 'NotFound',
   NETWORK_EXISTS: 'Conflict',

@@ -14,6 +14,7 @@ import { Flows } from '../driver/ovs/flows.js';
 import { Links } from '../driver/links/links.js';
 import { leaveLogical } from '../driver/vxlan/logical.js';
 import { Nat } from '../driver/nat.js';
+import { HostPorts } from '../driver/host-ports.js';
 import { NetworkDriver } from '../driver/network-driver.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { Vswitchd } from '../driver/ovs/vswitchd.js';
@@ -90,6 +91,7 @@ export function assemble(config: Config, log: Logger): Parts {
     ovs,
     links,
     nat: new Nat(),
+    hostPorts: new HostPorts(log.child({ component: 'ports' })),
     bridge: config.bridge,
     datapath: () => datapath,
     host: hostName,

@@ -65,10 +65,27 @@ export interface NatApi {
   addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
   /** Removes what addNetwork added. Idempotent: a missing rule is done. */
   removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
-  /** DNAT for published ports. Idempotent; on failure removes the rules it added; removePorts undoes it. */
+  /**
+   * DNAT for an endpoint's published ports (single host ports), replacing any it had, in one
+   * atomic batch (a failure leaves the endpoint's rules as they were). removePorts undoes it.
+   */
   addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
-  /** Removes what addPorts added. Idempotent: a missing rule is done. */
-  removePorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
+  /** Removes the endpoint's port rules. Idempotent: none left is done. */
+  removePorts(endpointId: string): Promise<void>;
+  /** Removes the port rules of endpoints not in `keep` (12-character ID prefixes); answers those removed. Idempotent. */
+  prunePorts(keep: ReadonlySet<string>): Promise<string[]>;
+}
+
+/** The host ports of published ports, held as sockets by ovsnet (host-ports.ts). */
+export interface HostPortsApi {
+  /**
+   * Holds one free host port per binding (HostPort, one of HostPort-HostPortEnd, or any for 0)
+   * and answers the bindings as published. Idempotent for an endpoint holding ports; on failure
+   * holds nothing. release() undoes it; the process ending releases everything.
+   */
+  claim(target: { endpointId: string; address: string }, wanted: readonly PortBinding[]): Promise<PortBinding[]>;
+  /** Frees the endpoint's host ports. Idempotent. */
+  release(endpointId: string): Promise<void>;
 }
 
 /** OpenFlow rules guarding logical networks' gateways (ovs-vswitchd keeps none across a restart). */
@@ -104,6 +121,7 @@ export interface DriverDeps {
   readonly ovs: OvsApi;
   readonly links: LinksApi;
   readonly nat: NatApi;
+  readonly hostPorts: HostPortsApi;
   readonly bridge: string;
   readonly datapath: () => DatapathType;
   /** This host's name in the registry: networks, tags and logical members are per host. */

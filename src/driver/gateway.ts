@@ -1,6 +1,6 @@
 /**
  * A network's way out: the gateway port (an OVS internal port holding the gateway addresses on
- * the host, its MTU pinned), masquerading for its IPv4 subnets, and for logical networks the
+ * the host, its MTU pinned), masquerading for its IPv4 subnets, forwarding rules for all, and for logical networks the
  * OpenFlow guard that keeps the gateway local (ovs/flows.ts). Every step is idempotent, so network
  * creation and reconcile share them.
  */
@@ -62,12 +62,14 @@ export class Gateways {
       const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
       await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
     }
-    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port);
+    // Masquerading (IPv4) and forwarding: out, and in only replies and published ports (IPv4 and IPv6).
+    for (const d of [...n.ipv4, ...n.ipv6]) if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port);
   }
 
   async remove(n: NetworkRecord): Promise<void> {
     if (n.gatewayPort === undefined) return;
-    for (const d of n.ipv4) if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
+    for (const d of [...n.ipv4, ...n.ipv6])
+      if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
     await this.deps.ovs.deletePort(n.gatewayPort);
   }
 

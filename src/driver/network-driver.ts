@@ -24,6 +24,7 @@ import { undoAll, type Undo } from './undo.js';
 import { DriverRecords } from './records/driver-records.js';
 import { endpointIds } from './ovs/external-ids.js';
 import { gatewayName, vethNames } from './naming.js';
+import { Publisher, portmapInfo } from './publishing.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
@@ -38,12 +39,14 @@ export class NetworkDriver {
   private readonly gateways: Gateways;
   private readonly reconciler: Reconciler;
   private readonly records: DriverRecords;
+  private readonly publisher: Publisher;
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
     this.gateways = new Gateways(deps);
     this.records = new DriverRecords(deps.store, deps.host);
     this.reconciler = new Reconciler(deps, this.gateways, this.records, this.now);
+    this.publisher = new Publisher(deps, this.records);
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -209,7 +212,7 @@ export class NetworkDriver {
   /** Leave runs before Docker moves the interface back; the port stays until DeleteEndpoint. */
   async leave(networkId: string, endpointId: string): Promise<void> {
     const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
-    if (ep !== undefined) await this.bestEffort('remove port mappings', () => this.unpublish(ep));
+    if (ep !== undefined) await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
   }
 
   deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
@@ -222,7 +225,7 @@ export class NetworkDriver {
     // derived name: another live endpoint may hold it; never another host's record).
     if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
     const { hostVeth } = ep;
-    await this.bestEffort('remove port mappings', () => this.unpublish(ep));
+    await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
@@ -243,30 +246,31 @@ export class NetworkDriver {
     await Promise.all([...this.unlinking]);
   }
 
-  async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, string>> {
+  /** Docker's EndpointOperInfo: where the endpoint is, and its published ports (publishing.ts). */
+  async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, unknown>> {
     const network = await this.records.requireNetwork(networkId);
     const ep = await this.records.requireEndpoint(networkId, endpointId);
-    return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address: ep.address ?? ep.addressV6 ?? '' };
+    const address = ep.address ?? ep.addressV6 ?? '';
+    return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address, ...portmapInfo(ep) };
   }
 
+  /** Publishes the endpoint's ports (publishing.ts). */
   async programExternalConnectivity(networkId: string, endpointId: string, portmap: readonly PortBinding[]): Promise<void> {
-    const ep = await this.records.requireEndpoint(networkId, endpointId);
-    const ports = portmap.length > 0 ? portmap : ep.portmap;
-    if (ports.length === 0 || ep.address === undefined) return;
-    await this.deps.nat.addPorts(endpointId, ep.address.split('/')[0] ?? '', ports);
-    if (portmap.length > 0 && JSON.stringify(portmap) !== JSON.stringify(ep.portmap)) {
-      await this.records.updateEndpoint({ ...ep, portmap });
-    }
+    await this.publisher.program(await this.records.requireEndpoint(networkId, endpointId), portmap);
   }
 
   async revokeExternalConnectivity(networkId: string, endpointId: string): Promise<void> {
     const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
-    if (ep !== undefined) await this.unpublish(ep);
+    if (ep !== undefined) await this.publisher.revoke(ep);
   }
 
-  /** Brings OVS and the kernel in line with the store after a restart (see Reconciler.reconcile). */
+  /** Brings OVS and the kernel in line with the store after a restart (see Reconciler.reconcile); holds published ports again. */
   reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
-    return this.ports.run(() => this.reconciler.reconcile());
+    return this.ports.run(async () => {
+      const done = await this.reconciler.reconcile();
+      await this.publisher.republish();
+      return done;
+    });
   }
 
   /** Puts back lost gateway guard flows (see Reconciler.checkGuards); returns the networks repaired. */
@@ -280,11 +284,6 @@ export class NetworkDriver {
   }
 
   // --- internals -------------------------------------------------------------------------
-
-  private async unpublish(ep: EndpointRecord): Promise<void> {
-    if (ep.portmap.length > 0 && ep.address !== undefined)
-      await this.deps.nat.removePorts(ep.endpointId, ep.address.split('/')[0] ?? '', ep.portmap);
-  }
 
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
     await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));

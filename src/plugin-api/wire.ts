@@ -3,6 +3,7 @@
  * ipams/remote/api/api.go, drivers/remote/api/api.go). Types only, with the validation that
  * turns an untrusted body into one of them; messages name the field and the expected form.
  */
+import { isIP } from 'node:net';
 import { checkAddress, invalid, shown, type Body } from './forms.js';
 
 export const PLUGIN_ACCEPT = 'application/vnd.docker.plugins.v1.2+json';
@@ -175,33 +176,53 @@ export function ipamData(method: string, b: Body, field: string): IPAMData[] {
 
 const PROTOS: Record<number, 'tcp' | 'udp' | 'sctp'> = { 6: 'tcp', 17: 'udp', 132: 'sctp' };
 
-/** Docker's PortBinding list ({Proto: 6, Port, HostIP, HostPort, HostPortEnd}). */
+/**
+ * Docker's PortBinding list ({Proto: 6, Port, HostIP, HostPort, HostPortEnd}), every field
+ * checked: Docker sends HostPort 0 for `-p 80` (any free port) and HostPort..HostPortEnd for
+ * `-p 8000-8010:80` (one free port of the range). HostPortEnd 0 means HostPort alone.
+ */
 export function portmapOf(
   method: string,
   options: Record<string, unknown>,
 ): { proto: 'tcp' | 'udp' | 'sctp'; containerPort: number; hostIp: string; hostPort: number; hostPortEnd: number }[] {
   const v = options[PORTMAP];
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v)) throw invalid(method, `Options.${PORTMAP} must be an array`);
-  return v.flatMap((item: unknown, i) => {
-    const o = (item ?? {}) as Body;
-    const proto = PROTOS[Number(o.Proto)];
-    const port = Number(o.Port);
-    const hostPort = Number(o.HostPort ?? 0);
-    if (proto === undefined || !Number.isInteger(port) || port < 1 || port > 65535) {
-      throw invalid(method, `Options.${PORTMAP}[${i}] must have Proto 6, 17 or 132 and a Port from 1 to 65535`);
+  if (!Array.isArray(v)) throw invalid(method, `Options.${PORTMAP} must be an array of port bindings`);
+  return v.map((item: unknown, i) => {
+    const at = `Options.${PORTMAP}[${i}]`;
+    if (item === null || typeof item !== 'object' || Array.isArray(item)) throw invalid(method, `${at} must be an object`);
+    const o = item as Body;
+    const proto = typeof o.Proto === 'number' ? PROTOS[o.Proto] : undefined;
+    if (proto === undefined) throw invalid(method, `${at}.Proto must be 6 (tcp), 17 (udp) or 132 (sctp), got ${shown(o.Proto)}`);
+    const port = portNumber(method, `${at}.Port`, o.Port, 1);
+    const hostPort = o.HostPort === undefined || o.HostPort === null ? 0 : portNumber(method, `${at}.HostPort`, o.HostPort, 0);
+    const rawEnd = o.HostPortEnd === undefined || o.HostPortEnd === null ? 0 : portNumber(method, `${at}.HostPortEnd`, o.HostPortEnd, 0);
+    if (hostPort === 0 && rawEnd !== 0) {
+      throw invalid(method, `${at}.HostPortEnd is ${rawEnd} with HostPort 0; expected HostPortEnd 0 (any free port) or a HostPort from 1`);
     }
-    // HostPort 0 means Docker did not pick one: nothing to publish.
-    if (hostPort === 0) return [];
-    const end = Number(o.HostPortEnd ?? 0);
-    return [
-      {
-        proto,
-        containerPort: port,
-        hostIp: typeof o.HostIP === 'string' ? o.HostIP : '',
-        hostPort,
-        hostPortEnd: end > hostPort ? end : hostPort,
-      },
-    ];
+    const hostPortEnd = rawEnd === 0 ? hostPort : rawEnd;
+    if (hostPortEnd < hostPort) {
+      throw invalid(
+        method,
+        `${at}.HostPortEnd ${hostPortEnd} is below HostPort ${hostPort}; expected a range HostPort-HostPortEnd, low to high`,
+      );
+    }
+    return { proto, containerPort: port, hostIp: hostIpOf(method, `${at}.HostIP`, o.HostIP), hostPort, hostPortEnd };
   });
+}
+
+function portNumber(method: string, field: string, v: unknown, min: 0 | 1): number {
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > 65535) {
+    throw invalid(method, `${field} must be an integer from ${min} to 65535, got ${shown(v)}`);
+  }
+  return v;
+}
+
+/** "" (every address), or one IPv4 or IPv6 address literal: never a name, list or zone. */
+function hostIpOf(method: string, field: string, v: unknown): string {
+  if (v === undefined || v === null || v === '') return '';
+  if (typeof v !== 'string' || isIP(v) === 0 || v.includes('%')) {
+    throw invalid(method, `${field} must be an IPv4 or IPv6 address (or empty for every address), got ${shown(v)}`);
+  }
+  return v;
 }

@@ -59,11 +59,11 @@ const endpoint = (id: string): EndpointRecord => ({
 function setup(t: Test) {
   const store = new SqliteStore({ file: path.join(dir, `r${n++}.db`) });
   t.teardown(() => store.close());
-  const { ovs, links, nat, flows } = fakeSideEffects();
-  const deps = { store, log: createLogger('silent'), ovs, links, nat, flows, host: 'h1', bridge: 'br0', datapath: () => 'system' as const };
+  const fx = fakeSideEffects();
+  const deps = { store, log: createLogger('silent'), ...fx, host: 'h1', bridge: 'br0', datapath: () => 'system' as const };
   const records = new DriverRecords(store, 'h1');
   const reconciler = new Reconciler(deps, new Gateways(deps), records, () => new Date('2026-02-01T00:00:00.000Z'));
-  return { store, ovs, links, nat, flows, records, reconciler };
+  return { store, ...fx, records, reconciler };
 }
 
 t.test('from the records alone: the bridge, the gateway port with its tag, MTU and address, masquerading', async (t) => {

@@ -4,7 +4,8 @@
  * addressing a link that does not. `failNext` makes the next call of a method fail.
  */
 import { OvsnetError } from '../../src/errors.js';
-import type { FlowsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
+import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
+import type { PortBinding } from '../../src/driver/records/records.js';
 import { OWNER } from '../../src/driver/ovs/external-ids.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links/links.js';
@@ -134,12 +135,17 @@ export class FakeNat extends Failer implements NatApi {
   readonly networks = new Map<string, string>();
   readonly ports = new Map<string, string>();
 
+  /** Every subnet with forwarding rules, IPv4 and IPv6. */
+  readonly subnets = new Set<string>();
+
   async addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
     this.check('addNetwork');
-    this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
+    if (!subnet.includes(':')) this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
+    this.subnets.add(subnet);
   }
-  async removeNetwork(networkId: string): Promise<void> {
+  async removeNetwork(networkId: string, subnet: string): Promise<void> {
     this.networks.delete(networkId);
+    this.subnets.delete(subnet);
   }
   async addPorts(endpointId: string, address: string, ports: readonly { hostPort: number; containerPort: number }[]): Promise<void> {
     this.check('addPorts');
@@ -147,6 +153,41 @@ export class FakeNat extends Failer implements NatApi {
   }
   async removePorts(endpointId: string): Promise<void> {
     this.ports.delete(endpointId);
+  }
+  async prunePorts(keep: ReadonlySet<string>): Promise<string[]> {
+    const stale = [...this.ports.keys()].filter((id) => !keep.has(id.slice(0, 12)));
+    for (const id of stale) this.ports.delete(id);
+    return stale.map((id) => id.slice(0, 12));
+  }
+}
+
+/**
+ * Host ports as the real HostPorts holds them, without sockets: `hostTaken` plays ports that
+ * host processes hold; a claimed port is held until released; HostPort 0 picks from 49153.
+ */
+export class FakeHostPorts extends Failer implements HostPortsApi {
+  readonly held = new Map<string, PortBinding[]>();
+  readonly hostTaken = new Set<number>();
+
+  async claim(target: { endpointId: string }, wanted: readonly PortBinding[]): Promise<PortBinding[]> {
+    this.check('claim');
+    const mine = this.held.get(target.endpointId);
+    if (mine !== undefined) return mine;
+    const busy = new Set([...this.hostTaken, ...[...this.held.values()].flat().map((b) => b.hostPort)]);
+    const out = wanted.map((b) => {
+      const [lo, hi] = b.hostPort === 0 ? [49153, 60999] : [b.hostPort, b.hostPortEnd];
+      for (let p = lo; p <= hi; p++) {
+        if (busy.has(p)) continue;
+        busy.add(p);
+        return { ...b, hostPort: p, hostPortEnd: p };
+      }
+      throw new OvsnetError('PORT_IN_USE', `host ${b.proto} port ${lo}-${hi} is in use`);
+    });
+    this.held.set(target.endpointId, out);
+    return out;
+  }
+  async release(endpointId: string): Promise<void> {
+    this.held.delete(endpointId);
   }
 }
 
@@ -167,9 +208,9 @@ export class FakeFlows extends Failer implements FlowsApi {
 }
 
 /** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
-export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows } {
+export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows; hostPorts: FakeHostPorts } {
   const ovs = new FakeOvs();
   const links = new FakeLinks();
   ovs.links = links;
-  return { ovs, links, nat: new FakeNat(), flows: new FakeFlows() };
+  return { ovs, links, nat: new FakeNat(), flows: new FakeFlows(), hostPorts: new FakeHostPorts() };
 }

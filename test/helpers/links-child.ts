@@ -10,7 +10,7 @@ import { Links } from '../../src/driver/links/links.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { createLogger } from '../../src/log.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
-import { FakeFlows, FakeNat, FakeOvs } from './driver-fakes.js';
+import { FakeFlows, FakeHostPorts, FakeNat, FakeOvs } from './driver-fakes.js';
 
 const links = new Links();
 const sh = (cmd: string, ...args: string[]) => execFileSync(cmd, args, { encoding: 'utf8' });
@@ -60,6 +60,7 @@ const driver = new NetworkDriver({
   log: createLogger('silent'),
   ovs,
   links,
+  hostPorts: new FakeHostPorts(),
   nat: new FakeNat(),
   flows: new FakeFlows(),
   host: 'h',

@@ -13,7 +13,7 @@ import { createLogger } from '../../src/log.js';
 import type { HostRecord } from '../../src/store/hosts.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from './driver-fakes.js';
+import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs } from './driver-fakes.js';
 import { makeIpam, pool } from './ipam.js';
 
 let n = 0;
@@ -67,6 +67,7 @@ export function cluster(t: Test, count: number, alive: Map<string, HostRecord>, 
       ovs,
       links,
       nat: new FakeNat(),
+      hostPorts: new FakeHostPorts(),
       flows,
       host: name,
       bridge: 'br0',

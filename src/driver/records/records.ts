@@ -45,7 +45,10 @@ export interface EndpointRecord {
   readonly mac: string;
   readonly hostVeth: string;
   readonly containerVeth: string;
+  /** The port bindings Docker asked for (HostPort 0, or a range, for "any free one"). */
   readonly portmap: readonly PortBinding[];
+  /** The ports published for them, one host port each (ProgramExternalConnectivity). */
+  readonly published?: readonly PortBinding[];
   readonly createdAt: string;
 }
 

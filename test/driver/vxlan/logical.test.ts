@@ -13,7 +13,7 @@ import { createLogger } from '../../../src/log.js';
 import type { HostRecord } from '../../../src/store/hosts.js';
 import { keys } from '../../../src/store/keys.js';
 import { SqliteStore } from '../../../src/store/sqlite.js';
-import { FakeFlows, FakeLinks, FakeNat, FakeOvs } from '../../helpers/driver-fakes.js';
+import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs } from '../../helpers/driver-fakes.js';
 import { pool } from '../../helpers/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
 import { cluster, create, generic, id, tunnelPorts } from '../../helpers/logical-hosts.js';
@@ -148,6 +148,7 @@ t.test('a logical network needs a tunnel address', async (t) => {
     ovs,
     links: new FakeLinks(),
     nat: new FakeNat(),
+    hostPorts: new FakeHostPorts(),
     flows: new FakeFlows(),
     host: 'h1',
     bridge: 'br0',
