@@ -11,6 +11,7 @@
  * name exists (the caller deletes first).
  */
 import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
+import { hostEndIsolation, isolateHostEndIpv6 } from './host-end.js';
 
 type NetlinkModule = typeof import('netlink');
 
@@ -119,7 +120,14 @@ export class NetlinkOps {
       this.rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
     );
     try {
-      await step(`set ${spec.host} up`, () => this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host }));
+      // Before up, so the host end never gets an IPv6 link-local address (host-end.ts).
+      await step(`isolate ${spec.host} from the host's IP stack`, () =>
+        this.rtnl.setLink({}, { ifname: spec.host, afSpec: hostEndIsolation(attr) }),
+      );
+      isolateHostEndIpv6(spec.host);
+      await step(`set ${spec.host} up`, () =>
+        this.rtnl.setLink({ flags: { up: true, noarp: true }, change: { up: true, noarp: true } }, { ifname: spec.host }),
+      );
       if (spec.txChecksumOff === true) await this.disableTxChecksum(spec.container);
     } catch (err) {
       await this.deleteLink(spec.host).catch(() => undefined);
