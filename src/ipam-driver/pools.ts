@@ -62,12 +62,15 @@ export class Pools {
       const existing = listed.kvs.map(decodePool);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
-        checkHost(
-          parseCidr(logical.pool),
-          req.options,
-          existing.filter((r) => r.poolId !== logical.poolId),
-          this.deps,
-        );
+        // A host already in it is refused by join() with that reason, not as an overlap with its own gateway.
+        if (!(logical.users ?? []).includes(this.deps.host)) {
+          checkHost(
+            parseCidr(logical.pool),
+            req.options,
+            existing.filter((r) => r.poolId !== logical.poolId),
+            this.deps,
+          );
+        }
         if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0))
           return { poolId: logical.poolId, pool: logical.pool };
         continue;

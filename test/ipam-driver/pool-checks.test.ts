@@ -78,3 +78,19 @@ t.test('pools of LocalDefault and GlobalDefault may not overlap each other', asy
   });
   t.equal((await ipam.requestPool({ ...pool('10.71.0.0/16'), addressSpace: 'GlobalDefault' })).pool, '10.71.0.0/16');
 });
+
+t.test("a logical network's pool: a new host is checked against its own segments, a member is told it is one", async (t) => {
+  const store = fresh(t);
+  await makeIpam(store, { host: 'h1' }).requestPool(pool('10.210.0.0/24'));
+  await makeIpam(store, { host: 'h1' }).bindLogical('10.210.0.0/24', 'blue');
+  await makeIpam(store, { host: 'h2' }).requestPool(pool('10.210.0.0/24'));
+  // h2 now holds the network's gateway: its connected route is its own, the reason is membership.
+  await t.rejects(makeIpam(store, { host: 'h2', connected: ['10.210.0.0/24 ovg0123456789ab'] }).requestPool(pool('10.210.0.0/24')), {
+    code: 'IPAM_POOL_OVERLAP',
+    message: /already used on this host by logical network blue/,
+  });
+  await t.rejects(makeIpam(store, { host: 'h3', connected: ['10.210.0.0/25 eth1'] }).requestPool(pool('10.210.0.0/24')), {
+    code: 'SUBNET_HOST_OVERLAP',
+    message: /Pool 10\.210\.0\.0\/24 overlaps the host's connected route 10\.210\.0\.0\/25 on eth1/,
+  });
+});
