@@ -35,7 +35,8 @@ async function requestAddress(etcd: string, label: string, blockBits: number | u
         log: createLogger('silent'),
         host: `bench${i}`,
         defaultPools: loadConfig({}).defaultPools,
-        hostRoutes: () => [],
+        hostNets: () => [],
+        minPrefix: loadConfig({}).minPrefix,
         readyTimeoutMs: 5000,
       }),
   );

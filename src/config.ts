@@ -8,6 +8,7 @@ import { CidrError, formatPrefix, parseCidr, type Prefix } from './cidr.js';
 import { parseStore, type StoreConfig } from './config-store.js';
 
 export type { StoreConfig };
+import { checkSubnet, parseMinPrefix, type MinPrefix } from './subnets.js';
 
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
@@ -19,6 +20,8 @@ export interface Config {
   readonly socket: string;
   /** Where pools without --subnet come from: each range carved into subnets of `bits`. */
   readonly defaultPools: readonly DefaultPool[];
+  /** The shortest prefix a subnet may have, per family. */
+  readonly minPrefix: MinPrefix;
   readonly bridge: string;
   readonly datapath: 'auto' | 'system' | 'netdev';
   readonly ovsdb: string;
@@ -76,6 +79,11 @@ export const SETTINGS = {
     default: '10.192.0.0/10:24,fd5e:0e00::/40:64',
     form: "comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range's own)",
     doc: 'Ranges that networks created without --subnet get their pool from, and the pool size carved from each.',
+  },
+  OVSNET_MIN_PREFIX: {
+    default: '8,32',
+    form: 'IPV4,IPV6 prefix lengths, IPv4 1-30 and IPv6 1-124, e.g. 8,32',
+    doc: 'The largest subnets (shortest prefixes) networks and pools may have; OVSNET_DEFAULT_POOLS must keep to them too.',
   },
   OVSNET_BRIDGE: {
     default: 'ovsnet0',
@@ -160,7 +168,9 @@ export function loadConfig(env: Env): Config {
     bad('OVSNET_SOCKET', socket);
   }
 
-  const defaultPools = parseDefaultPools(value('OVSNET_DEFAULT_POOLS'));
+  const minPrefix = parseMinPrefix(value('OVSNET_MIN_PREFIX'));
+  if (typeof minPrefix === 'string') bad('OVSNET_MIN_PREFIX', value('OVSNET_MIN_PREFIX'), minPrefix);
+  const defaultPools = parseDefaultPools(value('OVSNET_DEFAULT_POOLS'), typeof minPrefix === 'string' ? undefined : minPrefix);
   if (typeof defaultPools === 'string') bad('OVSNET_DEFAULT_POOLS', value('OVSNET_DEFAULT_POOLS'), defaultPools);
 
   const bridge = value('OVSNET_BRIDGE');
@@ -189,15 +199,21 @@ export function loadConfig(env: Env): Config {
     else metrics = { host: (m[1] ?? '127.0.0.1').replace(/^\[|\]$/g, ''), port: Number(m[2]) };
   }
 
-  if (problems.length > 0 || store === undefined || storeTimeoutMs === undefined || typeof defaultPools === 'string') {
+  if (
+    problems.length > 0 ||
+    store === undefined ||
+    storeTimeoutMs === undefined ||
+    typeof defaultPools === 'string' ||
+    typeof minPrefix === 'string'
+  ) {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
   const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, bridge, datapath, ovsdb, host, metrics, journal });
+  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, minPrefix, bridge, datapath, ovsdb, host, metrics, journal });
 }
 
 /** The pools, or why the value is wrong. */
-function parseDefaultPools(raw: string): DefaultPool[] | string {
+function parseDefaultPools(raw: string, min: MinPrefix | undefined): DefaultPool[] | string {
   const pools: DefaultPool[] = [];
   for (const item of raw.split(',').map((x) => x.trim())) {
     const colon = item.lastIndexOf(':');
@@ -213,6 +229,12 @@ function parseDefaultPools(raw: string): DefaultPool[] | string {
     const max = range.family === 4 ? 30 : 126;
     if (bits < range.bits || bits > max) {
       return `pool length /${bits} of ${formatPrefix(range)} must be from /${range.bits} to /${max}`;
+    }
+    try {
+      checkSubnet({ ...range, bits }, 'a pool of', min); // each pool carved from the range, and the range itself below
+      checkSubnet({ family: range.family, base: range.base, bits: Math.max(range.bits, 1) }, 'range', { 4: 1, 6: 1 });
+    } catch (err) {
+      return err instanceof Error ? err.message : String(err);
     }
     pools.push({ range: { family: range.family, base: range.base, bits: range.bits }, bits });
   }

@@ -29,6 +29,8 @@ export const ERROR_CODES = {
   IPAM_ADDRESS_INVALID: 'InvalidParameter',
   IPAM_ADDRESS_TAKEN: 'Conflict',
   IPAM_POOL_EXHAUSTED: 'Conflict',
+  SUBNET_INVALID: 'InvalidParameter',
+  SUBNET_HOST_OVERLAP: 'Conflict',
   OVS_UNAVAILABLE: 'Unavailable',
   OVS_FAILED: 'System',
   LINK_FAILED: 'System',

@@ -20,7 +20,7 @@ import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { Vswitchd } from '../driver/ovs/vswitchd.js';
 import { Tunnels } from '../driver/vxlan/tunnels.js';
 import { chooseDatapath, defaultRouteAddress, machineId, mtuOfAddress } from '../host-info.js';
-import { hostRoutes } from '../ipam-driver/host-routes.js';
+import { hostNets } from '../host-nets.js';
 import { Ipam } from '../ipam-driver/ipam.js';
 import { Reclaimer } from '../ipam-driver/reclaim.js';
 import type { Logger } from '../log.js';
@@ -65,7 +65,8 @@ export function assemble(config: Config, log: Logger): Parts {
     log: log.child({ component: 'ipam' }),
     host: hostName,
     defaultPools: config.defaultPools,
-    hostRoutes: () => hostRoutes(),
+    hostNets: () => hostNets(),
+    minPrefix: config.minPrefix,
     readyTimeoutMs: config.storeTimeoutMs,
     journal: config.journal,
   });
@@ -99,6 +100,7 @@ export function assemble(config: Config, log: Logger): Parts {
     pools: ipam,
     vtepIp,
     tunnelMtu: () => tunnelMtu,
+    subnets: { minPrefix: config.minPrefix, hostNets: () => hostNets() },
     onNetworksChanged: () => networksChanged.notify(),
   });
   const registry = new HostRegistry({

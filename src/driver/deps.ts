@@ -9,6 +9,7 @@ import type { Store } from '../store/types.js';
 import type { VethSpec } from './links/links.js';
 import type { DatapathType, OwnPort, PortOptions } from './ovs/ovsdb.js';
 import type { PortBinding } from './records/records.js';
+import type { SubnetRules } from './subnet-check.js';
 
 /** Open vSwitch's database (OVSDB): the bridge and its ports. */
 export interface OvsApi {
@@ -132,6 +133,8 @@ export interface DriverDeps {
   readonly vtepIp?: string;
   /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
   readonly tunnelMtu?: () => number | undefined;
+  /** OVSNET_MIN_PREFIX and the host's segments for CreateNetwork's checks (absent: the default bound, no host segments). */
+  readonly subnets?: SubnetRules;
   /** Called after a network of this host is created or deleted (tunnels follow). */
   readonly onNetworksChanged?: () => void;
   readonly now?: () => Date;

@@ -11,6 +11,7 @@
 import { OvsnetError, messageOf } from '../errors.js';
 import type { DriverDeps } from './deps.js';
 import { parseNetworkOptions, type NetworkOptions } from './options.js';
+import { checkNetworkSubnets } from './subnet-check.js';
 import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
 import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
 import { macFor, parseCidrAddress } from './addresses.js';
@@ -60,6 +61,7 @@ export class NetworkDriver {
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
     const opts = parseNetworkOptions(req.options);
     if ((await this.records.network(req.networkId)) !== undefined) return; // the same request again: created already
+    checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
     const undo: Undo[] = [];
     try {
       const vni = await joinSegment(

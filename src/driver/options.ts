@@ -4,6 +4,7 @@
  * top level or as numbers would silently ignore them.
  */
 import { OvsnetError } from '../errors.js';
+import { ALLOW_CONNECTED, allowConnected } from '../subnets.js';
 
 const GENERIC = 'com.docker.network.generic';
 const MTU_OPTION = 'com.docker.network.driver.mtu';
@@ -14,6 +15,7 @@ const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
   'ovsnet.tag': 'a VLAN tag from 1 to 4094, or with ovsnet.encap=vxlan a VNI from 1 to 16777215 (default: the next free one)',
   'ovsnet.encap': 'vlan (one host, the default) or vxlan (a logical network across hosts; needs ovsnet.network)',
   'ovsnet.network': 'the name of a logical network shared by hosts: 1-64 letters, digits, "-", "_" or "." (needs ovsnet.encap=vxlan)',
+  [ALLOW_CONNECTED]: 'true lets the subnet overlap a segment the host is connected to (sharing an uplink on purpose), default false',
 };
 
 export const MAX_VNI = 16_777_215;
@@ -26,6 +28,8 @@ export interface NetworkOptions {
   readonly logical: string | undefined;
   readonly mtu: number | undefined;
   readonly internal: boolean;
+  /** -o ovsnet.allow-connected=true: the subnet may overlap the host's own segments. */
+  readonly allowConnected: boolean;
 }
 
 const invalid = (message: string) => new OvsnetError('NETWORK_OPTION_INVALID', message);
@@ -67,6 +71,8 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
   if (encap === 'vlan' && logical !== undefined) {
     throw invalid(`-o ovsnet.network=${logical} spans hosts over VXLAN: add -o ovsnet.encap=vxlan`);
   }
+  const allow = allowConnected(text(ALLOW_CONNECTED));
+  if (allow === undefined) throw invalid(`-o ${ALLOW_CONNECTED}=${text(ALLOW_CONNECTED) ?? ''} is not valid: expected true or false`);
   return {
     tag:
       encap === 'vxlan'
@@ -76,5 +82,6 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
     logical,
     mtu: int(MTU_OPTION, 68, 65535, 'an MTU from 68 to 65535'),
     internal: options[INTERNAL] === true || options[INTERNAL] === 'true',
+    allowConnected: allow,
   };
 }

@@ -4,7 +4,8 @@
  * store never create overlapping pools. Dynamic pools come from OVSNET_DEFAULT_POOLS (carve.ts).
  */
 import type { DefaultPool } from '../config.js';
-import { CidrError, contains, formatPrefix, overlaps, parseCidr, type Family, type Prefix } from '../cidr.js';
+import { formatPrefix, parseCidr, type Family, type Prefix } from '../cidr.js';
+import type { HostNet, MinPrefix } from '../subnets.js';
 import { OvsnetError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keys } from '../store/keys.js';
@@ -12,16 +13,12 @@ import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from 
 import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
 import { decodePool, poolUsableBy, type PoolRecord } from './records.js';
+import { checkHost, checkOptions, checkPool, checkSpace, normalOptions, parsePool } from './pool-checks.js';
 
-import { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
+import { poolIdOf } from './pool-id.js';
 
+export { IPAM_OPTIONS } from './pool-checks.js';
 export { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
-
-/** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
-export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
-  'ovsnet.block-size':
-    "the prefix length of the blocks hosts claim in a logical network's pool, 16 to 32 (default 26: 64 addresses; IPv6 blocks hold as many addresses)",
-};
 
 export interface PoolRequest {
   readonly addressSpace: string;
@@ -36,7 +33,10 @@ export interface PoolsDeps {
   readonly log: Logger;
   readonly host: string;
   readonly defaultPools: readonly DefaultPool[];
-  readonly hostRoutes: () => Prefix[];
+  /** The host's addresses and routes (host-nets.ts): no pool overlaps them. */
+  readonly hostNets: () => readonly HostNet[];
+  /** OVSNET_MIN_PREFIX. */
+  readonly minPrefix: MinPrefix;
   readonly now: () => Date;
 }
 
@@ -65,11 +65,20 @@ export class Pools {
       const existing = listed.kvs.map(decodePool);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
+        // A host already in it is refused by join() with that reason, not as an overlap with its own gateway.
+        if (!(logical.users ?? []).includes(this.deps.host)) {
+          checkHost(
+            parseCidr(logical.pool),
+            req.options,
+            existing.filter((r) => r.poolId !== logical.poolId),
+            this.deps,
+          );
+        }
         if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0))
           return { poolId: logical.poolId, pool: logical.pool };
         continue;
       }
-      const chosen: Chosen = req.pool === '' ? await this.choosePool(req.v6, existing) : this.checkPool(req, space, existing);
+      const chosen: Chosen = req.pool === '' ? await this.choosePool(req.v6, existing) : checkPool(req, existing, this.deps);
       const poolId = poolIdOf(space, chosen.pool, chosen.sub);
       const record: PoolRecord = {
         poolId,
@@ -198,42 +207,10 @@ export class Pools {
     return false;
   }
 
-  private checkPool(req: PoolRequest, space: string, existing: readonly PoolRecord[]): Chosen {
-    const pool = parsePool(req.pool, 'Pool');
-    if ((pool.family === 6) !== req.v6) {
-      throw new OvsnetError('IPAM_POOL_INVALID', `pool ${req.pool} is IPv${pool.family} but the request is for IPv${req.v6 ? 6 : 4}`);
-    }
-    if (pool.family === 6 && pool.bits > 64) {
-      throw new OvsnetError(
-        'IPAM_POOL_INVALID',
-        `IPv6 pool ${req.pool} is too small: ovsnet takes IPv6 pools of /64 or larger (a shorter prefix)`,
-      );
-    }
-    let sub: Prefix | undefined;
-    if (req.subPool !== '') {
-      sub = parsePool(req.subPool, 'SubPool (--ip-range)');
-      if (!contains(pool, sub)) {
-        throw new OvsnetError(
-          'IPAM_POOL_INVALID',
-          `--ip-range ${req.subPool} is not inside --subnet ${formatPrefix(pool)}: give a range within the subnet`,
-        );
-      }
-    }
-    for (const other of existing) {
-      if (other.addressSpace === space && overlaps(pool, parseCidr(other.pool))) {
-        throw new OvsnetError(
-          'IPAM_POOL_OVERLAP',
-          `pool ${formatPrefix(pool)} overlaps pool ${other.pool} (${other.poolId}) already in use in address space ${space}: choose a subnet that overlaps no other network's`,
-        );
-      }
-    }
-    return sub === undefined ? { pool } : { pool, sub };
-  }
-
   private async choosePool(v6: boolean, existing: readonly PoolRecord[]): Promise<Chosen> {
     const family: Family = v6 ? 6 : 4;
     const cursorKv = await this.deps.store.get(keys.poolCursor(family));
-    const taken = [...existing.map((r) => parseCidr(r.pool)), ...this.deps.hostRoutes()];
+    const taken = [...existing.map((r) => parseCidr(r.pool)), ...this.deps.hostNets().map((h) => h.prefix)];
     const found = nextPool(this.deps.defaultPools, family, BigInt(cursorKv?.value ?? '0'), taken);
     if (found === undefined) {
       const ranges = this.deps.defaultPools.filter((p) => p.range.family === family).map((p) => `${formatPrefix(p.range)}:${p.bits}`);
@@ -245,49 +222,5 @@ export class Pools {
       );
     }
     return { pool: found.prefix, cursor: found.next, cursorCompare: [modRevisionIs(keys.poolCursor(family), cursorKv?.modRevision ?? 0)] };
-  }
-}
-
-function checkSpace(space: string): string {
-  if (space === '') return ADDRESS_SPACES.local;
-  if (space !== ADDRESS_SPACES.local && space !== ADDRESS_SPACES.global) {
-    throw new OvsnetError(
-      'IPAM_ADDRESS_SPACE_INVALID',
-      `address space ${JSON.stringify(space)} is not one of ovsnet's: ${ADDRESS_SPACES.local}, ${ADDRESS_SPACES.global}`,
-    );
-  }
-  return space;
-}
-
-function checkOptions(options: Readonly<Record<string, string>>): void {
-  for (const key of Object.keys(options)) {
-    if (key.startsWith('ovsnet.') && !(key in IPAM_OPTIONS)) {
-      const valid = Object.entries(IPAM_OPTIONS)
-        .map(([k, v]) => `${k} (${v})`)
-        .join(', ');
-      throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${key} is not an ovsnet IPAM option: valid ones: ${valid}`);
-    }
-  }
-  const block = options['ovsnet.block-size'];
-  if (block !== undefined && !(/^\/?\d+$/.test(block) && Number(block.replace('/', '')) >= 16 && Number(block.replace('/', '')) <= 32)) {
-    throw new OvsnetError(
-      'IPAM_OPTION_INVALID',
-      `--ipam-opt ovsnet.block-size=${block} is not valid: expected ${IPAM_OPTIONS['ovsnet.block-size'] ?? ''}`,
-    );
-  }
-}
-
-/** Options as stored: ovsnet.block-size without its optional slash. */
-function normalOptions(options: Readonly<Record<string, string>>): Record<string, string> {
-  const block = options['ovsnet.block-size'];
-  return block === undefined ? { ...options } : { ...options, 'ovsnet.block-size': block.replace('/', '') };
-}
-
-function parsePool(text: string, field: string): Prefix {
-  try {
-    const p = parseCidr(text);
-    return { family: p.family, base: p.base, bits: p.bits };
-  } catch (err) {
-    throw new OvsnetError('IPAM_POOL_INVALID', `${field}: ${err instanceof CidrError ? err.message : String(err)}`);
   }
 }

@@ -116,7 +116,11 @@ t.test('pools: overlap refused naming the other, validation names the field', as
   await t.rejects(ipam.requestPool({ ...pool('10.63.0.0/24'), addressSpace: 'Mars' }), {
     message: /address space "Mars" is not one of ovsnet's: LocalDefault, GlobalDefault/,
   });
-  t.ok(await ipam.requestPool({ ...pool('10.60.0.0/16'), addressSpace: 'GlobalDefault' }), 'address spaces are separate');
+  await t.rejects(
+    ipam.requestPool({ ...pool('10.60.0.0/16'), addressSpace: 'GlobalDefault' }),
+    { code: 'IPAM_POOL_OVERLAP' },
+    'address spaces share the hosts: their pools may not overlap either (issue 11)',
+  );
 });
 
 t.test('dynamic pools: distinct, skip routes and pools, never one that is held', async (t) => {

@@ -11,6 +11,7 @@
  * name exists (the caller deletes first).
  */
 import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
+import { hostEndIsolation, isolateHostEndIpv6 } from './host-end.js';
 
 type NetlinkModule = typeof import('netlink');
 
@@ -126,9 +127,16 @@ export class NetlinkOps {
       this.rtnl.newLink({}, { ifname: spec.host, mtu: spec.mtu, linkinfo }, { flags: NLM_F_CREATE | NLM_F_EXCL }),
     );
     try {
+      // Before up, so the host end never gets an IPv6 link-local address (host-end.ts).
+      await step(`isolate ${spec.host} from the host's IP stack`, () =>
+        this.rtnl.setLink({}, { ifname: spec.host, afSpec: hostEndIsolation(attr) }),
+      );
+      isolateHostEndIpv6(spec.host);
+      // The alias marks the link as ovsnet's (reconcile deletes only such links); the kernel
+      // ignores an alias in the create message, so it is set here.
       const alias = spec.alias === undefined ? {} : { ifalias: spec.alias };
       await step(`set ${spec.host} up`, () =>
-        this.rtnl.setLink({ flags: { up: true }, change: { up: true } }, { ifname: spec.host, ...alias }),
+        this.rtnl.setLink({ flags: { up: true, noarp: true }, change: { up: true, noarp: true } }, { ifname: spec.host, ...alias }),
       );
       if (spec.txChecksumOff === true) await this.disableTxChecksum(spec.container);
     } catch (err) {
