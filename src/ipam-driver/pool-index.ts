@@ -6,7 +6,9 @@
  */
 import { keys, unpart } from '../store/keys.js';
 import type { KeyValue, WatchEvent } from '../store/types.js';
-import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from '../cidr.js';
+import { parseAddress, prefix as parsePrefix, size, usableBounds, type Prefix } from '../cidr.js';
+import { isOvsnetError, messageOf } from '../errors.js';
+import { invalidRecord, skippedRecords } from '../store/decode.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
 import { decodeBlock, decodePool, type BlockRecord, type PoolRecord } from './records.js';
 
@@ -104,8 +106,10 @@ export class PoolState {
     return off === undefined ? undefined : base + off;
   }
 
+  /** Throws when `address` is outside the pool (a reservation key no ovsnet writes). */
   mark(address: bigint, reserved: boolean): void {
     const off = address - this.prefix.base;
+    if (off < 0n || off >= size(this.prefix)) throw new Error(`the address is outside the pool ${this.record.pool}`);
     if (reserved) this.reserved.add(off);
     else this.reserved.delete(off);
   }
@@ -146,7 +150,21 @@ export class PoolIndex {
     for (const kv of kvs) if (parseKey(kv.key).kind !== 'pool') this.apply({ type: 'put', kv });
   }
 
+  /**
+   * One change. A malformed record (a value that fails its shape, a key naming no address, a
+   * count that is not a number, an address outside its pool) is skipped and noted (decode.ts):
+   * the index goes on with everything else, and a pool it had keeps its last good record.
+   */
   apply(event: WatchEvent): void {
+    try {
+      this.applyOne(event);
+      skippedRecords.cleared(event.kv.key);
+    } catch (err) {
+      skippedRecords.skip(event.kv.key, event.kv.value, isOvsnetError(err) ? err : invalidRecord(event.kv.key, messageOf(err)));
+    }
+  }
+
+  private applyOne(event: WatchEvent): void {
     const p = parseKey(event.kv.key);
     switch (p.kind) {
       case 'pool':
@@ -173,6 +191,8 @@ export class PoolIndex {
         const pool = this.pools.get(p.poolId);
         if (pool === undefined) return;
         // Events arrive in revision order, but a local result may have been applied already.
+        if (event.type === 'put' && !/^\d{1,15}$/.test(event.kv.value))
+          throw new Error(`the count ${JSON.stringify(event.kv.value.slice(0, 20))} is not a whole number`);
         if (event.kv.modRevision >= pool.countRevision) {
           pool.count = event.type === 'put' ? Number(event.kv.value) : 0;
           pool.countRevision = event.type === 'put' ? event.kv.modRevision : 0;
