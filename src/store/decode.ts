@@ -24,19 +24,28 @@ const QUOTE_LIMIT = 80;
  * the message names the key and how to fix it.
  */
 export function decodeRecord<T>(key: string, value: string, check?: ShapeCheck): T {
+  const parsed = parseRecord(key, value, check);
+  if (typeof parsed === 'string') throw invalidRecord(key, parsed);
+  return parsed as T;
+}
+
+/** What is wrong with the record at `key` (as decodeRecord would say); undefined when nothing. */
+export function recordProblem(key: string, value: string, check?: ShapeCheck): string | undefined {
+  const parsed = parseRecord(key, value, check);
+  return typeof parsed === 'string' ? parsed : undefined;
+}
+
+/** The parsed record, or what is wrong with it. */
+function parseRecord(key: string, value: string, check: ShapeCheck | undefined): Record<string, unknown> | string {
   let parsed: unknown;
   try {
     parsed = JSON.parse(value);
   } catch {
-    throw invalidRecord(key, `not JSON: ${quote(value)}`);
+    return `not JSON: ${quote(value)}`;
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw invalidRecord(key, `not a JSON object: ${quote(value)}`);
-  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) return `not a JSON object: ${quote(value)}`;
   const record = parsed as Record<string, unknown>;
-  const problem = shapeOf(key)?.(record) ?? check?.(record);
-  if (problem !== undefined) throw invalidRecord(key, problem);
-  return parsed as T;
+  return shapeOf(key)?.(record) ?? check?.(record) ?? record;
 }
 
 /** STORE_RECORD_INVALID for the record at `key`; `problem` says what is wrong with it. */

@@ -10,7 +10,9 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { recordsCheck } from '../../src/cli/doctor.js';
 import { createLogger } from '../../src/log.js';
+import { Metrics } from '../../src/metrics.js';
 import { skippedRecords } from '../../src/store/decode.js';
 import { EtcdStore } from '../../src/store/etcd.js';
 import { HostRegistry } from '../../src/store/hosts.js';
@@ -101,6 +103,15 @@ async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof ho
   t.notOk(a.hosts().has(`${run}-y`), 'the host record that is not an object is not a host');
   t.ok(skippedRecords.keys().includes(h.host[0]), 'the bad host record noted');
   t.ok((skippedRecords.byFamily.get('pools') ?? 0) >= 2, 'counted by family');
+  t.match(await new Metrics().registry.metrics(), /ovsnet_store_records_invalid_total\{family="pools"\} [1-9]/, 'in the metrics');
+
+  // ovsnet doctor names every bad key, with the fix.
+  const check = await recordsCheck(store);
+  t.equal(check.ok, false);
+  for (const [key] of [h.host, h.pool, h.count, h.later, h.laterHost]) t.ok(check.detail.includes(key), `doctor names ${key}`);
+  t.match(check.detail, /\(its pool is "bogus", not a CIDR such as 10\.1\.0\.0\/24 or fd00::\/64\)/);
+  t.match(check.detail, /hosts\/[0-9a-f]{8}-x \(not JSON: "nojson"\)/);
+  t.match(check.fix, /delete or rewrite each key named/);
 }
 
 t.test('embedded store: hostile records are skipped, IPAM ready, hosts followed', async (t) => {
