@@ -40,8 +40,13 @@ interface Chunk {
 }
 
 export class Bitmap implements OffsetSet {
-  /** Chunks holding at least one set bit, by chunk number. */
-  private readonly chunks = new Map<number, Chunk>();
+  /**
+   * Chunks holding at least one set bit, by chunk number (an array, not a Map: indexing it is
+   * what keeps allocation as fast as a flat bitmap). It grows to the highest chunk used: one
+   * slot per 4096 addresses of the pool at most (32 KiB for a /8), chunks only where used.
+   */
+  private readonly chunks: (Chunk | undefined)[] = [];
+  private used = 0;
   private n = 0;
 
   constructor(readonly size: number) {}
@@ -52,22 +57,23 @@ export class Bitmap implements OffsetSet {
 
   /** Chunks allocated now (memory: about 520 bytes each). */
   get chunkCount(): number {
-    return this.chunks.size;
+    return this.used;
   }
 
   has(offset: bigint): boolean {
     const i = Number(offset);
-    const chunk = this.chunks.get(Math.floor(i / CHUNK_BITS));
+    const chunk = this.chunks[i >>> CHUNK_SHIFT];
     return chunk !== undefined && ((chunk.words[(i & (CHUNK_BITS - 1)) >>> 5] ?? 0) & (1 << (i & 31))) !== 0;
   }
 
   add(offset: bigint): boolean {
     const i = Number(offset);
-    const c = Math.floor(i / CHUNK_BITS);
-    let chunk = this.chunks.get(c);
+    const c = i >>> CHUNK_SHIFT;
+    let chunk = this.chunks[c];
     if (chunk === undefined) {
       chunk = { words: new Uint32Array(CHUNK_WORDS), n: 0 };
-      this.chunks.set(c, chunk);
+      this.chunks[c] = chunk;
+      this.used++;
     }
     const w = (i & (CHUNK_BITS - 1)) >>> 5;
     const bit = 1 << (i & 31);
@@ -81,8 +87,8 @@ export class Bitmap implements OffsetSet {
 
   delete(offset: bigint): boolean {
     const i = Number(offset);
-    const c = Math.floor(i / CHUNK_BITS);
-    const chunk = this.chunks.get(c);
+    const c = i >>> CHUNK_SHIFT;
+    const chunk = this.chunks[c];
     if (chunk === undefined) return false;
     const w = (i & (CHUNK_BITS - 1)) >>> 5;
     const bit = 1 << (i & 31);
@@ -90,7 +96,10 @@ export class Bitmap implements OffsetSet {
     if ((word & bit) === 0) return false;
     chunk.words[w] = word & ~bit;
     this.n--;
-    if (--chunk.n === 0) this.chunks.delete(c);
+    if (--chunk.n === 0) {
+      this.chunks[c] = undefined;
+      this.used--;
+    }
     return true;
   }
 
@@ -106,9 +115,9 @@ export class Bitmap implements OffsetSet {
   private scan(a: number, b: number): number | undefined {
     let i = a;
     while (i <= b) {
-      const c = Math.floor(i / CHUNK_BITS);
+      const c = i >>> CHUNK_SHIFT;
       const base = c * CHUNK_BITS;
-      const chunk = this.chunks.get(c);
+      const chunk = this.chunks[c];
       if (chunk === undefined) return i; // no bit set in this chunk
       if (chunk.n === CHUNK_BITS) {
         i = base + CHUNK_BITS;

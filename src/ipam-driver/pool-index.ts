@@ -34,6 +34,8 @@ export class PoolState {
   /** Absolute bounds of the addresses handed out dynamically; undefined if none can be. */
   readonly bounds: { readonly first: bigint; readonly last: bigint } | undefined;
   readonly reserved: OffsetSet;
+  /** Addresses in the pool. */
+  readonly size: bigint;
   /** Next-fit cursor (absolute address). */
   cursor: bigint;
   count = 0;
@@ -47,7 +49,8 @@ export class PoolState {
     this.prefix = parsePrefix(record.pool);
     this.range = record.subPool === undefined ? this.prefix : parsePrefix(record.subPool);
     this.bounds = usableBounds(this.prefix, this.range);
-    this.reserved = offsetSetFor(1n << BigInt((this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
+    this.size = size(this.prefix);
+    this.reserved = offsetSetFor(this.size);
     this.cursor = this.bounds?.first ?? this.prefix.base;
     this.blockSize = blockSizeOf(record);
   }
@@ -106,10 +109,8 @@ export class PoolState {
     return off === undefined ? undefined : base + off;
   }
 
-  /** Throws when `address` is outside the pool (a reservation key no ovsnet writes). */
   mark(address: bigint, reserved: boolean): void {
     const off = address - this.prefix.base;
-    if (off < 0n || off >= size(this.prefix)) throw new Error(`the address is outside the pool ${this.record.pool}`);
     if (reserved) this.reserved.add(off);
     else this.reserved.delete(off);
   }
@@ -184,7 +185,10 @@ export class PoolIndex {
       }
       case 'address': {
         const pool = this.pools.get(p.poolId);
-        if (pool !== undefined) pool.mark(parseAddress(p.address).value, event.type === 'put');
+        if (pool === undefined) return;
+        const offset = parseAddress(p.address).value - pool.prefix.base;
+        if (offset < 0n || offset >= pool.size) throw new Error(`the address is outside the pool ${pool.record.pool}`);
+        pool.mark(pool.prefix.base + offset, event.type === 'put');
         return;
       }
       case 'count': {
