@@ -9,7 +9,7 @@ import { loadConfig, type Config } from './config.js';
 import { COMMANDS, isCommand, runCommand } from './cli/commands.js';
 import { Daemon } from './daemon/daemon.js';
 import { isOvsnetError, messageOf } from './errors.js';
-import { createLogger } from './log.js';
+import { createLogger, type Logger } from './log.js';
 
 const USAGE = `usage: ovsnet <command> [--json]
 
@@ -21,9 +21,39 @@ ${Object.entries(COMMANDS)
 
 Settings are OVSNET_* environment variables; see the README.`;
 
+/**
+ * The last resort, for a bug that lets an error escape (every handler of outside input catches
+ * its own: store watches, sockets, Docker calls). A promise rejection nobody handled failed one
+ * piece of work, which its caller has already given up on: it is logged with its stack and
+ * ovsnet keeps serving (Node's default, ending the process, would take every host's containers'
+ * plumbing requests down with it). An exception nobody caught may have left any object half
+ * changed: it is logged as fatal, the link worker is closed, and the process exits 1 so that
+ * systemd or Docker restarts it; state is in the store, and the restart reconciles.
+ */
+function lastResort(daemon: Daemon, log: Logger): void {
+  process.on('unhandledRejection', (reason) => {
+    log.error(
+      { err: reason },
+      `a promise rejection nobody handled (a bug in ovsnet; please report it): ${messageOf(reason)}; ovsnet keeps serving`,
+    );
+  });
+  let exiting = false;
+  process.on('uncaughtException', (err, origin) => {
+    if (exiting) return;
+    exiting = true;
+    log.fatal(
+      { err, origin },
+      `an exception nobody caught (a bug in ovsnet; please report it): ${messageOf(err)}; ovsnet exits, and reconciles when started again`,
+    );
+    void daemon.abandon().finally(() => process.exit(1));
+  });
+}
+
 /** Runs the daemon until SIGTERM or SIGINT, then stops it in order and exits 0. */
 async function serve(config: Config): Promise<void> {
-  const daemon = new Daemon(config, createLogger(config.logLevel));
+  const log = createLogger(config.logLevel);
+  const daemon = new Daemon(config, log);
+  lastResort(daemon, log);
   await daemon.start((err, cleanedUp) => {
     // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);

@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { messageOf } from './errors.js';
 import type { Logger } from './log.js';
 import { portHolder } from './port-holder.js';
+import { skippedRecords } from './store/decode.js';
 import type { Store } from './store/types.js';
 
 const LATENCY_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5];
@@ -69,6 +70,17 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
+    // Records skipped as malformed (src/store/decode.ts), read at scrape time.
+    new Counter({
+      name: 'ovsnet_store_records_invalid_total',
+      help: 'Store records skipped as malformed, by family (ovsnet doctor names their keys)',
+      labelNames: ['family'],
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const [family, n] of skippedRecords.byFamily) this.inc({ family }, n);
+      },
+    });
     // Each gauge fills itself at scrape time: from the IPAM index, the registry, the tunnels.
     const pools = () => this.sources.pools();
     const cluster = () => this.sources.cluster();

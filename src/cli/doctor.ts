@@ -10,7 +10,8 @@ import type { Config } from '../config.js';
 import { messageOf } from '../errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
 import { decodeReservation } from '../ipam-driver/records.js';
-import { decodeRecord } from '../store/decode.js';
+import { decodeAll, decodeRecord, recordProblem } from '../store/decode.js';
+import { FAMILIES } from '../store/shapes.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
@@ -45,14 +46,17 @@ export function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | u
   });
 }
 
-/** Does the daemon answer on its socket? */
+/**
+ * Does the daemon answer on its socket? Asked with IpamDriver.GetCapabilities, which every
+ * ovsnet serves and which changes nothing (Plugin.Activate would start a reconcile).
+ */
 export function daemonAnswers(socket: string): Promise<boolean> {
   return new Promise((resolve) => {
     if (!fs.existsSync(socket)) {
       resolve(false);
       return;
     }
-    const req = http.request({ socketPath: socket, path: '/Plugin.Activate', method: 'POST', timeout: 2000 }, (res) => {
+    const req = http.request({ socketPath: socket, path: '/IpamDriver.GetCapabilities', method: 'POST', timeout: 2000 }, (res) => {
       res.resume();
       resolve(res.statusCode === 200);
     });
@@ -149,9 +153,9 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
       ...(bad.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start sets each gateway port to its network MTU' }),
     });
     const endpointIds = new Set((await listEndpoints(store)).map((e) => e.endpointId));
-    const orphans = (await store.list(keys.allAddresses)).kvs
-      .map(decodeReservation)
-      .filter((r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0);
+    const orphans = decodeAll((await store.list(keys.allAddresses)).kvs, decodeReservation).filter(
+      (r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0,
+    );
     checks.push({
       check: 'orphan reservations',
       ok: orphans.length === 0,
@@ -165,6 +169,11 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
             fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address',
           }),
     });
+  } catch {
+    // the store is unreachable: reported above
+  }
+  try {
+    checks.push(await recordsCheck(store));
   } catch {
     // the store is unreachable: reported above
   }
@@ -196,7 +205,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
 
 /** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
 async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const peers = (await store.list(keys.hosts)).kvs.map((kv) => decodeRecord<HostRecord>(kv.key, kv.value));
+  const peers = decodeAll((await store.list(keys.hosts)).kvs, (kv) => decodeRecord<HostRecord>(kv.key, kv.value));
   const logical = (await store.list(keys.logicalNetworks)).kvs.length;
   if (peers.length <= 1 && logical === 0) return [];
   const checks: Check[] = [];
@@ -229,4 +238,36 @@ async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath:
     });
   }
   return checks;
+}
+
+/** Bad keys listed at most (the check names how many more). */
+const BAD_KEYS_SHOWN = 20;
+
+/**
+ * Records no ovsnet writes (shapes.ts: a value that is not JSON, a field of the wrong type, a
+ * CIDR that does not parse; a pool count that is not a number): the daemon skips them, this
+ * names them.
+ */
+export async function recordsCheck(store: Store): Promise<Check> {
+  const bad: string[] = [];
+  let read = 0;
+  for (const f of FAMILIES) {
+    for (const kv of (await store.list(f.prefix)).kvs) {
+      read++;
+      const problem = recordProblem(kv.key, kv.value);
+      if (problem !== undefined) bad.push(`${kv.key} (${problem})`);
+    }
+  }
+  for (const kv of (await store.list(`${keys.ipam}counts/`)).kvs) {
+    read++;
+    if (!/^\d{1,15}$/.test(kv.value)) bad.push(`${kv.key} (a pool count, not a whole number: ${JSON.stringify(kv.value.slice(0, 40))})`);
+  }
+  if (bad.length === 0) return { check: 'store records', ok: true, detail: `${read} records, all well-formed` };
+  const more = bad.length > BAD_KEYS_SHOWN ? ` and ${bad.length - BAD_KEYS_SHOWN} more` : '';
+  return {
+    check: 'store records',
+    ok: false,
+    detail: `${bad.length} of ${read} records malformed, skipped by ovsnet: ${bad.slice(0, BAD_KEYS_SHOWN).join('; ')}${more}`,
+    fix: 'delete or rewrite each key named (etcdctl del KEY on etcd); ovsnet never writes such a record, so someone or something else did',
+  };
 }

@@ -27,6 +27,7 @@ import type { Logger } from '../log.js';
 import { Metrics } from '../metrics.js';
 import { buildServer } from '../plugin-api/server.js';
 import { HostRegistry } from '../store/hosts.js';
+import { skippedRecords } from '../store/decode.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
 
@@ -54,9 +55,12 @@ export interface Parts {
 
 export function assemble(config: Config, log: Logger): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
+  // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
   const metrics = new Metrics();
+  const observed = config.metrics === undefined ? undefined : metrics;
   const raw = openStore(config.store, config.storeTimeoutMs, log);
-  const store: Store = metrics.instrument(raw);
+  const store: Store = observed === undefined ? raw : observed.instrument(raw);
+  skippedRecords.log = log.child({ component: 'store' });
   const hostName = config.host.name === '' ? os.hostname() : config.host.name;
   const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;
   const tunnelMtu = mtuOfAddress(vtepIp);
@@ -70,7 +74,11 @@ export function assemble(config: Config, log: Logger): Parts {
     readyTimeoutMs: config.storeTimeoutMs,
     journal: config.journal,
   });
-  const ovs = new Ovsdb(config.ovsdb, config.storeTimeoutMs, (m, ok, s) => metrics.observeOvsdb(m, ok, s));
+  const ovs = new Ovsdb(
+    config.ovsdb,
+    config.storeTimeoutMs,
+    observed === undefined ? undefined : (m, ok, s) => observed.observeOvsdb(m, ok, s),
+  );
   const datapath = chooseDatapath(config.datapath);
   // The userspace datapath can keep flows cached from before a tunnel port existed: after adding
   // tunnels or after ovs-vswitchd restarted, they are dropped (Vswitchd.purgeFlows).
@@ -134,8 +142,8 @@ export function assemble(config: Config, log: Logger): Parts {
     log,
     ipam,
     driver,
-    metrics,
-    onActivate: () => driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
+    ...(observed === undefined ? {} : { metrics: observed }),
+    onActivate: () => driver.reconcile().then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
   });
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({

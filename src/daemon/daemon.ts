@@ -71,6 +71,16 @@ export class Daemon {
     );
   }
 
+  /**
+   * After an exception nobody caught (main.ts): nothing in this process is trusted any more, so
+   * nothing is finished; the socket goes and the link worker closes its netlink sockets
+   * (bounded), then main exits. What matters is in the store; the next start reconciles.
+   */
+  async abandon(): Promise<void> {
+    removeSocket(this.parts.config.socket);
+    await closeLinks(this.parts.links).catch(() => undefined);
+  }
+
   /** Finishes the requests in flight and closes everything, in order; once, however often called. */
   stop(signal: string): Promise<void> {
     this.stopping ??= this.close(signal);

@@ -4,6 +4,7 @@
  * (Ipam.bindEndpoint), so that later work can adopt and reap by endpoint; only ovsnet's IPAM
  * writes reservation keys.
  */
+import { decodeAll } from '../store/decode.js';
 import { containsAddress, parseAddress, parseCidr } from '../cidr.js';
 import { keys } from '../store/keys.js';
 import { modRevisionIs, put, type Store } from '../store/types.js';
@@ -36,6 +37,6 @@ export async function bindReservation(store: Store, address: string, endpointId:
 
 async function poolsHolding(store: Store, address: string): Promise<string[]> {
   const { family, value } = parseAddress(address);
-  const pools = (await store.list(keys.pools)).kvs.map(decodePool);
+  const pools = decodeAll((await store.list(keys.pools)).kvs, decodePool);
   return pools.filter((p) => containsAddress(parseCidr(p.pool), family, value)).map((p) => p.poolId);
 }

@@ -13,10 +13,19 @@
  * the first empty one finds nothing either; a look that finds it releases it.
  *
  * What is pending is also kept in a journal file (OVSNET_JOURNAL), rewritten whole (a temporary
- * file renamed over it) whenever it changes, so that ovsnet restarted during a store outage
- * still settles it. Failures are rare, so are these writes; none happens on a request that works.
+ * file, fsynced, renamed over it) after it changes, so that ovsnet restarted during a store
+ * outage still settles it. Writes are off the request path: a change schedules one, changes
+ * meanwhile fold into it, one write is in flight at a time (async fs), and stop() waits for the
+ * last. A request that fails therefore answers Docker before its doubt is on disk (a crash in
+ * those milliseconds forgets it, as a crash before the failure would have).
+ *
+ * The journal holds at most JOURNAL_CAP doubts (a store outage under a flood of requests must
+ * not make every write larger without end): beyond it, doubts are still kept and settled in
+ * memory, but not written, and an error says so once. A doubt is an address that may leak, so
+ * none is refused.
  */
 import fs from 'node:fs';
+import fsp from 'node:fs/promises';
 import path from 'node:path';
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
@@ -31,6 +40,9 @@ const MAX_DELAY_MS = 5_000;
 /** How long after a first empty look a second one must come before a doubt is dropped. */
 const CONFIRM_MS = 5_000;
 
+/** Doubts the journal holds at most (about 1 MiB of JSON). */
+export const JOURNAL_CAP = 10_000;
+
 /** What settling a doubt found: something undone (or a release redone), or nothing to undo. */
 export type Settled = 'undone' | 'nothing';
 
@@ -42,6 +54,11 @@ export class Doubts {
   private loaded = false;
   /** When a look first found nothing to undo, per doubt (memory only: a restart looks again). */
   private readonly clearSince = new Map<Doubt, number>();
+  /** The write in flight (resolves when done, never rejects), and whether another is due after it. */
+  private writing: Promise<void> | undefined;
+  private dirty = false;
+  /** The cap was passed (said once until the journal fits again). */
+  private overCap = false;
 
   /** `journal`: the file that keeps pending doubts across restarts ('' or absent: memory only). */
   constructor(
@@ -49,6 +66,7 @@ export class Doubts {
     private readonly log: Logger,
     private readonly journal = '',
     private readonly confirmMs = CONFIRM_MS,
+    private readonly cap = JOURNAL_CAP,
   ) {}
 
   get size(): number {
@@ -101,6 +119,7 @@ export class Doubts {
       }
     }
     if (this.pending.length !== before) this.persist();
+    await this.flushed(); // in the background (a timer), never on a request
   }
 
   /** After a look that found nothing: true when an earlier empty look is confirmMs old. */
@@ -113,24 +132,47 @@ export class Doubts {
     return Date.now() - since >= this.confirmMs;
   }
 
-  /** Writes what is pending to the journal (removes it when nothing is); never throws. */
+  /** Schedules a write of what is pending (changes meanwhile fold into it); never throws. */
   private persist(): void {
     if (this.journal === '') return;
+    this.dirty = true;
+    this.writing ??= this.writeWhileDirty();
+  }
+
+  /** Writes until nothing changed during the last write; one at a time. */
+  private async writeWhileDirty(): Promise<void> {
+    await Promise.resolve(); // after the current request's synchronous work
+    while (this.dirty) {
+      this.dirty = false;
+      await this.write();
+    }
+    this.writing = undefined;
+  }
+
+  /** Writes the journal (removes it when nothing is pending); logs a failure, never throws. */
+  private async write(): Promise<void> {
     try {
       if (this.pending.length === 0) {
-        fs.rmSync(this.journal, { force: true });
+        await fsp.rm(this.journal, { force: true });
         return;
       }
-      fs.mkdirSync(path.dirname(this.journal), { recursive: true, mode: 0o700 });
-      const tmp = `${this.journal}.tmp`;
-      const fd = fs.openSync(tmp, 'w', 0o600);
-      try {
-        fs.writeSync(fd, JSON.stringify(this.pending));
-        fs.fsyncSync(fd);
-      } finally {
-        fs.closeSync(fd);
+      if (this.pending.length > this.cap && !this.overCap) {
+        this.log.error(
+          { pending: this.pending.length, cap: this.cap },
+          `more than ${this.cap} unconfirmed IPAM changes: the journal ${this.journal} keeps the first ${this.cap}, the rest are settled from memory only (a restart before the store answers would forget them)`,
+        );
       }
-      fs.renameSync(tmp, this.journal);
+      this.overCap = this.pending.length > this.cap;
+      await fsp.mkdir(path.dirname(this.journal), { recursive: true, mode: 0o700 });
+      const tmp = `${this.journal}.tmp`;
+      const file = await fsp.open(tmp, 'w', 0o600);
+      try {
+        await file.writeFile(JSON.stringify(this.pending.slice(0, this.cap)));
+        await file.sync();
+      } finally {
+        await file.close();
+      }
+      await fsp.rename(tmp, this.journal);
     } catch (err) {
       this.log.error(
         { err },
@@ -139,9 +181,16 @@ export class Doubts {
     }
   }
 
-  stop(): void {
+  /** Resolves once the journal holds what is pending now (tests, stop). */
+  async flushed(): Promise<void> {
+    while (this.writing !== undefined) await this.writing;
+  }
+
+  /** Stops settling; resolves once the last journal write is done. */
+  async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
+    await this.flushed();
   }
 
   private schedule(): void {

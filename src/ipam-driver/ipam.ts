@@ -80,7 +80,7 @@ export class Ipam {
   }
 
   async stop(): Promise<void> {
-    this.doubts.stop();
+    await this.doubts.stop();
     await this.sync.stop();
   }
 

@@ -2,8 +2,11 @@
  * Sets of reserved address offsets (offset = address - pool base), with a next-fit search.
  * Pure data structures, no I/O.
  *
- * - Bitmap: pools up to 2^24 addresses (every IPv4 pool up to a /8). A 32-bit word scan skips
- *   full words, so finding a free address is O(1) amortised with a moving cursor.
+ * - Bitmap: pools up to 2^32 addresses (every IPv4 pool). Chunks of 4096 bits, made when a bit
+ *   in them is first set and dropped when their last one is cleared: memory follows use, not
+ *   pool size (an empty /8 costs nothing, where a flat bitmap took 2 MiB). The search skips
+ *   absent chunks (all free) and full ones, then 32-bit words, so finding a free address is O(1)
+ *   amortised with a moving cursor.
  * - Sparse: larger pools (IPv6 /64 and up): a set of the reserved offsets; with a moving cursor
  *   a free offset is found after as many probes as there are reservations in the way.
  */
@@ -19,48 +22,84 @@ export interface OffsetSet {
   nextFree(lo: bigint, hi: bigint, from: bigint): bigint | undefined;
 }
 
-const BITMAP_LIMIT = 1n << 24n;
+const BITMAP_LIMIT = 1n << 32n;
 
 export function offsetSetFor(poolSize: bigint): OffsetSet {
   return poolSize <= BITMAP_LIMIT ? new Bitmap(Number(poolSize)) : new Sparse();
 }
 
+/** Bits per chunk (a power of two), and 32-bit words per chunk. */
+const CHUNK_SHIFT = 12;
+const CHUNK_BITS = 1 << CHUNK_SHIFT;
+const CHUNK_WORDS = CHUNK_BITS / 32;
+
+interface Chunk {
+  readonly words: Uint32Array;
+  /** Bits set. */
+  n: number;
+}
+
 export class Bitmap implements OffsetSet {
-  private readonly words: Uint32Array;
+  /**
+   * Chunks holding at least one set bit, by chunk number (an array, not a Map: indexing it is
+   * what keeps allocation as fast as a flat bitmap). It grows to the highest chunk used: one
+   * slot per 4096 addresses of the pool at most (32 KiB for a /8), chunks only where used.
+   */
+  private readonly chunks: (Chunk | undefined)[] = [];
+  private used = 0;
   private n = 0;
 
-  constructor(readonly size: number) {
-    this.words = new Uint32Array(Math.ceil(size / 32));
-  }
+  constructor(readonly size: number) {}
 
   get count(): number {
     return this.n;
   }
 
+  /** Chunks allocated now (memory: about 520 bytes each). */
+  get chunkCount(): number {
+    return this.used;
+  }
+
   has(offset: bigint): boolean {
     const i = Number(offset);
-    return ((this.words[i >>> 5] ?? 0) & (1 << (i & 31))) !== 0;
+    const chunk = this.chunks[i >>> CHUNK_SHIFT];
+    return chunk !== undefined && ((chunk.words[(i & (CHUNK_BITS - 1)) >>> 5] ?? 0) & (1 << (i & 31))) !== 0;
   }
 
   add(offset: bigint): boolean {
     const i = Number(offset);
-    const w = i >>> 5;
+    const c = i >>> CHUNK_SHIFT;
+    let chunk = this.chunks[c];
+    if (chunk === undefined) {
+      chunk = { words: new Uint32Array(CHUNK_WORDS), n: 0 };
+      this.chunks[c] = chunk;
+      this.used++;
+    }
+    const w = (i & (CHUNK_BITS - 1)) >>> 5;
     const bit = 1 << (i & 31);
-    const word = this.words[w] ?? 0;
+    const word = chunk.words[w] ?? 0;
     if ((word & bit) !== 0) return false;
-    this.words[w] = word | bit;
+    chunk.words[w] = word | bit;
+    chunk.n++;
     this.n++;
     return true;
   }
 
   delete(offset: bigint): boolean {
     const i = Number(offset);
-    const w = i >>> 5;
+    const c = i >>> CHUNK_SHIFT;
+    const chunk = this.chunks[c];
+    if (chunk === undefined) return false;
+    const w = (i & (CHUNK_BITS - 1)) >>> 5;
     const bit = 1 << (i & 31);
-    const word = this.words[w] ?? 0;
+    const word = chunk.words[w] ?? 0;
     if ((word & bit) === 0) return false;
-    this.words[w] = word & ~bit;
+    chunk.words[w] = word & ~bit;
     this.n--;
+    if (--chunk.n === 0) {
+      this.chunks[c] = undefined;
+      this.used--;
+    }
     return true;
   }
 
@@ -76,24 +115,29 @@ export class Bitmap implements OffsetSet {
   private scan(a: number, b: number): number | undefined {
     let i = a;
     while (i <= b) {
-      const w = i >>> 5;
-      const word = this.words[w] ?? 0;
-      if (word === 0xffffffff) {
-        i = (w + 1) << 5;
+      const c = i >>> CHUNK_SHIFT;
+      const base = c * CHUNK_BITS;
+      const chunk = this.chunks[c];
+      if (chunk === undefined) return i; // no bit set in this chunk
+      if (chunk.n === CHUNK_BITS) {
+        i = base + CHUNK_BITS;
         continue;
       }
-      // Bits below i in this word count as taken.
-      const free = ~word & (0xffffffff << (i & 31));
-      if (free === 0) {
-        i = (w + 1) << 5;
-        continue;
-      }
-      const bit = 31 - Math.clz32(free & -free);
-      const at = (w << 5) + bit;
-      return at <= b ? at : undefined;
+      const at = scanChunk(chunk.words, i - base);
+      if (at !== undefined) return base + at <= b ? base + at : undefined;
+      i = base + CHUNK_BITS;
     }
     return undefined;
   }
+}
+
+/** First clear bit of a chunk at or after bit `from`; undefined if none. */
+function scanChunk(words: Uint32Array, from: number): number | undefined {
+  for (let w = from >>> 5, mask = 0xffffffff << (from & 31); w < CHUNK_WORDS; w++, mask = 0xffffffff) {
+    const free = ~(words[w] ?? 0) & mask;
+    if (free !== 0) return (w << 5) + (31 - Math.clz32(free & -free));
+  }
+  return undefined;
 }
 
 export class Sparse implements OffsetSet {

@@ -6,7 +6,9 @@
  */
 import { keys, unpart } from '../store/keys.js';
 import type { KeyValue, WatchEvent } from '../store/types.js';
-import { parseAddress, prefix as parsePrefix, usableBounds, type Prefix } from '../cidr.js';
+import { parseAddress, prefix as parsePrefix, size, usableBounds, type Prefix } from '../cidr.js';
+import { isOvsnetError, messageOf } from '../errors.js';
+import { invalidRecord, skippedRecords } from '../store/decode.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
 import { decodeBlock, decodePool, type BlockRecord, type PoolRecord } from './records.js';
 
@@ -32,6 +34,8 @@ export class PoolState {
   /** Absolute bounds of the addresses handed out dynamically; undefined if none can be. */
   readonly bounds: { readonly first: bigint; readonly last: bigint } | undefined;
   readonly reserved: OffsetSet;
+  /** Addresses in the pool. */
+  readonly size: bigint;
   /** Next-fit cursor (absolute address). */
   cursor: bigint;
   count = 0;
@@ -45,7 +49,8 @@ export class PoolState {
     this.prefix = parsePrefix(record.pool);
     this.range = record.subPool === undefined ? this.prefix : parsePrefix(record.subPool);
     this.bounds = usableBounds(this.prefix, this.range);
-    this.reserved = offsetSetFor(1n << BigInt((this.prefix.family === 4 ? 32 : 128) - this.prefix.bits));
+    this.size = size(this.prefix);
+    this.reserved = offsetSetFor(this.size);
     this.cursor = this.bounds?.first ?? this.prefix.base;
     this.blockSize = blockSizeOf(record);
   }
@@ -146,7 +151,21 @@ export class PoolIndex {
     for (const kv of kvs) if (parseKey(kv.key).kind !== 'pool') this.apply({ type: 'put', kv });
   }
 
+  /**
+   * One change. A malformed record (a value that fails its shape, a key naming no address, a
+   * count that is not a number, an address outside its pool) is skipped and noted (decode.ts):
+   * the index goes on with everything else, and a pool it had keeps its last good record.
+   */
   apply(event: WatchEvent): void {
+    try {
+      this.applyOne(event);
+      skippedRecords.cleared(event.kv.key);
+    } catch (err) {
+      skippedRecords.skip(event.kv.key, event.kv.value, isOvsnetError(err) ? err : invalidRecord(event.kv.key, messageOf(err)));
+    }
+  }
+
+  private applyOne(event: WatchEvent): void {
     const p = parseKey(event.kv.key);
     switch (p.kind) {
       case 'pool':
@@ -166,13 +185,18 @@ export class PoolIndex {
       }
       case 'address': {
         const pool = this.pools.get(p.poolId);
-        if (pool !== undefined) pool.mark(parseAddress(p.address).value, event.type === 'put');
+        if (pool === undefined) return;
+        const offset = parseAddress(p.address).value - pool.prefix.base;
+        if (offset < 0n || offset >= pool.size) throw new Error(`the address is outside the pool ${pool.record.pool}`);
+        pool.mark(pool.prefix.base + offset, event.type === 'put');
         return;
       }
       case 'count': {
         const pool = this.pools.get(p.poolId);
         if (pool === undefined) return;
         // Events arrive in revision order, but a local result may have been applied already.
+        if (event.type === 'put' && !/^\d{1,15}$/.test(event.kv.value))
+          throw new Error(`the count ${JSON.stringify(event.kv.value.slice(0, 20))} is not a whole number`);
         if (event.kv.modRevision >= pool.countRevision) {
           pool.count = event.type === 'put' ? Number(event.kv.value) : 0;
           pool.countRevision = event.type === 'put' ? event.kv.modRevision : 0;

@@ -3,6 +3,7 @@
  * an overlap check counts only if that key did not move in between, so two processes sharing a
  * store never create overlapping pools. Dynamic pools come from OVSNET_DEFAULT_POOLS (carve.ts).
  */
+import { decodeAll } from '../store/decode.js';
 import type { DefaultPool } from '../config.js';
 import { formatPrefix, parseCidr, type Family, type Prefix } from '../cidr.js';
 import type { HostNet, MinPrefix } from '../subnets.js';
@@ -62,7 +63,7 @@ export class Pools {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const spaceKv = await this.deps.store.get(keys.space(space));
       const listed = await this.deps.store.list(keys.pools);
-      const existing = listed.kvs.map(decodePool);
+      const existing = decodeAll(listed.kvs, decodePool);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
         // A host already in it is refused by join() with that reason, not as an overlap with its own gateway.

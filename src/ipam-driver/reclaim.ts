@@ -17,7 +17,7 @@ import { formatAddress, parseAddress, prefix as parsePrefix } from '../cidr.js';
 import { keys, unpart } from '../store/keys.js';
 import { absent, del, modRevisionIs, put, type KeyValue, type Op, type Store } from '../store/types.js';
 import { blockSizeOf } from './pool-index.js';
-import { decodeRecord } from '../store/decode.js';
+import { decodeAll, decodeRecord } from '../store/decode.js';
 import { decodeBlock, decodePool, decodeReservation, type PoolRecord, type Reservation } from './records.js';
 
 interface Departed {
@@ -83,8 +83,8 @@ export class Reclaimer {
       store.list(keys.departed),
     ]);
     const named = new Set<string>();
-    for (const kv of pools.kvs) for (const u of decodePool(kv).users ?? []) named.add(u);
-    for (const kv of blocks.kvs) named.add(decodeBlock(kv).host);
+    for (const p of decodeAll(pools.kvs, decodePool)) for (const u of p.users ?? []) named.add(u);
+    for (const b of decodeAll(blocks.kvs, decodeBlock)) named.add(b.host);
     for (const kv of logical.kvs) for (const m of Object.keys(membersOf(kv))) named.add(m);
     const gone = new Map(departed.kvs.map((kv) => [unpart(kv.key.slice(keys.departed.length)), decodeRecord<Departed>(kv.key, kv.value)]));
     const reclaimed: string[] = [];
@@ -115,8 +115,7 @@ export class Reclaimer {
 
   private async reclaim(host: string, pools: readonly KeyValue[], logical: readonly KeyValue[]): Promise<void> {
     let addresses = 0;
-    for (const kv of pools) {
-      const pool = decodePool(kv);
+    for (const pool of decodeAll(pools, decodePool)) {
       if (pool.logical === undefined) continue;
       addresses += await this.reclaimPool(host, pool);
     }
@@ -134,7 +133,7 @@ export class Reclaimer {
     const p = parsePrefix(pool.pool);
     const size = blockSizeOf(pool);
     const startOf = (value: bigint) => p.base + ((value - p.base) / size) * size;
-    const held = (await store.list(keys.addresses(pool.poolId))).kvs.map(decodeReservation);
+    const held = decodeAll((await store.list(keys.addresses(pool.poolId))).kvs, decodeReservation);
     const theirs = new Map<string, Reservation[]>();
     for (const r of held) {
       if (r.host !== host || r.kind === 'gateway') continue;

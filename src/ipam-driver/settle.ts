@@ -4,6 +4,7 @@
  * again, for the reservation Docker released only. Each step is idempotent, so a doubt settled
  * twice (a restart between the look and the journal's rewrite) does no harm.
  */
+import { decodeAll } from '../store/decode.js';
 import type { Logger } from '../log.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
@@ -24,7 +25,7 @@ export interface SettleDeps {
 export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> {
   switch (d.kind) {
     case 'pool': {
-      const made = (await deps.store.list(keys.pools)).kvs.map(decodePool).filter((p) => p.token === d.token);
+      const made = decodeAll((await deps.store.list(keys.pools)).kvs, decodePool).filter((p) => p.token === d.token);
       for (const p of made) {
         await deps.releasePool(p.poolId);
         deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
@@ -36,7 +37,7 @@ export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> 
       await deps.releaseAddress(d.poolId, d.address, (r) => r.host === deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
       return 'undone';
     case 'request': {
-      const made = (await deps.store.list(keys.addresses(d.poolId))).kvs.map(decodeReservation).filter((r) => r.token === d.token);
+      const made = decodeAll((await deps.store.list(keys.addresses(d.poolId))).kvs, decodeReservation).filter((r) => r.token === d.token);
       for (const r of made) {
         await deps.releaseAddress(d.poolId, r.address, (cur) => cur.token === d.token);
         deps.log.warn(

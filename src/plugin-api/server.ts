@@ -29,8 +29,70 @@ export interface ServerDeps {
   readonly driver?: NetworkDriver;
   /** Observes every call and error, when metrics are on. */
   readonly metrics?: Pick<Metrics, 'observeCall' | 'observeError'>;
-  /** Largest request body accepted; Docker's are a few KiB. */
+  /** Largest request body accepted (BODY_LIMIT unless said). */
   readonly bodyLimit?: number;
+  /** SOCKET_LIMITS unless said (tests shorten them). */
+  readonly limits?: Partial<Record<keyof typeof SOCKET_LIMITS, number>>;
+}
+
+/**
+ * Largest request body accepted. Docker's largest request is CreateEndpoint publishing ports:
+ * about 110 bytes per published port (its exposed-port and port-map entries; measured on the
+ * JSON Docker sends), so 1 MiB admits one container publishing some 9,500 ports (a media
+ * server's 5,000-port RTP range fits); CreateNetwork's aux addresses take about 24 bytes each.
+ * Anything larger is refused with 413 before it is parsed.
+ */
+export const BODY_LIMIT = 1024 * 1024;
+
+/**
+ * Time limits of the plugin socket (Docker sets none on a v1 plugin's calls: these bound only
+ * what a client that stalls can hold). A request's headers and body arrive within milliseconds
+ * from Docker; a connection with nothing to send is closed after keepAliveTimeout, as Fastify
+ * does by default, and Docker's client dials again. Handlers are bounded by the store and OVSDB
+ * timeouts (OVSNET_STORE_TIMEOUT_MS), well inside connectionTimeout.
+ */
+export const SOCKET_LIMITS = {
+  /** The whole request (headers and body) must arrive within this. */
+  requestTimeoutMs: 15_000,
+  /** The headers must arrive within this. */
+  headersTimeoutMs: 10_000,
+  /** A socket with no traffic in either direction for this long is closed. */
+  connectionTimeoutMs: 120_000,
+  /** An idle keep-alive connection is closed after this. */
+  keepAliveTimeoutMs: 72_000,
+  /** Connections open at once; more are refused (Docker uses a handful). */
+  maxConnections: 256,
+} as const;
+
+/** Docker's methods (the routes), for the metrics label: anything else is `unknown`. */
+function methodLabel(routeUrl: string | undefined, status: number): string {
+  return routeUrl === undefined || status === 404 ? 'unknown' : routeUrl.slice(1);
+}
+
+/**
+ * Runs `fn` at most once at a time: calls while it runs fold into one more run after it (a
+ * dockerd restarted during a reconcile is seen by the next one). Never throws.
+ */
+function coalesced(fn: () => Promise<unknown>, onError: (err: unknown) => void): () => void {
+  let running = false;
+  let again = false;
+  const run = (): void => {
+    running = true;
+    void Promise.resolve()
+      .then(fn)
+      .catch(onError)
+      .finally(() => {
+        running = false;
+        if (again) {
+          again = false;
+          run();
+        }
+      });
+  };
+  return () => {
+    if (running) again = true;
+    else run();
+  };
 }
 
 /**
@@ -80,12 +142,16 @@ function clientError(err: Error & { code?: string }, socket: Socket): void {
 export function buildServer(deps: ServerDeps): FastifyInstance {
   /** Set once close() starts: a request arriving on a kept-alive connection then gets a 503. */
   let closing = false;
+  const limits = { ...SOCKET_LIMITS, ...deps.limits };
   const app = Fastify({
     // pino's Logger is a FastifyBaseLogger; the cast keeps the instance's logger generic the
     // default one, which the FastifyInstance return type names.
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
     loggerInstance: deps.log as FastifyBaseLogger,
-    bodyLimit: deps.bodyLimit ?? 1024 * 1024,
+    bodyLimit: deps.bodyLimit ?? BODY_LIMIT,
+    requestTimeout: limits.requestTimeoutMs,
+    connectionTimeout: limits.connectionTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
     genReqId: () => randomUUID().slice(0, 8),
     // One line per Docker call comes from the onResponse hook below, with the method in it.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
@@ -135,19 +201,23 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   app.addHook('onResponse', (req, reply, done) => {
-    const method = req.url.slice(1);
-    req.log.info({ method, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
-    // Unknown methods share one label: a scanner must not blow up the series count.
-    deps.metrics?.observeCall(reply.statusCode === 404 ? 'unknown' : method, reply.statusCode, reply.elapsedTime / 1000);
+    const method = methodLabel(req.routeOptions.url, reply.statusCode);
+    const url = req.url.length > 100 ? `${req.url.slice(0, 100)}...` : req.url;
+    req.log.info({ method, url, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
+    // The label is a route or `unknown`: a query string or a scanner's URLs make no new series.
+    deps.metrics?.observeCall(method, reply.statusCode, reply.elapsedTime / 1000);
     done();
   });
 
-  app.post('/Plugin.Activate', (req): ActivateResponse => {
-    // Docker activates a v1 plugin once per daemon lifetime: a (re)started dockerd is the moment
-    // its stale endpoints are known to be dead. Reconcile in the background; never delay Docker.
-    if (deps.onActivate !== undefined) {
-      deps.onActivate().catch((err: unknown) => req.log.warn({ err }, 'reconcile after activation failed'));
-    }
+  // Docker activates a v1 plugin once per daemon lifetime: a (re)started dockerd is the moment
+  // its stale endpoints are known to be dead. Reconcile in the background, never delaying
+  // Docker, and one at a time however many Activates come (anyone on the socket can send them).
+  const reconcile =
+    deps.onActivate === undefined
+      ? undefined
+      : coalesced(deps.onActivate, (err) => deps.log.warn({ err }, 'reconcile after activation failed'));
+  app.post('/Plugin.Activate', (): ActivateResponse => {
+    reconcile?.();
     return { Implements: deps.driver === undefined ? ['IpamDriver'] : ['NetworkDriver', 'IpamDriver'] };
   });
   ipamRoutes(app, deps.ipam);
@@ -168,7 +238,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     }
     const fe = err as Partial<FastifyError>;
     if (fe.code === 'FST_ERR_CTP_BODY_TOO_LARGE') {
-      void reply.code(413).send({ Err: `the request body is larger than ${deps.bodyLimit ?? 1024 * 1024} bytes` });
+      void reply.code(413).send({ Err: `the request body is larger than ${deps.bodyLimit ?? BODY_LIMIT} bytes` });
       return;
     }
     // Fastify's refusals of a request (400, 415, ...): the status it chose, in Docker's form.
@@ -180,5 +250,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     void reply.code(500).send({ Err: bounded(`internal error in ovsnet: ${fe.message ?? String(err)}`) });
   });
 
+  // Node's own limits, which Fastify's options do not reach.
+  app.server.headersTimeout = limits.headersTimeoutMs;
+  app.server.maxConnections = limits.maxConnections;
   return app;
 }

@@ -9,7 +9,7 @@
 import { messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keepTrying, seconds } from '../retry.js';
-import { decodeRecord } from './decode.js';
+import { decodeOrSkip, skippedRecords } from './decode.js';
 import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
 
 export interface FollowOptions {
@@ -48,17 +48,22 @@ export class Follower {
     if (!current()) return;
     this.o.onSnapshot(snapshot.kvs);
     const watcher = await this.o.store.watch(this.o.prefix, snapshot.revision + 1, {
+      // Called from the store's socket or poll handler: nothing thrown here may escape (it would
+      // end the process). An owner that fails on an event may have applied part of it: its view
+      // is rebuilt from a new snapshot, as after a lost watch.
       onEvents: (events) => {
-        if (current()) this.o.onEvents(events);
+        if (!current()) return;
+        try {
+          this.o.onEvents(events);
+        } catch (err) {
+          this.o.log.error({ err }, `cannot apply a change of ${this.o.what} (${messageOf(err)}); reading them again`);
+          this.restart();
+        }
       },
       onError: (err) => {
         if (!current()) return;
-        this.generation++;
         this.o.log.warn({ err }, `the watch of ${this.o.what} ended (${messageOf(err)}); following again`);
-        this.o.onLost?.();
-        void this.watcher?.close().catch(() => undefined);
-        this.watcher = undefined;
-        this.again();
+        this.restart();
       },
     });
     if (!current()) {
@@ -75,6 +80,15 @@ export class Follower {
     await w?.close();
   }
 
+  /** The watch is over: the owner hears so, and a new snapshot and watch follow. */
+  private restart(): void {
+    this.generation++;
+    this.o.onLost?.();
+    void this.watcher?.close().catch(() => undefined);
+    this.watcher = undefined;
+    this.again();
+  }
+
   /** Starts over after a wait, and again after each failure, until it works or stop(). */
   private again(): void {
     void keepTrying(() => this.start(), {
@@ -86,7 +100,10 @@ export class Follower {
   }
 }
 
-/** The JSON records under a prefix, by name (the key after the prefix), kept by a Follower. */
+/**
+ * The JSON records under a prefix, by name (the key after the prefix), kept by a Follower. A
+ * malformed record is skipped (decode.ts says so once); a good one that turns bad is dropped.
+ */
 export class FollowedRecords<T> {
   readonly records = new Map<string, T>();
   /** True once the first snapshot is in. */
@@ -101,14 +118,21 @@ export class FollowedRecords<T> {
       ...o,
       onSnapshot: (kvs) => {
         this.records.clear();
-        for (const kv of kvs) this.records.set(name(kv.key), decodeRecord<T>(kv.key, kv.value));
+        for (const kv of kvs) {
+          const record = decodeOrSkip<T>(kv.key, kv.value);
+          if (record !== undefined) this.records.set(name(kv.key), record);
+        }
         this.loaded = true;
         o.onChange();
       },
       onEvents: (events) => {
         for (const e of events) {
-          if (e.type === 'put') this.records.set(name(e.kv.key), decodeRecord<T>(e.kv.key, e.kv.value));
-          else this.records.delete(name(e.kv.key));
+          const record = e.type === 'put' ? decodeOrSkip<T>(e.kv.key, e.kv.value) : undefined;
+          if (record !== undefined) this.records.set(name(e.kv.key), record);
+          else {
+            this.records.delete(name(e.kv.key));
+            if (e.type === 'delete') skippedRecords.cleared(e.kv.key);
+          }
         }
         o.onChange();
       },

@@ -10,7 +10,7 @@
 import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
 import type { Logger } from '../log.js';
 import { keepTrying, seconds } from '../retry.js';
-import { decodeRecord } from './decode.js';
+import { decodeOrSkip } from './decode.js';
 import { FollowedRecords } from './follow.js';
 import { keys } from './keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -111,7 +111,8 @@ export class HostRegistry {
     const { store, self, ttlSeconds } = this.opts;
     const key = keys.host(self.name);
     const held = await store.txn({ compares: [], success: [get(key)] });
-    const other = held.gets[0] === undefined ? undefined : decodeRecord<HostRecord>(held.gets[0].key, held.gets[0].value);
+    // A malformed record under this host's name holds nothing: the registration below rewrites it.
+    const other = held.gets[0] === undefined ? undefined : decodeOrSkip<HostRecord>(held.gets[0].key, held.gets[0].value);
     if (other !== undefined && other.machineId !== self.machineId) {
       throw new OvsnetError(
         'HOST_NAME_TAKEN',

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { Bitmap, Sparse, type OffsetSet } from '../../src/ipam-driver/offsets.js';
+import { Bitmap, Sparse, offsetSetFor, type OffsetSet } from '../../src/ipam-driver/offsets.js';
 
 function reference(set: OffsetSet, lo: number, hi: number, from: number, taken: Set<number>): void {
   const got = set.nextFree(BigInt(lo), BigInt(hi), BigInt(from));
@@ -73,4 +73,47 @@ t.test('bitmap word boundaries', async (t) => {
   t.equal(s.nextFree(0n, 127n, 31n), 65n);
   t.equal(s.nextFree(0n, 63n, 31n), undefined);
   t.equal(s.nextFree(100n, 127n, 127n), 127n);
+});
+
+t.test('bitmap across chunks (4096 bits): nextFree matches a reference scan; emptied chunks go', async (t) => {
+  const size = 3 * 4096 + 100;
+  let seed = 7;
+  const rand = (n: number) => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return seed % n;
+  };
+  for (let round = 0; round < 60; round++) {
+    const s = new Bitmap(size);
+    const taken = new Set<number>();
+    // Runs of reservations, some spanning a chunk boundary, some filling a whole chunk.
+    for (let run = 0; run < 6; run++) {
+      const start = rand(size);
+      const length = rand(round % 3 === 0 ? 5000 : 300);
+      for (let i = start; i < Math.min(size, start + length); i++) {
+        s.add(BigInt(i));
+        taken.add(i);
+      }
+    }
+    const lo = rand(size / 2);
+    const hi = lo + rand(size - lo);
+    reference(s, lo, hi, lo + rand(hi - lo + 1), taken);
+    reference(s, lo, hi, 4095, taken);
+    reference(s, 0, size - 1, 0, taken);
+  }
+  const s = new Bitmap(size);
+  for (let i = 4090; i < 4100; i++) s.add(BigInt(i));
+  t.equal(s.chunkCount, 2, 'two chunks for bits on both sides of a boundary');
+  for (let i = 4090; i < 4100; i++) s.delete(BigInt(i));
+  t.equal(s.chunkCount, 0, 'none once they are cleared');
+  t.equal(s.count, 0);
+});
+
+t.test('a /8 costs memory for what it holds, not for its 2^24 addresses', async (t) => {
+  const before = process.memoryUsage().arrayBuffers;
+  const sets = Array.from({ length: 50 }, () => offsetSetFor(1n << 24n));
+  for (const s of sets) for (let i = 0; i < 100; i++) s.add(BigInt(i * 1000));
+  const grown = process.memoryUsage().arrayBuffers - before;
+  t.ok(grown < 8 * 1024 * 1024, `50 /8 pools with 100 addresses each: ${Math.round(grown / 1024)} KiB (a flat bitmap: 100 MiB)`);
+  t.equal(sets[0]?.nextFree(0n, (1n << 24n) - 1n, 0n), 1n);
+  t.equal(sets[0]?.count, 100);
 });

@@ -4,6 +4,11 @@
  * the answer, so a request stuck on the kernel's RTNL lock never stalls other Docker calls.
  * The worker starts on first use (the plugin socket must answer Docker first) and is started
  * again if it dies; a request it was holding then fails.
+ *
+ * Every request is bounded (timeoutMs): one the worker has not answered by then fails with
+ * LINK_FAILED naming the operation. The worker is left running (terminating it mid-call would
+ * abort the process, see close()); the kernel finishes the call eventually, its late answer
+ * is dropped, and whatever it made is found and tidied by reconcile like any leftover.
  */
 import { Worker } from 'node:worker_threads';
 import { OvsnetError, messageOf } from '../../errors.js';
@@ -14,9 +19,21 @@ export type { VethSpec } from './netlink-ops.js';
 
 type Pending = (reply: LinkReply) => void;
 
+/** Bound on a link request: RTNL waits under load are tens of ms, a Docker call's own budget seconds. */
+const LINK_TIMEOUT_MS = 10_000;
+
+export interface LinksOptions {
+  /** Bound on each request (LINK_TIMEOUT_MS unless said). */
+  readonly timeoutMs?: number;
+  /** The worker's module (link-worker.js unless said; tests give a stand-in). */
+  readonly worker?: URL;
+}
+
 export class Links {
   private worker: { thread: Worker; pending: Map<number, Pending>; nextId: number } | undefined;
   private closed = false;
+
+  constructor(private readonly options: LinksOptions = {}) {}
 
   /** Lets the worker close its sockets and end (terminating it would abort the process). */
   async close(): Promise<void> {
@@ -67,8 +84,20 @@ export class Links {
     const w = this.thread();
     const id = w.nextId++;
     w.thread.ref();
+    const timeoutMs = this.options.timeoutMs ?? LINK_TIMEOUT_MS;
     return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        if (!w.pending.delete(id)) return;
+        if (w.pending.size === 0) w.thread.unref();
+        reject(
+          new OvsnetError(
+            'LINK_FAILED',
+            `cannot ${op}: the link worker did not answer within ${timeoutMs} ms (the kernel's RTNL lock held long by another process?); the change may still happen, and reconcile removes what it leaves`,
+          ),
+        );
+      }, timeoutMs);
       w.pending.set(id, (reply) => {
+        clearTimeout(timer);
         if (reply.error === undefined) resolve(reply.result as LinkOps[K]['result']);
         else reject(new OvsnetError('LINK_FAILED', `cannot ${reply.error.what}: ${reply.error.detail}`));
       });
@@ -78,7 +107,7 @@ export class Links {
 
   private thread() {
     if (this.worker !== undefined) return this.worker;
-    const thread = new Worker(new URL('./link-worker.js', import.meta.url));
+    const thread = new Worker(this.options.worker ?? new URL('./link-worker.js', import.meta.url));
     const w = { thread, pending: new Map<number, Pending>(), nextId: 1 };
     thread.on('message', (reply: LinkReply) => {
       w.pending.get(reply.id)?.(reply);

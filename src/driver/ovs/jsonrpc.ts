@@ -29,7 +29,17 @@ interface Pending {
   method: string;
 }
 
-/** Splits a byte stream into complete top-level JSON values. */
+/** The peer broke the protocol: the stream cannot be read further (ovsnet drops the connection). */
+export class ProtocolError extends Error {}
+
+/** Largest message accepted: a reply listing every port of a big bridge is a few MiB. */
+const MAX_MESSAGE = 64 * 1024 * 1024;
+
+/**
+ * Splits a byte stream into complete top-level JSON values. Throws ProtocolError for bytes
+ * that cannot be one (a value that does not parse, a close with nothing open, a message over
+ * MAX_MESSAGE); the splitter is unusable after that.
+ */
 export class JsonSplitter {
   private buf = '';
   private depth = 0;
@@ -54,9 +64,13 @@ export class JsonSplitter {
         if (this.depth === 0) this.start = i;
         this.depth++;
       } else if (c === '}' || c === ']') {
+        if (this.depth === 0) throw new ProtocolError(`a stray ${JSON.stringify(c)} outside any message`);
         this.depth--;
-        if (this.depth === 0) out.push(JSON.parse(this.buf.slice(this.start, i + 1)));
+        if (this.depth === 0) out.push(parse(this.buf.slice(this.start, i + 1)));
       }
+    }
+    if (this.depth > 0 && this.buf.length - this.start > MAX_MESSAGE) {
+      throw new ProtocolError(`a message longer than ${MAX_MESSAGE} bytes`);
     }
     if (this.depth === 0) {
       this.buf = '';
@@ -67,6 +81,14 @@ export class JsonSplitter {
       this.start = 0;
     }
     return out;
+  }
+}
+
+function parse(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch (err) {
+    throw new ProtocolError(`a message that is not JSON (${messageOf(err)}): ${JSON.stringify(text.slice(0, 80))}`);
   }
 }
 
@@ -160,8 +182,22 @@ export class JsonRpcClient {
     this.backoffMs = 0;
     const splitter = new JsonSplitter();
     socket.setEncoding('utf8');
+    // Nothing thrown here may escape: it would end the process. A peer that breaks the
+    // protocol fails the requests in flight; the next request dials again.
     socket.on('data', (chunk: string) => {
-      for (const msg of splitter.push(chunk)) this.dispatch(socket, msg as Record<string, unknown>);
+      try {
+        for (const msg of splitter.push(chunk)) this.dispatch(socket, msg);
+      } catch (err) {
+        socket.destroy();
+        if (this.socket === socket) this.socket = undefined;
+        this.failAll(
+          new OvsnetError(
+            'OVS_FAILED',
+            `${this.peer} at ${target} sent ${err instanceof ProtocolError ? err.message : `a reply ovsnet cannot read (${messageOf(err)})`}; the connection is dropped and dialled again on the next request`,
+            { cause: err },
+          ),
+        );
+      }
     });
     const lost = () => {
       if (this.socket === socket) this.socket = undefined;
@@ -173,7 +209,9 @@ export class JsonRpcClient {
     return socket;
   }
 
-  private dispatch(socket: net.Socket, msg: Record<string, unknown>): void {
+  private dispatch(socket: net.Socket, value: unknown): void {
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) return; // not a JSON-RPC message
+    const msg = value as Record<string, unknown>;
     if (msg.method === 'echo') {
       socket.write(JSON.stringify({ id: msg.id, result: msg.params, error: null }));
       return;

@@ -19,6 +19,42 @@ type Row = Record<string, unknown>;
 type Op = Record<string, unknown>;
 
 const map = (o: Record<string, string>) => ['map', Object.entries(o)];
+
+const isRow = (v: unknown): v is Row => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function malformed(what: string, why: string, reply: unknown): OvsnetError {
+  const shown = JSON.stringify(reply) ?? String(reply);
+  return new OvsnetError(
+    'OVS_FAILED',
+    `OVSDB answered ${what} with a malformed reply (${why}): ${shown.length > 120 ? `${shown.slice(0, 120)}...` : shown}`,
+  );
+}
+
+/** The rows of a select's result; OVS_FAILED when they are not a list of objects. */
+function rowsOf(result: Row | undefined): Row[] {
+  const rows = result?.rows ?? [];
+  if (!Array.isArray(rows) || !rows.every(isRow)) throw malformed('select', 'its rows are not a list of objects', rows);
+  return rows;
+}
+
+/** A UUID as OVSDB sends it (["uuid", "..."]); OVS_FAILED otherwise. */
+function uuidOf(v: unknown): string {
+  if (!Array.isArray(v) || v[0] !== 'uuid' || typeof v[1] !== 'string') throw malformed('select', 'a _uuid is not ["uuid", "..."]', v);
+  return v[1];
+}
+
+/** A string map as OVSDB sends it (["map", [[k, v], ...]]); OVS_FAILED otherwise. */
+function stringMap(v: unknown): Record<string, string> {
+  if (
+    !Array.isArray(v) ||
+    v[0] !== 'map' ||
+    !Array.isArray(v[1]) ||
+    !v[1].every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string')
+  ) {
+    throw malformed('select', 'a map column is not ["map", [[key, value], ...]]', v);
+  }
+  return Object.fromEntries(v[1] as [string, string][]);
+}
 const named = (n: string) => ['named-uuid', n];
 
 export interface OwnPort {
@@ -55,10 +91,17 @@ export class Ovsdb {
     this.rpc.close();
   }
 
-  /** One OVSDB transaction; any failed operation fails the whole call with its details. */
+  /**
+   * One OVSDB transaction; any failed operation fails the whole call with its details. A reply
+   * that is not one result per operation (RFC 7047 §4.1.3) fails it as OVS_FAILED.
+   */
   async transact(ops: Op[]): Promise<Row[]> {
-    const result = (await this.rpc.request('transact', [DB, ...ops])) as (Row | null)[];
-    const bad = result.find((r) => r !== null && typeof r === 'object' && 'error' in r);
+    const reply = await this.rpc.request('transact', [DB, ...ops]);
+    if (!Array.isArray(reply) || reply.length < ops.length || !reply.every((r) => r === null || isRow(r))) {
+      throw malformed('transact', 'not a list of one result object per operation', reply);
+    }
+    const result = reply as (Row | null)[];
+    const bad = result.find((r) => r !== null && 'error' in r);
     if (bad !== undefined && bad !== null) {
       throw new OvsnetError(
         'OVS_FAILED',
@@ -70,7 +113,7 @@ export class Ovsdb {
 
   async bridgeExists(bridge: string): Promise<boolean> {
     const [sel] = await this.transact([{ op: 'select', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'] }]);
-    return ((sel?.rows as Row[] | undefined) ?? []).length > 0;
+    return rowsOf(sel).length > 0;
   }
 
   /** Creates the bridge (a normal L2 switch honouring VLAN tags) if missing. */
@@ -78,7 +121,7 @@ export class Ovsdb {
     if (await this.bridgeExists(bridge)) return;
     // Without the root row a new bridge is garbage-collected at commit, silently.
     const [root] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['_uuid'] }]);
-    if (((root?.rows as Row[] | undefined) ?? []).length === 0) {
+    if (rowsOf(root).length === 0) {
       throw new OvsnetError(
         'OVS_UNAVAILABLE',
         'the Open vSwitch database is not initialized (no Open_vSwitch row): run `ovs-vsctl --no-wait init`, or start Open vSwitch with its service script',
@@ -147,7 +190,7 @@ export class Ovsdb {
   /** The type of the interface named (internal, vxlan, '' for a kernel device); undefined if none. */
   async interfaceType(name: string): Promise<string | undefined> {
     const [sel] = await this.transact([{ op: 'select', table: 'Interface', where: [['name', '==', name]], columns: ['type'] }]);
-    const type = ((sel?.rows as Row[] | undefined) ?? [])[0]?.type;
+    const type = rowsOf(sel)[0]?.type;
     return typeof type === 'string' ? type : undefined;
   }
 
@@ -159,9 +202,9 @@ export class Ovsdb {
   /** Removes a port by name from whichever bridge holds it; a missing port is success. */
   async deletePort(name: string): Promise<void> {
     const [sel] = await this.transact([{ op: 'select', table: 'Port', where: [['name', '==', name]], columns: ['_uuid'] }]);
-    const rows = (sel?.rows as Row[] | undefined) ?? [];
-    const uuid = (rows[0]?._uuid as [string, string] | undefined)?.[1];
-    if (uuid === undefined) return;
+    const row = rowsOf(sel)[0];
+    if (row === undefined) return;
+    const uuid = uuidOf(row._uuid);
     await this.transact([
       {
         op: 'mutate',
@@ -177,11 +220,11 @@ export class Ovsdb {
     const [sel] = await this.transact([
       { op: 'select', table: 'Port', where: [['external_ids', 'includes', map(OWNER)]], columns: ['_uuid', 'name', 'tag', 'external_ids'] },
     ]);
-    return ((sel?.rows as Row[] | undefined) ?? []).map((r) => ({
+    return rowsOf(sel).map((r) => ({
       name: String(r.name),
-      uuid: (r._uuid as [string, string])[1],
+      uuid: uuidOf(r._uuid),
       tag: typeof r.tag === 'number' ? r.tag : undefined,
-      externalIds: Object.fromEntries((r.external_ids as [string, [string, string][]])[1]),
+      externalIds: stringMap(r.external_ids),
     }));
   }
 
@@ -191,11 +234,11 @@ export class Ovsdb {
       { op: 'mutate', table: 'Open_vSwitch', where: [], mutations: [['next_cfg', '+=', 1]] },
       { op: 'select', table: 'Open_vSwitch', where: [], columns: ['next_cfg'] },
     ]);
-    const target = Number(((sel?.rows as Row[] | undefined) ?? [])[0]?.next_cfg ?? 0);
+    const target = Number(rowsOf(sel)[0]?.next_cfg ?? 0);
     const deadline = Date.now() + this.timeoutMs;
     for (let delay = 1; ; delay = Math.min(delay * 2, 50)) {
       const [cur] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['cur_cfg'] }]);
-      if (Number(((cur?.rows as Row[] | undefined) ?? [])[0]?.cur_cfg ?? 0) >= target) return;
+      if (Number(rowsOf(cur)[0]?.cur_cfg ?? 0) >= target) return;
       if (Date.now() > deadline) {
         throw new OvsnetError(
           'OVS_UNAVAILABLE',

@@ -8,7 +8,7 @@
  * whoever has only a Store (the operator's commands, reconcile).
  */
 import { OvsnetError } from '../../errors.js';
-import { decodeRecord } from '../../store/decode.js';
+import { decodeAll, decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, put, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
@@ -19,12 +19,12 @@ const ALL_ENDPOINTS = `${keys.root}endpoints/`;
 
 /** Every network record in the store, of every host. */
 export async function listNetworks(store: Store): Promise<NetworkRecord[]> {
-  return (await store.list(keys.networks)).kvs.map((kv) => decodeRecord<NetworkRecord>(kv.key, kv.value));
+  return decodeAll((await store.list(keys.networks)).kvs, (kv) => decodeRecord<NetworkRecord>(kv.key, kv.value));
 }
 
 /** Every endpoint record in the store, of every network and host. */
 export async function listEndpoints(store: Store): Promise<EndpointRecord[]> {
-  return (await store.list(ALL_ENDPOINTS)).kvs.map((kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
+  return decodeAll((await store.list(ALL_ENDPOINTS)).kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
 }
 
 export class DriverRecords {

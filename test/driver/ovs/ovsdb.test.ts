@@ -164,3 +164,60 @@ t.test('control commands over an OVS unixctl socket, found through the PID file 
   });
   t.match(await v.command('list-commands'), /version/, 'one connection per command: still answers');
 });
+
+/**
+ * A peer that answers every request with the next scripted reply (the request's id put in
+ * where the reply says ID). Issue 11, item 5: a malformed reply fails that request, never the
+ * process, and the next request works on a new connection.
+ */
+async function scriptedPeer(t: { teardown: (f: () => void) => void }, name: string, replies: string[]): Promise<string> {
+  const at = path.join(dir, name);
+  const srv = net.createServer((c) => {
+    const split = new JsonSplitter();
+    c.setEncoding('utf8');
+    c.on('data', (d: string) => {
+      for (const req of split.push(d) as { id: number }[]) c.write((replies.shift() ?? '').replaceAll('ID', String(req.id)));
+    });
+  });
+  await new Promise<void>((r) => srv.listen(at, r));
+  t.teardown(() => srv.close());
+  return `unix:${at}`;
+}
+
+t.test('a peer sending garbage or wrong-shaped replies fails those requests only', async (t) => {
+  const sel = (rows: string) => `{"id":ID,"error":null,"result":[{"rows":${rows}}]}`;
+  const target = await scriptedPeer(t, 'garbage.sock', [
+    '}}}{"id":ID',
+    '{"id":ID,"result":{"not" "json"}}',
+    '{"id":ID,"error":null,"result":"nope"}',
+    sel('"x"'),
+    sel('[{"_uuid":7}]'),
+    sel('[{"name":"p","_uuid":["uuid","u"],"external_ids":"x"}]'),
+    '{"id":ID,"error":null,"result":[{}, {"rows":5}]}',
+    sel('[{"name":"br0"}]'),
+  ]);
+  const ovs = new Ovsdb(target, 1000);
+  t.teardown(() => ovs.close());
+  await t.rejects(ovs.bridgeExists('br0'), {
+    code: 'OVS_FAILED',
+    message: /OVSDB at unix:.*garbage\.sock sent a stray "}" outside any message; the connection is dropped and dialled again/,
+  });
+  await t.rejects(ovs.bridgeExists('br0'), { code: 'OVS_FAILED', message: /sent a message that is not JSON/ });
+  await t.rejects(ovs.bridgeExists('br0'), {
+    code: 'OVS_FAILED',
+    message: 'OVSDB answered transact with a malformed reply (not a list of one result object per operation): "nope"',
+  });
+  await t.rejects(ovs.bridgeExists('br0'), { code: 'OVS_FAILED', message: /its rows are not a list of objects/ });
+  await t.rejects(ovs.deletePort('p'), { code: 'OVS_FAILED', message: /a _uuid is not \["uuid", "\.\.\."\]\): 7/ });
+  await t.rejects(ovs.ownPorts(), { code: 'OVS_FAILED', message: /a map column is not/ });
+  await t.rejects(ovs.waitApplied(), { code: 'OVS_FAILED', message: /its rows are not a list of objects/ });
+  t.ok(await ovs.bridgeExists('br0'), 'a good reply after all that is taken');
+});
+
+t.test('ovs-vswitchd control socket sending garbage fails the command, not the process', async (t) => {
+  const run = fs.mkdtempSync(path.join(dir, 'vsd-'));
+  fs.writeFileSync(path.join(run, 'ovs-vswitchd.pid'), '4242\n');
+  await scriptedPeer(t, path.relative(dir, path.join(run, 'ovs-vswitchd.4242.ctl')), ['{"id":ID,"result":}']);
+  const vswitchd = new Vswitchd(run, 1000);
+  await t.rejects(vswitchd.purgeFlows(), { code: 'OVS_FAILED', message: /ovs-vswitchd at unix:.* sent a message that is not JSON/ });
+});
