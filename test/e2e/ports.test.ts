@@ -32,9 +32,11 @@ const fromContainer =
     host.docker(['exec', c, ...args]);
 /**
  * The body a server sends on IP:PORT, seen from `from` ('' when nothing answers), tried
- * `tries` times. busybox nc (busybox wget -T crashes on this Debian).
+ * `tries` times: by default for 10 s and more, a wide bound for a fresh container's listener
+ * to come up on a loaded machine (3 s was too short in a CI run); checks that expect nothing
+ * pass a small count. busybox nc (busybox wget -T crashes on this Debian).
  */
-const get = async (from: From, ip: string, port: number, tries = 15) => {
+const get = async (from: From, ip: string, port: number, tries = 50) => {
   for (let i = 0; i < tries; i++) {
     const r = await from(['sh', '-c', `busybox nc -w 2 ${ip} ${port} </dev/null`]);
     const text = r.stdout.split('\r\n\r\n')[1];
