@@ -124,15 +124,22 @@ export class NetworkDriver {
   private async deleteNetworkLocked(networkId: string): Promise<void> {
     await this.settled(); // once `docker network rm` returns, none of its veths is left either
     const record = await this.records.network(networkId);
-    if (record === undefined) return;
-    await this.bestEffort('remove gateway', () => this.gateways.remove(record));
-    await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
-    await this.records.deleteNetwork(networkId);
-    const host = record.host ?? this.deps.host;
-    if (record.logical !== undefined) await leaveLogical(this.deps.store, record.logical, host, networkId);
-    await releaseTag(this.deps.store, host, record.tag, networkId);
-    this.deps.log.info({ networkId }, 'network deleted');
-    this.deps.onNetworksChanged?.();
+    if (record !== undefined) {
+      await this.bestEffort('remove gateway', () => this.gateways.remove(record));
+      await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
+      // Docker removes no network that has endpoints: any record left is one Docker forgot
+      // (its DeleteEndpoint lost to an ovsnet restart). Its published ports go with it.
+      for (const ep of await this.records.endpointsOf(networkId))
+        await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
+      await this.records.deleteNetwork(networkId);
+      const host = record.host ?? this.deps.host;
+      if (record.logical !== undefined) await leaveLogical(this.deps.store, record.logical, host, networkId);
+      await releaseTag(this.deps.store, host, record.tag, networkId);
+      this.deps.log.info({ networkId }, 'network deleted');
+      this.deps.onNetworksChanged?.();
+    }
+    // Ports and veths of those endpoints, and of Joins cut short: they stay no longer than the network.
+    await this.bestEffort('remove what ovsnet left of the network', async () => void (await this.reconciler.sweepNetwork(networkId)));
   }
 
   /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */

@@ -11,7 +11,7 @@ import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './deps.js';
 import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
-import { LINK_ALIAS_PREFIX, type NetworkRecord } from './records/records.js';
+import { LINK_ALIAS_PREFIX, names, type NetworkRecord } from './records/records.js';
 
 export class Reconciler {
   constructor(
@@ -67,13 +67,7 @@ export class Reconciler {
     for (const tag of await releaseOrphanTags(this.deps.store, this.deps.host, new Set(networks.map((n) => n.networkId)))) {
       removed.push(`VLAN tag ${tag} of no network`);
     }
-    // veths ovsnet made (they carry its alias) whose endpoint is gone; no other link, whatever its name.
-    for (const link of await this.deps.links.aliased(LINK_ALIAS_PREFIX)) {
-      if (!endpoints.has(link.alias.slice(LINK_ALIAS_PREFIX.length))) {
-        await this.deps.links.deleteLink(link.name);
-        removed.push(link.name);
-      }
-    }
+    removed.push(...(await this.removeOrphanVeths(endpoints)));
     this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
     return { repaired, removed };
   }
@@ -88,6 +82,44 @@ export class Reconciler {
       await this.deps.ovs.deletePort(port.name);
       await this.deps.links.deleteLink(port.name);
     }
+    // A veth of it on no port: ovsnet stopped between Join's veth and port, or before deleting it.
+    for (const link of await this.deps.links.aliased(names.alias(endpointId))) {
+      if (link.alias === names.alias(endpointId)) await this.deps.links.deleteLink(link.name);
+    }
+  }
+
+  /**
+   * What ovsnet left of a network being deleted (DeleteNetwork, after its records went):
+   * endpoints Docker forgot while ovsnet was down (a Join or DeleteEndpoint cut short by a
+   * crash, Docker's retry refused or never sent) had records, which went with the network's,
+   * but kept their OVS ports and veths. Removes the OVS ports marked as this network's whose
+   * endpoint has no record, and every veth carrying ovsnet's alias whose endpoint has no record
+   * (nobody's: reconcile would remove it at the next start). Nothing unmarked. Idempotent.
+   * Returns what it removed.
+   */
+  async sweepNetwork(networkId: string): Promise<string[]> {
+    const endpoints = new Set((await this.records.allEndpoints()).map((e) => e.endpointId));
+    const removed: string[] = [];
+    for (const port of await this.deps.ovs.ownPorts()) {
+      const ep = endpointOf(port);
+      if (networkOf(port) !== networkId || (ep !== undefined && endpoints.has(ep))) continue;
+      await this.deps.ovs.deletePort(port.name); // its veth carries the alias: it goes below
+      removed.push(port.name);
+    }
+    removed.push(...(await this.removeOrphanVeths(endpoints)));
+    if (removed.length > 0) this.deps.log.info({ networkId, removed }, 'removed what ovsnet left of the network');
+    return removed;
+  }
+
+  /** veths ovsnet made (they carry its alias) whose endpoint is not in `endpoints`; no other link, whatever its name. */
+  private async removeOrphanVeths(endpoints: ReadonlySet<string>): Promise<string[]> {
+    const removed: string[] = [];
+    for (const link of await this.deps.links.aliased(LINK_ALIAS_PREFIX)) {
+      if (endpoints.has(link.alias.slice(LINK_ALIAS_PREFIX.length))) continue;
+      await this.deps.links.deleteLink(link.name);
+      removed.push(link.name);
+    }
+    return removed;
   }
 
   /**

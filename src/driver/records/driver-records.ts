@@ -83,6 +83,12 @@ export class DriverRecords {
     return (await listNetworks(this.store)).filter((n) => this.owns(n));
   }
 
+  /** This host's endpoint records of a network, from the store. */
+  async endpointsOf(networkId: string): Promise<EndpointRecord[]> {
+    const kvs = (await this.store.list(keys.endpoints(networkId))).kvs;
+    return decodeAll(kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value)).filter((e) => this.owns(e));
+  }
+
   /** Every endpoint in the store (of every host), not through the copy. */
   allEndpoints(): Promise<EndpointRecord[]> {
     return listEndpoints(this.store);
