@@ -26,8 +26,9 @@ export async function vethNames(links: DriverDeps['links'], ep: EndpointRecord):
     })),
   ];
   for (const c of candidates) {
-    const host = await links.alias(c.hostVeth);
-    if (host === mine || (host === undefined && (await links.alias(c.containerVeth)) === undefined)) return c;
+    // Both looked up at once: Join waits for one worker round trip, not two.
+    const [host, container] = await Promise.all([links.alias(c.hostVeth), links.alias(c.containerVeth)]);
+    if (host === mine || (host === undefined && container === undefined)) return c;
   }
   throw new OvsnetError(
     'LINK_FAILED',
