@@ -12,9 +12,8 @@ import { OvsnetError, messageOf } from '../errors.js';
 import type { DriverDeps } from './deps.js';
 import { parseNetworkOptions, type NetworkOptions } from './options.js';
 import { checkNetworkSubnets } from './subnet-check.js';
-import { names, type EndpointRecord, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
+import { names, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
 import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
-import { macFor, parseCidrAddress } from './addresses.js';
 import { Mutex } from './mutex.js';
 import { claimTagStep, releaseTag } from './tags.js';
 import { Gateways } from './gateway.js';
@@ -23,6 +22,7 @@ import { leaveLogical } from './vxlan/logical.js';
 import { joinSegment, segmentMtu } from './vxlan/segment.js';
 import { undoAll, type Undo } from './undo.js';
 import { DriverRecords } from './records/driver-records.js';
+import { endpointRecord } from './records/endpoint-record.js';
 import { endpointIds } from './ovs/external-ids.js';
 import { gatewayName, vethNames } from './naming.js';
 import { Publisher, portmapInfo } from './publishing.js';
@@ -145,26 +145,7 @@ export class NetworkDriver {
   /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */
   async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
     const network = await this.records.requireNetwork(req.networkId);
-    if (req.address === '' && req.addressV6 === '') {
-      throw new OvsnetError(
-        'ENDPOINT_INVALID',
-        `endpoint ${req.endpointId.slice(0, 12)} has no address: ovsnet needs an IPv4 or IPv6 address from IPAM`,
-      );
-    }
-    for (const a of [req.address, req.addressV6]) if (a !== '') parseCidrAddress(a, 'Interface.Address');
-    const mac = req.mac === '' ? macFor(req.address) : req.mac;
-    const record: EndpointRecord = {
-      networkId: network.networkId,
-      endpointId: req.endpointId,
-      ...(req.address === '' ? {} : { address: req.address }),
-      ...(req.addressV6 === '' ? {} : { addressV6: req.addressV6 }),
-      mac,
-      host: this.deps.host,
-      hostVeth: names.hostVeth(req.endpointId),
-      containerVeth: names.containerVeth(req.endpointId),
-      portmap: req.portmap,
-      createdAt: this.now().toISOString(),
-    };
+    const record = endpointRecord(req, network.networkId, this.deps.host, this.now());
     const standing = await this.records.createEndpoint(record);
     if (!this.records.owns(standing) || standing.address !== record.address || standing.addressV6 !== record.addressV6) {
       throw new OvsnetError(
@@ -177,7 +158,7 @@ export class NetworkDriver {
       if (a === '') continue;
       await this.bestEffort('bind the reservation', async () => void (await this.deps.pools?.bindEndpoint(a, req.endpointId)));
     }
-    return req.mac === '' ? { mac } : {};
+    return req.mac === '' ? { mac: record.mac } : {};
   }
 
   /** Creates the veth pair and the OVS port; the container end is what Docker moves. */
