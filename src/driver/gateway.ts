@@ -71,6 +71,10 @@ export class Gateways {
     for (const d of [...n.ipv4, ...n.ipv6])
       if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
     await this.deps.ovs.deletePort(n.gatewayPort);
+    // ovs-vswitchd removes the internal device (and the host's route to the subnet) after the
+    // transaction: wait for it, or a `docker network create` of the same subnet right after
+    // `docker network rm` is refused for overlapping that route (the fuzz suite saw it).
+    await this.deps.ovs.waitApplied();
   }
 
   /** A logical network's gateway guard flows (none for other networks). */

@@ -149,8 +149,9 @@ t.test('reconcile: recreates what is missing, removes what no endpoint owns', as
   // A crash left an orphan: a port and veth of an endpoint the store does not know.
   await links.createVeth({ host: 'ovh999999999999', container: 'ovc999999999999', mtu: 1500 });
   await ovs.addPort('br0', 'ovh999999999999', { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': '9'.repeat(64) } });
-  // And the gateway port vanished (OVS database reset).
+  // And the gateway port vanished (OVS database reset; ovs-vswitchd then removes its device).
   await ovs.deletePort('ovgaaaaaaaaaaaa');
+  await ovs.waitApplied();
   // And a VLAN tag is held by a network that was never recorded (a create whose answer was lost).
   await store.txn({ compares: [], success: [{ type: 'put', key: keys.vlanTag('h1', 77), value: 'ghost' }] });
   const res = await driver.reconcile();
@@ -222,4 +223,13 @@ t.test('a store write whose outcome is unknown leaves no cached copy behind', as
   await t.rejects(driver.deleteEndpoint(NET, EP));
   store.txn = txn;
   await t.rejects(driver.endpointInfo(NET, EP), { code: 'ENDPOINT_NOT_FOUND' }, 'read again from the store, where it is gone');
+});
+
+t.test("DeleteNetwork answers once the gateway's device is gone (a new network of the same subnet may follow at once)", async (t) => {
+  const { driver, ovs, links } = setup(t);
+  await driver.createNetwork(net(NET));
+  const gateway = [...ovs.ports].find(([, p]) => p.type === 'internal')?.[0] ?? '';
+  t.ok(links.names.has(gateway), 'the gateway device exists');
+  await driver.deleteNetwork(NET);
+  t.notOk(links.names.has(gateway), 'gone when DeleteNetwork answers, not only once ovs-vswitchd gets to it');
 });

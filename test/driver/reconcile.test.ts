@@ -120,6 +120,7 @@ t.test('ports and veths of endpoints that no longer exist go; those of existing 
   // Named like ovsnet's veths, but not made by ovsnet (no alias): never deleted by its name alone.
   await links.createVeth({ host: 'ovh123', container: 'ovc123', mtu: 1500 });
   const res = await reconciler.reconcile();
+  await ovs.waitApplied(); // ovs-vswitchd then removes the device of the gateway port deleted
   t.same(res, { repaired: [], removed: ['ovhdddddddddddd', 'ovgbbbbbbbbbbbb', 'ovheeeeeeeeeeee'] });
   t.same([...ovs.ports.keys()].sort(), ['ovhcccccccccccc', 'uplink0'], "the existing endpoint's port stays, and what is not ovsnet's");
   t.same(

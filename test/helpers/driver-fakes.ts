@@ -72,8 +72,11 @@ export class FakeOvs extends Failer implements OvsApi {
     this.check('deletePort');
     const p = this.ports.get(name);
     this.ports.delete(name);
-    if (p?.type === 'internal') this.links?.names.delete(name);
+    // As ovs-vswitchd does: the internal device goes once it applies the change (waitApplied).
+    if (p?.type === 'internal') this.unapplied.add(name);
   }
+  /** Internal devices whose port is deleted but which ovs-vswitchd has not removed yet. */
+  readonly unapplied = new Set<string>();
   async ownPorts(): Promise<OwnPort[]> {
     return [...this.ports].map(([name, p]) => ({ name, uuid: name, tag: p.tag, externalIds: p.externalIds }));
   }
@@ -84,6 +87,8 @@ export class FakeOvs extends Failer implements OvsApi {
   }
   async waitApplied(): Promise<void> {
     this.check('waitApplied');
+    for (const name of this.unapplied) if (!this.ports.has(name)) this.links?.names.delete(name);
+    this.unapplied.clear();
   }
 }
 
