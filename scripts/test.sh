@@ -23,11 +23,11 @@ set +e
 status=0
 : >"$OVSNET_TMP/tap.out"
 if [ -n "$serial" ]; then
-  npx tap --disable-coverage --timeout 300 --reporter=tap --jobs=1 $serial | tee -a "$OVSNET_TMP/tap.out"
+  npx tap --disable-coverage --timeout 600 --reporter=tap --jobs=1 $serial | tee -a "$OVSNET_TMP/tap.out"
   status=${PIPESTATUS[0]}
 fi
 # shellcheck disable=SC2086
-npx tap --disable-coverage --timeout 300 --reporter=tap $files | tee -a "$OVSNET_TMP/tap.out"
+npx tap --disable-coverage --timeout 600 --reporter=tap $files | tee -a "$OVSNET_TMP/tap.out"
 [ "${PIPESTATUS[0]}" = 0 ] || status=1
 set -e
 # A plain closing line any CI reads: count the top-level test files' assertions.
