@@ -23,18 +23,26 @@ const UDP_IDLE_MS = 60_000;
 /** Listens on host:port; 'in use' when another socket holds it (EADDRINUSE). */
 export function listenTcp(binding: PortBinding, host: string, to: string, log: Logger): Promise<Held | 'in use'> {
   const conns = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect({ host: to, port: binding.containerPort });
+  // Half-closes travel through, as docker-proxy's CloseWrite does: a client that sends its
+  // request and shuts its side (`nc </dev/null`, HTTP/1.0 clients) still gets the reply the
+  // container sends after that FIN. Without allowHalfOpen the relay closed the client as soon as
+  // its FIN came, and the reply was lost whenever it came later.
+  const server = net.createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = net.connect({ host: to, port: binding.containerPort, allowHalfOpen: true });
     conns.add(client).add(upstream);
-    const end = (): void => {
+    const fail = (): void => {
       client.destroy();
       upstream.destroy();
-      conns.delete(client);
-      conns.delete(upstream);
     };
-    client.on('error', end).on('close', end);
-    upstream.on('error', end).on('close', end);
-    client.pipe(upstream).pipe(client);
+    client.on('error', fail);
+    upstream.on('error', fail);
+    // Both directions done (or the client gone): nothing is left to relay.
+    client.on('close', () => {
+      upstream.destroy();
+      conns.delete(client);
+    });
+    upstream.on('close', () => conns.delete(upstream));
+    client.pipe(upstream).pipe(client); // an end on either side ends the other's write side only
   });
   return new Promise((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {

@@ -86,6 +86,28 @@ t.test('loopback connections are relayed to the container (TCP), another endpoin
   t.equal(again.port, hostPort, 'free once released (twice is fine)');
 });
 
+t.test('a client that half-closes at once (nc </dev/null) still gets the reply the container sends after its FIN', async (t) => {
+  const ports = new HostPorts(log);
+  t.teardown(() => ports.release(EP));
+  // The container answers only once the request is complete (the client's FIN), a little later.
+  const container = net.createServer({ allowHalfOpen: true }, (c) => {
+    c.resume();
+    c.on('end', () => setTimeout(() => c.end('after your FIN'), 50));
+  });
+  await new Promise<void>((r) => container.listen(0, LO, r));
+  t.teardown(() => new Promise<void>((r) => container.close(() => r())));
+  const containerPort = (container.address() as net.AddressInfo).port;
+  const [b] = await ports.claim({ endpointId: EP, address: LO }, [bind({ containerPort, hostPort: 0, hostPortEnd: 0 })]);
+  const text = await new Promise<string>((resolve, reject) => {
+    const c = net.connect({ host: LO, port: b?.hostPort ?? 0, allowHalfOpen: true }, () => c.end('request'));
+    let got = '';
+    c.on('data', (d: Buffer) => (got += d.toString()));
+    c.on('close', () => resolve(got));
+    c.on('error', reject);
+  });
+  t.equal(text, 'after your FIN');
+});
+
 t.test('UDP: datagrams relayed both ways; HostPort 0 picks from the dynamic range', async (t) => {
   const ports = new HostPorts(log, [40000, 40100]);
   t.teardown(() => ports.release(EP));
