@@ -59,6 +59,8 @@ export const keys = {
   /** Networks and endpoints of the network driver, keyed by Docker's IDs. */
   networks: `${ROOT}networks/`,
   network: (networkId: string) => `${ROOT}networks/${part(networkId)}`,
+  /** Every endpoint record, of every network. */
+  allEndpoints: `${ROOT}endpoints/`,
   endpoints: (networkId: string) => `${ROOT}endpoints/${part(networkId)}/`,
   endpoint: (networkId: string, endpointId: string) => `${ROOT}endpoints/${part(networkId)}/${part(endpointId)}`,
 

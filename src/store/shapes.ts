@@ -109,7 +109,7 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
   },
   {
     family: 'endpoints',
-    prefix: `${keys.root}endpoints/`,
+    prefix: keys.allEndpoints,
     check: check({
       networkId: str,
       endpointId: str,

@@ -15,7 +15,6 @@ import { RecordCache } from './record-cache.js';
 import type { EndpointRecord, NetworkRecord } from './records.js';
 
 /** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
-const ALL_ENDPOINTS = `${keys.root}endpoints/`;
 
 /** Every network record in the store, of every host. */
 export async function listNetworks(store: Store): Promise<NetworkRecord[]> {
@@ -24,7 +23,7 @@ export async function listNetworks(store: Store): Promise<NetworkRecord[]> {
 
 /** Every endpoint record in the store, of every network and host. */
 export async function listEndpoints(store: Store): Promise<EndpointRecord[]> {
-  return decodeAll((await store.list(ALL_ENDPOINTS)).kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
+  return decodeAll((await store.list(keys.allEndpoints)).kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
 }
 
 export class DriverRecords {
