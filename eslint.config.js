@@ -23,7 +23,7 @@ export default tseslint.config(
     },
   },
   {
-    files: ['src/main.ts', 'src/config.ts', 'test/**', 'bench/**'],
+    files: ['src/main.ts', 'src/cni/client.ts', 'src/config.ts', 'test/**', 'bench/**'],
     rules: { 'no-restricted-properties': 'off' },
   },
   {

@@ -10,6 +10,8 @@
  * 3. On the same harness, a container's network driver calls over the plugin socket with etcd as
  *    the store (CreateEndpoint, Join, EndpointOperInfo, Leave + DeleteEndpoint), next to
  *    GetCapabilities (the bare HTTP round trip) measured in the same run.
+ * 4. A storm of containers on host 1 (stormCosts): store round trips per container start and
+ *    stop and ovsnet's CPU per start, from its /metrics and /proc.
  */
 import { EtcdStore } from '../src/store/etcd.js';
 import { createLogger } from '../src/log.js';
@@ -19,8 +21,10 @@ import { Cluster } from '../test/harness/cluster.js';
 import { IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
+import { callsBetween, cpuSeconds, storeCalls, storm } from './storm.js';
 
 const N = 400;
+const METRICS_PORT = 9477;
 
 /**
  * RequestAddress latency with `hosts` ovsnet instances (each its own etcd client and index)
@@ -52,7 +56,17 @@ async function requestAddress(etcd: string, label: string, blockBits: number | u
     for (const o of others) await o.requestPool(req);
   }
   // Warm: every instance loaded and, for shared pools, holding its first block.
-  for (const ipam of ipams) await ipam.requestAddress({ poolId, address: '', gateway: false });
+  // (The other instances see the pool shared once their index has the binding: a moment.)
+  for (const ipam of ipams)
+    for (let tries = 0; ; tries++) {
+      try {
+        await ipam.requestAddress({ poolId, address: '', gateway: false });
+        break;
+      } catch (err) {
+        if (tries >= 50) throw err;
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
   const per = Math.ceil(N / hosts);
   const parts = await Promise.all(ipams.map((ipam) => measure(per, () => ipam.requestAddress({ poolId, address: '', gateway: false }))));
   for (const o of others) await o.releasePool(poolId);
@@ -82,7 +96,53 @@ async function send(host: DockerHost, from: string, to: string, port: number, by
   return Number(m[1]) * 60 + Number(m[2]);
 }
 
-async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]> }> {
+interface StormCosts {
+  readonly n: number;
+  readonly wallMs: number;
+  readonly failures: number;
+  /** Store round trips per container, starts and stops, background calls of the same time taken off. */
+  readonly perStart: number;
+  readonly perStop: number;
+  /** Background store calls per second (registry, reclaim sweeps), measured idle. */
+  readonly backgroundPerS: number;
+  /** ovsnet CPU ms per container start; and over the idle window, per second. */
+  readonly cpuMsPerStart: number;
+  readonly idleCpuMsPerS: number;
+}
+
+/**
+ * BENCH_STORM (100) parallel `docker run -d` on host 1's logical network, then all removed:
+ * store round trips per container start and stop, and ovsnet's CPU per start (/proc), next to
+ * what the same ovsnet spends idle over 5 s (the baseline taken off).
+ */
+async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
+  const n = Number(process.env.BENCH_STORM ?? 100);
+  const idleS = 5;
+  const [c0, u0] = [await storeCalls(h, METRICS_PORT), cpuSeconds(ovsnet)];
+  await new Promise((r) => setTimeout(r, idleS * 1000));
+  const [c1, u1] = [await storeCalls(h, METRICS_PORT), cpuSeconds(ovsnet)];
+  const backgroundPerS = callsBetween(c0, c1) / idleS;
+  let started = { calls: c1, cpu: u1, at: 0 };
+  const t0 = Date.now();
+  const s = await storm(h, 'bench', n, 'cst', async () => {
+    started = { calls: await storeCalls(h, METRICS_PORT), cpu: cpuSeconds(ovsnet), at: Date.now() };
+  });
+  const c2 = await storeCalls(h, METRICS_PORT);
+  const t2 = Date.now();
+  const bg = (ms: number) => (backgroundPerS * ms) / 1000;
+  return {
+    n,
+    wallMs: s.wallMs,
+    failures: s.failures,
+    perStart: (callsBetween(c1, started.calls) - bg(started.at - t0)) / n,
+    perStop: (callsBetween(started.calls, c2) - bg(t2 - started.at)) / n,
+    backgroundPerS,
+    cpuMsPerStart: ((started.cpu - u1) * 1000) / n,
+    idleCpuMsPerS: ((u1 - u0) * 1000) / idleS,
+  };
+}
+
+async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]>; storm: StormCosts }> {
   const cluster = await Cluster.up('bch', 2);
   const daemons: Ovsnet[] = [];
   try {
@@ -93,6 +153,7 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
           OVSNET_HOST: `b${i + 1}`,
           OVSNET_VTEP_IP: cluster.addresses[i] ?? '',
           OVSNET_LOG_LEVEL: 'warn',
+          OVSNET_METRICS_ADDR: String(METRICS_PORT),
         }),
       );
       await h.dockerOk([
@@ -135,7 +196,14 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
       crosses.push(await rate(h2, 'far', far, 7000 + k));
     }
     const median = (a: number[]) => [...a].sort((x, y) => x - y)[1] ?? NaN;
-    return { same: median(sames), cross: median(crosses), calls: await timeDriverCalls(h1, 100, 251) };
+    const d1 = daemons[0];
+    if (d1 === undefined) throw new Error('two daemons');
+    return {
+      same: median(sames),
+      cross: median(crosses),
+      calls: await timeDriverCalls(h1, 100, 251),
+      storm: await stormCosts(h1, d1),
+    };
   } finally {
     await cluster.down();
     for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
@@ -147,8 +215,9 @@ export async function benchCluster(): Promise<void> {
   if (etcd === undefined) throw new Error('TEST_ETCD_ENDPOINTS is not set: run through `npm run bench -- cluster`');
   await requestAddress(etcd, 'warmup', undefined, 1); // etcd's first transactions are slower
   const rows: string[][] = [];
+  // A one-host pool is its host's alone (poolUsableBy): the baseline is one host's, for both rows.
+  const single = await requestAddress(etcd, 'single', undefined, 1);
   for (const hosts of [1, 3]) {
-    const single = await requestAddress(etcd, 'single', undefined, hosts);
     const owned = await requestAddress(etcd, 'owned', 22, hosts);
     const claim = await requestAddress(etcd, 'claim', 32, hosts);
     const row = (name: string, s: Summary) => [
@@ -159,14 +228,14 @@ export async function benchCluster(): Promise<void> {
       fmt(s.p50Ms / single.p50Ms),
     ];
     rows.push(
-      row('one-host pool, per-pool count [baseline]', single),
+      row('one-host pool, per-pool count, 1 host [baseline]', single),
       row('shared pool, own block with room', owned),
       row('shared pool, every request claims a block', claim),
     );
   }
   console.log(`RequestAddress, in process, against etcd (${N} per case):`);
   console.log(table(['case', 'p50 ms', 'p99 ms', 'per s (all hosts)', 'p50 vs baseline'], rows));
-  const { same, cross, calls } = await onTwoHosts();
+  const { same, cross, calls, storm: st } = await onTwoHosts();
   console.log('\nTCP between two containers of one logical network (200 MiB, median of 3):');
   console.log(
     table(
@@ -184,6 +253,26 @@ export async function benchCluster(): Promise<void> {
     table(
       ['call', 'p50 ms', 'vs GetCapabilities'],
       DRIVER_CALLS.map((c) => [c + (c.endsWith('GetCapabilities') ? ' [baseline]' : ''), fmt(p50(c)), fmt(p50(c) / base)]),
+    ),
+  );
+  const life = st.perStart + st.perStop;
+  console.log(
+    `\nStorm: ${st.n} parallel docker run -d on host 1's logical network (${fmt(st.wallMs, 0)} ms, ${st.failures} failures), then all removed; targets: <= 3 store round trips per container lifecycle, <= 10 ms ovsnet CPU per start`,
+  );
+  console.log(
+    table(
+      ['figure', 'value', 'baseline (same ovsnet idle)', 'verdict'],
+      [
+        ['store round trips per container start', fmt(st.perStart), `${fmt(st.backgroundPerS)} calls/s idle (taken off)`, ''],
+        ['store round trips per container stop', fmt(st.perStop), '', ''],
+        ['store round trips per lifecycle', fmt(life), '', life <= 3 ? 'met' : 'NOT met'],
+        [
+          'ovsnet CPU ms per container start',
+          fmt(st.cpuMsPerStart),
+          `${fmt(st.idleCpuMsPerS)} ms/s idle`,
+          st.cpuMsPerStart <= 10 ? 'met' : 'NOT met',
+        ],
+      ],
     ),
   );
 }

@@ -1,8 +1,9 @@
 /**
  * A container's network driver calls over the plugin socket, timed: GetCapabilities (the bare
  * HTTP round trip), CreateEndpoint, Join, EndpointOperInfo, Leave + DeleteEndpoint, for `n`
- * endpoints after 20 warm-up ones, 40 ms apart, on a network of its own. Used by the driver
- * (embedded store) and cluster (etcd) benchmarks.
+ * endpoints after 20 warm-up ones, `gapMs` apart (40 unless said; 0: back to back, as under
+ * churn), on a network of its own. Used by the driver and churn (embedded store) and cluster
+ * (etcd) benchmarks.
  */
 import path from 'node:path';
 import { pluginCall, type DockerHost } from '../test/harness/host.js';
@@ -17,7 +18,7 @@ export const DRIVER_CALLS = [
 export type DriverCall = (typeof DRIVER_CALLS)[number];
 
 /** Milliseconds of each call, sorted; `octet` picks the network's pool 10.octet.0.0/16. */
-export async function timeDriverCalls(host: DockerHost, n: number, octet: number): Promise<Map<DriverCall, number[]>> {
+export async function timeDriverCalls(host: DockerHost, n: number, octet: number, gapMs = 40): Promise<Map<DriverCall, number[]>> {
   const socket = path.join(host.pluginDir, 'ovsnet.sock');
   const call = async (method: string, body?: unknown) => {
     const r = await pluginCall(socket, method, body);
@@ -53,9 +54,9 @@ export async function timeDriverCalls(host: DockerHost, n: number, octet: number
       await call('NetworkDriver.Leave', ids);
       await call('NetworkDriver.DeleteEndpoint', ids);
     });
-    // DeleteEndpoint leaves the veth to the kernel in the background (~20 ms, holding its link
-    // lock): a Join right behind it waits for that. Containers are not that close together.
-    await new Promise((r) => setTimeout(r, 40));
+    // Without spare veths (OVSNET_SPARE_VETHS=0), DeleteEndpoint leaves the veth to the kernel in
+    // the background (~20 ms, holding its link lock): a Join right behind it waits for that.
+    if (gapMs > 0) await new Promise((r) => setTimeout(r, gapMs));
   }
   await call('NetworkDriver.DeleteNetwork', { NetworkID });
   return new Map([...ms].map(([k, v]) => [k, [...v].sort((a, b) => a - b)]));

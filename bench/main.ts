@@ -1,8 +1,10 @@
 /** `npm run bench -- <suite>`: runs one benchmark suite and prints its table. */
+import { benchChurn } from './churn.js';
 import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
+import { benchScale } from './scale.js';
 import { benchStore } from './store.js';
 
 const suites: Record<string, () => Promise<void>> = {
@@ -11,6 +13,8 @@ const suites: Record<string, () => Promise<void>> = {
   driver: benchDriver,
   links: benchLinks,
   cluster: benchCluster,
+  churn: benchChurn,
+  scale: benchScale,
 };
 
 const name = process.argv[2];

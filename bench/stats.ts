@@ -15,6 +15,13 @@ export function percentile(sortedMs: readonly number[], q: number): number {
   return sortedMs[i] ?? NaN;
 }
 
+export function median(values: readonly number[]): number {
+  return percentile(
+    [...values].sort((a, b) => a - b),
+    0.5,
+  );
+}
+
 /** Runs `op` n times in sequence; latency of each and throughput of the whole. */
 export async function measure(n: number, op: (i: number) => Promise<unknown>): Promise<Summary> {
   const lat: number[] = [];

@@ -7,4 +7,4 @@ source scripts/lib.sh
 trap services_cleanup EXIT
 ensure_packages
 start_etcd
-node dist/bench/main.js "$@"
+node --expose-gc dist/bench/main.js "$@"

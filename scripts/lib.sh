@@ -9,7 +9,7 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # Debian packages the tests need; apt-get runs only if one is missing.
 ensure_packages() {
-  local need=(docker.io openvswitch-switch etcd-server busybox-static ethtool iproute2 iptables openssl)
+  local need=(docker.io openvswitch-switch etcd-server busybox-static ethtool iproute2 iptables openssl containernetworking-plugins docker-compose tcpdump podman docker-registry)
   local missing=()
   for p in "${need[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -30,4 +30,7 @@ fi
 if [ ! -f dist/src/main.js ] || [ -n "$(find src -newer dist/src/main.js -name '*.ts' -print -quit)" ]; then
   npx tsc -p tsconfig.json
 fi
+# The CNI plugin, for podman and other CNI runtimes on this host (README, "CNI"); CNI_BIN_DIR
+# names another directory than /opt/cni/bin.
+if [ "$(id -u)" = 0 ]; then bash scripts/cni-install.sh "${CNI_BIN_DIR:-/opt/cni/bin}" >&2; else say "not root: the CNI plugin is not installed"; fi
 exec node dist/src/main.js serve

@@ -10,14 +10,13 @@ import { parseStore, type StoreConfig } from './config-store.js';
 export type { StoreConfig };
 import { checkSubnet, parseMinPrefix, type MinPrefix } from './subnets.js';
 
-export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
-const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
-
 export interface Config {
   readonly store: StoreConfig;
   readonly storeTimeoutMs: number;
   readonly logLevel: LogLevel;
   readonly socket: string;
+  /** The CNI front end's socket (src/cni/); '' = off. */
+  readonly cniSocket: string;
   /** Where pools without --subnet come from: each range carved into subnets of `bits`. */
   readonly defaultPools: readonly DefaultPool[];
   /** The shortest prefix a subnet may have, per family. */
@@ -25,12 +24,22 @@ export interface Config {
   readonly bridge: string;
   readonly datapath: 'auto' | 'system' | 'netdev';
   readonly ovsdb: string;
+  /** The interface trunking VLAN networks onto the physical network ('' = none). */
+  readonly uplink: string;
   /** This host in the registry: its name ('' = the hostname), tunnel address ('' = detect), lease TTL. */
   readonly host: { readonly name: string; readonly vtepIp: string; readonly ttlSeconds: number; readonly reclaimGraceSeconds: number };
   /** Where /metrics is served; undefined = off. */
   readonly metrics: { readonly host: string; readonly port: number } | undefined;
   /** File keeping IPAM changes the store did not confirm until they are settled; '' = memory only. */
   readonly journal: string;
+  /** OVSNET_REAP_GRACE: how long a reservation whose holder is gone is kept (src/ipam-driver/reap.ts). */
+  readonly reapGraceSeconds: number;
+  /** Released veth pairs kept for reuse (driver/spares.ts); 0 = none. */
+  readonly spareVeths: number;
+  /** The driver's scope: 'global' serves Docker swarm networks (swarm.ts). */
+  readonly scope: 'local' | 'global';
+  /** UDP port of ovsnet's VXLAN tunnels (the same on every host). */
+  readonly vxlanPort: number;
 }
 
 export interface DefaultPool {
@@ -38,101 +47,9 @@ export interface DefaultPool {
   readonly bits: number;
 }
 
-/** Name, default and valid form of each setting: the source of the README table. */
-export const SETTINGS = {
-  OVSNET_STORE: {
-    default: 'sqlite:/var/lib/ovsnet/state.db',
-    form: 'sqlite:/absolute/path.db or etcd://host:port[,host:port...]',
-    doc: 'State store: the embedded SQLite file (single host) or etcd endpoints (hosts sharing networks).',
-  },
-  OVSNET_STORE_TIMEOUT_MS: {
-    default: '3000',
-    form: 'an integer from 100 to 10000',
-    doc: 'Bound on every store call; a slower store fails the call as unavailable (Docker gives up after ~15 s).',
-  },
-  OVSNET_ETCD_CA: { default: '', form: 'path to a PEM file', doc: 'CA bundle: connect to etcd over TLS.' },
-  OVSNET_ETCD_CERT: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_KEY)', doc: 'Client certificate for etcd TLS.' },
-  OVSNET_ETCD_KEY: { default: '', form: 'path to a PEM file (with OVSNET_ETCD_CERT)', doc: 'Client key for etcd TLS.' },
-  OVSNET_ETCD_USERNAME: { default: '', form: 'an etcd user name (with OVSNET_ETCD_PASSWORD)', doc: 'etcd authentication user.' },
-  OVSNET_ETCD_PASSWORD: {
-    default: '',
-    form: 'the password of OVSNET_ETCD_USERNAME (not with OVSNET_ETCD_PASSWORD_FILE)',
-    doc: 'etcd authentication password. Shown by `docker plugin inspect`: prefer OVSNET_ETCD_PASSWORD_FILE.',
-  },
-  OVSNET_ETCD_PASSWORD_FILE: {
-    default: '',
-    form: 'absolute path to a file holding the password on one line (not with OVSNET_ETCD_PASSWORD)',
-    doc: 'etcd authentication password, read from this file at start, so that it is in no environment (managed plugin: a file under /etc/ovsnet, the read-only secrets mount).',
-  },
-  OVSNET_ETCD_ALLOW_PLAINTEXT_CREDENTIALS: {
-    default: 'false',
-    form: 'true or false',
-    doc: 'With a user and password but no OVSNET_ETCD_CA the password would cross the network in clear text, so ovsnet refuses to start; true accepts that risk (an etcd on a trusted link only).',
-  },
-  OVSNET_LOG_LEVEL: { default: 'info', form: LOG_LEVELS.join('|'), doc: 'Log level of the JSON logs on stdout.' },
-  OVSNET_SOCKET: {
-    default: '/run/docker/plugins/ovsnet.sock',
-    form: 'an absolute path ending in .sock',
-    doc: 'Plugin socket Docker finds the plugin by (the driver name is the file name without .sock).',
-  },
-  OVSNET_DEFAULT_POOLS: {
-    default: '10.192.0.0/10:24,fd5e:0e00::/40:64',
-    form: "comma-separated RANGE:LENGTH, e.g. 10.192.0.0/10:24,fd5e:e00::/40:64 (at least one IPv4 range; LENGTH at least the range's own)",
-    doc: 'Ranges that networks created without --subnet get their pool from, and the pool size carved from each.',
-  },
-  OVSNET_MIN_PREFIX: {
-    default: '8,32',
-    form: 'IPV4,IPV6 prefix lengths, IPv4 1-30 and IPv6 1-124, e.g. 8,32',
-    doc: 'The largest subnets (shortest prefixes) networks and pools may have; OVSNET_DEFAULT_POOLS must keep to them too.',
-  },
-  OVSNET_BRIDGE: {
-    default: 'ovsnet0',
-    form: 'an interface name of 1-15 letters, digits, "-", "_" or "."',
-    doc: 'The Open vSwitch integration bridge every network is a VLAN segment of (created if missing).',
-  },
-  OVSNET_DATAPATH: {
-    default: 'auto',
-    form: 'auto|system|netdev',
-    doc: 'OVS datapath of the bridge: system (kernel module), netdev (userspace), auto = system when the openvswitch module is loaded.',
-  },
-  OVSNET_OVSDB: {
-    default: 'unix:/var/run/openvswitch/db.sock',
-    form: 'unix:/absolute/path or tcp:host:port',
-    doc: 'Where ovsdb-server listens; ovsnet speaks OVSDB JSON-RPC to it (no ovs-vsctl).',
-  },
-  OVSNET_HOST: {
-    default: '',
-    form: 'a host name of 1-63 letters, digits, "-", "_" or "." (default: the hostname)',
-    doc: 'Name of this host in the host registry (hosts sharing a store must differ).',
-  },
-  OVSNET_VTEP_IP: {
-    default: '',
-    form: 'an IPv4 address of this host (default: the address of the interface holding the default route)',
-    doc: 'Tunnel endpoint address other hosts reach this one at.',
-  },
-  OVSNET_HOST_TTL: {
-    default: '10',
-    form: 'seconds, an integer from 2 to 300',
-    doc: 'Lease of the host registration: a host that stops is gone from its peers within this time (up to ~0.6 s more: etcd looks for expired leases every 500 ms).',
-  },
-  OVSNET_RECLAIM_GRACE: {
-    default: '600',
-    form: 'seconds, an integer from 0 to 86400',
-    doc: "How long a dead host's address blocks and reservations in logical networks are kept (its containers may still run) before peers reclaim them.",
-  },
-  OVSNET_JOURNAL: {
-    default: '/var/lib/ovsnet/unconfirmed.json',
-    form: 'an absolute file path, or off (kept in memory only)',
-    doc: 'Where IPAM changes the store did not confirm (a timeout: applied or not?) are kept until settled, so that a restart during a store outage leaks no address.',
-  },
-  OVSNET_METRICS_ADDR: {
-    default: '',
-    form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',
-    doc: 'Serve Prometheus metrics on GET /metrics there; off when empty.',
-  },
-} as const;
+import { LOG_LEVELS, SETTINGS, type LogLevel, type SettingName } from './settings.js';
 
-export type SettingName = keyof typeof SETTINGS;
+export { SETTINGS, type LogLevel, type SettingName };
 
 type Env = Readonly<Record<string, string | undefined>>;
 
@@ -168,6 +85,11 @@ export function loadConfig(env: Env): Config {
     bad('OVSNET_SOCKET', socket);
   }
 
+  const cniRaw = value('OVSNET_CNI_SOCKET');
+  const cniSocket = cniRaw === 'off' ? '' : cniRaw === '' ? socket.replace(/\.sock$/, '.cni') : cniRaw;
+  if (cniSocket !== '' && (!path.isAbsolute(cniSocket) || cniSocket.endsWith('/') || cniSocket === socket))
+    bad('OVSNET_CNI_SOCKET', cniRaw);
+
   const minPrefix = parseMinPrefix(value('OVSNET_MIN_PREFIX'));
   if (typeof minPrefix === 'string') bad('OVSNET_MIN_PREFIX', value('OVSNET_MIN_PREFIX'), minPrefix);
   const defaultPools = parseDefaultPools(value('OVSNET_DEFAULT_POOLS'), typeof minPrefix === 'string' ? undefined : minPrefix);
@@ -184,13 +106,30 @@ export function loadConfig(env: Env): Config {
   if (hostName !== '' && !/^[A-Za-z0-9_.-]{1,63}$/.test(hostName)) bad('OVSNET_HOST', hostName);
   const vtepIp = value('OVSNET_VTEP_IP');
   if (vtepIp !== '' && !/^(25[0-5]|2[0-4]\d|1?\d?\d)(\.(25[0-5]|2[0-4]\d|1?\d?\d)){3}$/.test(vtepIp)) bad('OVSNET_VTEP_IP', vtepIp);
+  const uplink = value('OVSNET_UPLINK');
+  if (uplink !== '' && !/^[A-Za-z0-9_.:@-]{1,15}$/.test(uplink)) bad('OVSNET_UPLINK', uplink);
   const ttlSeconds = parseIntIn(value('OVSNET_HOST_TTL'), 2, 300);
   if (ttlSeconds === undefined) bad('OVSNET_HOST_TTL', value('OVSNET_HOST_TTL'));
   const reclaimGraceSeconds = parseIntIn(value('OVSNET_RECLAIM_GRACE'), 0, 86400);
   if (reclaimGraceSeconds === undefined) bad('OVSNET_RECLAIM_GRACE', value('OVSNET_RECLAIM_GRACE'));
+  const reapGraceSeconds = parseIntIn(value('OVSNET_REAP_GRACE'), 1, 86400);
+  if (reapGraceSeconds === undefined) bad('OVSNET_REAP_GRACE', value('OVSNET_REAP_GRACE'));
+  const spareVeths = parseIntIn(value('OVSNET_SPARE_VETHS'), 0, 256);
+  if (spareVeths === undefined) bad('OVSNET_SPARE_VETHS', value('OVSNET_SPARE_VETHS'));
   const journalRaw = value('OVSNET_JOURNAL');
   const journal = journalRaw === 'off' ? '' : journalRaw;
   if (journal !== '' && (!path.isAbsolute(journal) || journal.endsWith('/'))) bad('OVSNET_JOURNAL', journal);
+  const scope = value('OVSNET_SCOPE') as Config['scope'];
+  if (scope !== 'local' && scope !== 'global') bad('OVSNET_SCOPE', scope);
+  else if (scope === 'global' && store?.kind !== 'etcd') {
+    bad(
+      'OVSNET_SCOPE',
+      scope,
+      'a swarm network spans hosts, and its VNI and members are kept in the store every node shares: set OVSNET_STORE=etcd://... on every node',
+    );
+  }
+  const vxlanPort = parseIntIn(value('OVSNET_VXLAN_PORT'), 1, 65535);
+  if (vxlanPort === undefined) bad('OVSNET_VXLAN_PORT', value('OVSNET_VXLAN_PORT'));
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -209,7 +148,27 @@ export function loadConfig(env: Env): Config {
     throw new OvsnetError('CONFIG_INVALID', `invalid settings:\n  ${problems.join('\n  ')}`);
   }
   const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
-  return deepFreeze({ store, storeTimeoutMs, logLevel, socket, defaultPools, minPrefix, bridge, datapath, ovsdb, host, metrics, journal });
+  const vxlan = vxlanPort ?? 4789;
+  return deepFreeze({
+    store,
+    storeTimeoutMs,
+    logLevel,
+    socket,
+    cniSocket,
+    defaultPools,
+    minPrefix,
+    bridge,
+    datapath,
+    ovsdb,
+    uplink,
+    host,
+    metrics,
+    journal,
+    reapGraceSeconds: reapGraceSeconds ?? 60,
+    spareVeths: spareVeths ?? 16,
+    scope,
+    vxlanPort: vxlan,
+  });
 }
 
 /** The pools, or why the value is wrong. */

@@ -1,25 +1,20 @@
 #!/usr/bin/env node
 /**
  * The entry point: the only reader of process.env, argv and signals, and the one that decides the
- * exit status. `serve` runs the daemon (src/daemon/: assembled, started, stopped there).
- *   ovsnet serve    run the plugin (Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET)
- *   ovsnet status|networks|endpoints|ipam|doctor [--json]    the operator's view
+ * exit status. `serve` runs the daemon (src/daemon/: assembled, started, stopped there); the
+ * operator's commands are a table (src/cli/commands.ts) parsed by src/cli/dispatch.ts.
+ *   ovsnet serve                      run the plugin (Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET)
+ *   ovsnet status|networks|endpoints|ipam|doctor|version [-o json|wide|table]    the operator's view
  */
 import { loadConfig, type Config } from './config.js';
-import { COMMANDS, isCommand, runCommand } from './cli/commands.js';
+import { COMMANDS } from './cli/commands.js';
+import { EXIT, parse, usageOf, UsageError, type CommandTable } from './cli/dispatch.js';
+import type { CliContext } from './cli/session.js';
 import { Daemon } from './daemon/daemon.js';
 import { isOvsnetError, messageOf } from './errors.js';
 import { createLogger, type Logger } from './log.js';
-
-const USAGE = `usage: ovsnet <command> [--json]
-
-commands:
-  serve       run the plugin: Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET
-${Object.entries(COMMANDS)
-  .map(([c, d]) => `  ${c.padEnd(10)}  ${d}`)
-  .join('\n')}
-
-Settings are OVSNET_* environment variables; see the README.`;
+import { effectiveSettings } from './settings-view.js';
+import { VERSION } from './version.js';
 
 /**
  * The last resort, for a bug that lets an error escape (every handler of outside input catches
@@ -52,10 +47,11 @@ function lastResort(daemon: Daemon, log: Logger): void {
 /** Runs the daemon until SIGTERM or SIGINT, then stops it in order and exits 0. */
 async function serve(config: Config): Promise<void> {
   const log = createLogger(config.logLevel);
-  const daemon = new Daemon(config, log);
+  const daemon = new Daemon(config, log, effectiveSettings(process.env));
   lastResort(daemon, log);
   await daemon.start((err, cleanedUp) => {
-    // A store that cannot even be opened (an unwritable file) is fatal: say so and leave.
+    // A store that cannot even be opened (an unwritable file), or an OVSNET_UPLINK that cannot
+    // be the uplink, is fatal: say so and leave.
     process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
     void cleanedUp.finally(() => process.exit(1));
   });
@@ -64,33 +60,52 @@ async function serve(config: Config): Promise<void> {
   process.once('SIGINT', stop);
 }
 
+/** Every command: the daemon, and the operator's commands. */
+const TABLE: CommandTable<CliContext> = {
+  serve: {
+    summary: "run the plugin: Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET, settings from this process's environment",
+    details: 'Exit status 0 when stopped by SIGTERM or SIGINT, 1 when the store cannot be opened, 2 on invalid settings.',
+    run: async () => {
+      await serve(loadConfig(process.env));
+      return undefined; // keeps running until a signal
+    },
+  },
+  ...COMMANDS,
+};
+
 async function main(argv: readonly string[]): Promise<number | undefined> {
-  const [command] = argv;
-  if (command === undefined || command === '--help' || command === '-h' || command === 'help') {
-    process.stdout.write(`${USAGE}\n`);
-    return command === undefined ? 2 : 0;
+  const ctx: CliContext = {
+    env: process.env,
+    out: (text) => process.stdout.write(`${text}\n`),
+    err: (text) => process.stderr.write(`${text}\n`),
+  };
+  const [first] = argv;
+  if (first === '--version' || first === '-v') {
+    ctx.out(`ovsnet ${VERSION}`);
+    return EXIT.ok;
   }
-  let config: Config;
+  if (first === undefined || first === '--help' || first === '-h') {
+    ctx.out(usageOf(TABLE));
+    return first === undefined ? EXIT.usage : EXIT.ok;
+  }
   try {
-    config = loadConfig(process.env);
-  } catch (err) {
-    process.stderr.write(`ovsnet: ${messageOf(err)}\n`);
-    return 2;
-  }
-  if (command === 'serve') {
-    await serve(config);
-    return undefined; // keeps running until a signal
-  }
-  if (isCommand(command)) {
-    const extra = argv.slice(1).filter((a) => a !== '--json');
-    if (extra.length > 0) {
-      process.stderr.write(`ovsnet: ${command} takes only --json, not ${extra.join(' ')}\n`);
-      return 2;
+    const parsed = parse(TABLE, argv);
+    if ('help' in parsed) {
+      ctx.out(parsed.help);
+      return EXIT.ok;
     }
-    return runCommand(command, argv.includes('--json'), config);
+    return await parsed.spec.run?.(parsed.inv, ctx);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      ctx.err(`ovsnet: ${err.message}\n${err.command === undefined ? usageOf(TABLE) : `see: ovsnet ${err.command} --help`}`);
+      return EXIT.usage;
+    }
+    if (isOvsnetError(err, 'CONFIG_INVALID')) {
+      ctx.err(`ovsnet: ${err.message}`);
+      return EXIT.usage;
+    }
+    throw err;
   }
-  process.stderr.write(`ovsnet: unknown command ${JSON.stringify(command)}\n${USAGE}\n`);
-  return 2;
 }
 
 main(process.argv.slice(2)).then(

@@ -8,6 +8,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { messageOf } from './errors.js';
 import type { Logger } from './log.js';
 import { portHolder } from './port-holder.js';
+import { VERSION } from './version.js';
 import { skippedRecords } from './store/decode.js';
 import type { Store } from './store/types.js';
 
@@ -37,8 +38,8 @@ export class Metrics {
   readonly registry = new Registry();
   private readonly calls = this.histogram(
     'ovsnet_docker_call_duration_seconds',
-    'Latency of Docker plugin calls, by method and HTTP status',
-    ['method', 'status'],
+    'Latency of Docker plugin calls, by method and HTTP status code',
+    ['method', 'code'],
   );
   private readonly errors = this.counter('ovsnet_errors_total', 'Errors answered to Docker, by kind and code', ['kind', 'code']);
   private readonly store = this.histogram(
@@ -57,6 +58,12 @@ export class Metrics {
     ['action'],
   );
 
+  private readonly reaped = this.counter(
+    'ovsnet_ipam_reaped_total',
+    'Reservations released because their holder was gone: endpoint gone, container gone, never bound',
+    ['reason'],
+  );
+
   private histogram<L extends string>(name: string, help: string, labelNames: readonly L[]): Histogram<L> {
     return new Histogram({ name, help, labelNames, buckets: LATENCY_BUCKETS, registers: [this.registry] });
   }
@@ -69,7 +76,16 @@ export class Metrics {
   private sources: GaugeSources = { pools: () => [], cluster: () => ({ hosts: 0, tunnels: 0, blocks: [] }) };
 
   constructor() {
-    collectDefaultMetrics({ register: this.registry, prefix: 'ovsnet_' });
+    // prom-client's process_* and nodejs_* series under their standard names: the stock Node.js
+    // dashboards and alerts read them so.
+    collectDefaultMetrics({ register: this.registry });
+    // Prometheus' build_info convention: constant 1, the facts in the labels.
+    new Gauge({
+      name: 'ovsnet_build_info',
+      help: 'The running ovsnet: version, and the Node.js runtime it runs on',
+      labelNames: ['version', 'nodejs'],
+      registers: [this.registry],
+    }).set({ version: VERSION, nodejs: process.version }, 1);
     // Records skipped as malformed (src/store/decode.ts), read at scrape time.
     new Counter({
       name: 'ovsnet_store_records_invalid_total',
@@ -116,7 +132,7 @@ export class Metrics {
   }
 
   observeCall(method: string, status: number, seconds: number): void {
-    this.calls.observe({ method, status: String(status) }, seconds);
+    this.calls.observe({ method, code: String(status) }, seconds);
   }
 
   observeError(kind: string, code: string): void {
@@ -130,6 +146,11 @@ export class Metrics {
   observeRepairs(repaired: number, removed: number): void {
     if (repaired > 0) this.repairs.inc({ action: 'recreated' }, repaired);
     if (removed > 0) this.repairs.inc({ action: 'removed' }, removed);
+  }
+
+  /** A reservation released by the reaper (src/ipam-driver/reap.ts), by reason. */
+  observeReaped(reason: string): void {
+    this.reaped.inc({ reason });
   }
 
   /** The store, with every call timed. */

@@ -21,6 +21,8 @@ t.test('defaults: embedded store, info logs, the standard socket', async (t) => 
   t.equal(loadConfig({ OVSNET_RECLAIM_GRACE: '0' }).host.reclaimGraceSeconds, 0);
   t.equal(loadConfig({}).journal, '/var/lib/ovsnet/unconfirmed.json');
   t.equal(loadConfig({ OVSNET_JOURNAL: 'off' }).journal, '', 'off: memory only');
+  t.equal(loadConfig({}).spareVeths, 16, 'released veth pairs kept by default');
+  t.equal(loadConfig({ OVSNET_SPARE_VETHS: '0' }).spareVeths, 0, '0: each one deleted');
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
 });
 
@@ -105,6 +107,7 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_DATAPATH: 'kernel' }, /OVSNET_DATAPATH="kernel" is not valid: expected auto\|system\|netdev/],
   [{ OVSNET_HOST_TTL: '1' }, /OVSNET_HOST_TTL="1" is not valid: expected seconds, an integer from 2 to 300/],
   [{ OVSNET_JOURNAL: 'unconfirmed.json' }, /OVSNET_JOURNAL="unconfirmed.json" is not valid: expected an absolute file path, or off/],
+  [{ OVSNET_SPARE_VETHS: '1000' }, /OVSNET_SPARE_VETHS="1000" is not valid: expected an integer from 0 to 256/],
   [{ OVSNET_RECLAIM_GRACE: '10m' }, /OVSNET_RECLAIM_GRACE="10m" is not valid: expected seconds, an integer from 0 to 86400/],
   [{ OVSNET_VTEP_IP: '10.0.0' }, /OVSNET_VTEP_IP="10\.0\.0" is not valid/],
   [{ OVSNET_BRIDGE: 'a-bridge-name-too-long' }, /OVSNET_BRIDGE/],
@@ -149,5 +152,20 @@ t.test('the README and plugin/config.json document every setting', async (t) => 
       plugin.env.some((e) => e.name === name),
       `plugin/config.json has ${name}`,
     );
+  }
+});
+
+t.test('OVSNET_SCOPE and OVSNET_VXLAN_PORT: swarm networks need etcd; one tunnel port', async (t) => {
+  t.match(loadConfig({}), { scope: 'local', vxlanPort: 4789 });
+  t.match(loadConfig({ OVSNET_SCOPE: 'global', OVSNET_STORE: 'etcd://h1:2379', OVSNET_VXLAN_PORT: '4790' }), {
+    scope: 'global',
+    vxlanPort: 4790,
+  });
+  t.throws(() => loadConfig({ OVSNET_SCOPE: 'global' }), {
+    message: /OVSNET_SCOPE="global" is not valid \(a swarm network spans hosts.*set OVSNET_STORE=etcd:\/\/\.\.\. on every node\)/,
+  });
+  t.throws(() => loadConfig({ OVSNET_SCOPE: 'swarm' }), { message: /OVSNET_SCOPE="swarm" is not valid: expected local or global/ });
+  for (const port of ['0', '65536', '47a9']) {
+    t.throws(() => loadConfig({ OVSNET_VXLAN_PORT: port }), { message: /OVSNET_VXLAN_PORT=.* is not valid: expected a UDP port/ });
   }
 });

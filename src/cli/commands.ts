@@ -1,130 +1,194 @@
 /**
- * The operator's commands: `ovsnet status|networks|endpoints|ipam|doctor [--json]`. Human
- * tables by default, JSON with --json. They read the daemon's store, so they work while it runs.
+ * The operator's commands, as a table (dispatch.ts parses and runs it): each with its summary,
+ * options and run. They read the store the running daemon reads (session.ts), so they work while
+ * it runs; Docker's names are asked of Docker by the CLI itself.
  */
-import type { Config } from '../config.js';
-import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { chooseDatapath } from '../host-info.js';
-import { describeStore, openStore } from '../store/open.js';
-import { daemonAnswers, doctor } from './doctor.js';
+import { describeStore } from '../store/open.js';
+import { EXIT, UsageError, type CommandSpec, type CommandTable, type Invocation, type OptionSpec } from './dispatch.js';
+import { doctor } from './doctor.js';
+import { dockerNames, nameOf } from './docker-api.js';
 import { endpoints, hosts, networks, pools } from './inspect.js';
+import { adoptCommand, RESERVATIONS_OPTION, reservationsView } from './ipam-more.js';
+import { networksShown } from './networks-view.js';
+import { render, type Shown } from './output.js';
+import { located, withSession, type CliContext, type Session } from './session.js';
+import { versionRows } from './version-view.js';
 
-export const COMMANDS = {
-  status: 'store, Open vSwitch, datapath and daemon health',
-  networks: 'ovsnet networks: VLAN tag, subnets, gateway, endpoints',
-  endpoints: 'endpoints: address, MAC, OVS port',
-  ipam: 'pool usage per network and per host',
-  doctor: 'checks, each failed one with its fix',
-} as const;
+/** Every command reading the daemon's settings takes this. */
+export const ENV_FILE_OPTION: Readonly<Record<string, OptionSpec>> = {
+  'settings-file': {
+    type: 'string',
+    value: 'FILE',
+    help: 'the systemd environment file read when no daemon answers (default /etc/default/ovsnet)',
+  },
+};
 
-export type Command = keyof typeof COMMANDS;
+const envFile = (inv: Invocation) => (typeof inv.values['settings-file'] === 'string' ? inv.values['settings-file'] : undefined);
 
-export function isCommand(c: string): c is Command {
-  return c in COMMANDS;
+/** A command that opens the daemon's store, prints what `show` returns and exits `status`. */
+function reader(
+  summary: string,
+  show: (s: Session, inv: Invocation, ctx: CliContext) => Promise<Shown & { status?: number; silent?: boolean }>,
+  extra: Partial<CommandSpec<CliContext>> = {},
+): CommandSpec<CliContext> {
+  return {
+    summary,
+    output: true,
+    ...extra,
+    options: { ...ENV_FILE_OPTION, ...extra.options },
+    run: (inv, ctx) =>
+      withSession(ctx, envFile(inv), async (s) => {
+        const shown = await show(s, inv, ctx);
+        if (shown.silent !== true) ctx.out(render(shown, inv.format));
+        return shown.status ?? EXIT.ok;
+      }),
+  };
 }
 
-function table(rows: readonly Record<string, unknown>[]): string {
-  if (rows.length === 0) return '(none)';
-  const cols = Object.keys(rows[0] ?? {});
-  const cell = (v: unknown) =>
-    Array.isArray(v)
-      ? v.join(',')
-      : typeof v === 'object' && v !== null
-        ? Object.entries(v)
-            .map(([k, n]) => `${k}:${String(n)}`)
-            .join(',')
-        : String(v);
-  const widths = cols.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)));
-  const line = (cells: string[]) =>
-    cells
-      .map((c, i) => c.padEnd(widths[i] ?? 0))
-      .join('  ')
-      .trimEnd();
-  return [line(cols.map((c) => c.toUpperCase())), ...rows.map((r) => line(cols.map((c) => cell(r[c]))))].join('\n');
+const networksView = async (s: Session): Promise<Shown> => networksShown(await networks(s.store), await dockerNames(s.dockerSocket));
+
+const endpointsView = async (s: Session): Promise<Shown> => {
+  const names = await dockerNames(s.dockerSocket);
+  const rows = (await endpoints(s.store)).map((e) => ({
+    endpoint: e.endpoint,
+    container: nameOf(names?.containers, e.endpoint),
+    network: e.network,
+    networkName: nameOf(names?.networks, e.network),
+    address: e.address,
+    mac: e.mac,
+    port: e.port,
+  }));
+  // JSON keeps identifier-like keys; the table's header says it in words.
+  const table = rows.map((r) => ({
+    endpoint: r.endpoint,
+    container: r.container,
+    network: r.network,
+    'network name': r.networkName,
+    address: r.address,
+    mac: r.mac,
+    port: r.port,
+  }));
+  return { data: rows, table };
+};
+
+const ipamView = async (s: Session): Promise<Shown> => {
+  const rows = await pools(s.store);
+  const shared = rows.some((r) => r.logical !== '');
+  const row = (r: (typeof rows)[number], all: boolean) => ({
+    pool: r.pool,
+    range: r.range,
+    used: r.used,
+    usable: r.usable,
+    use: r.percent,
+    hosts: r.byHost,
+    ...(shared || all ? { logical: r.logical || '-', blocks: r.blocks } : {}),
+  });
+  return { data: rows, table: rows.map((r) => row(r, false)), wide: rows.map((r) => row(r, true)) };
+};
+
+const checkRows = (checks: readonly { check: string; ok: boolean; detail: string; fix?: string }[], fix: boolean) =>
+  checks.map((c) => ({ check: c.check, ok: c.ok ? 'ok' : 'FAIL', detail: c.detail, ...(fix ? { fix: c.fix ?? '' } : {}) }));
+
+/** The settings' origin as a check: failed where the CLI and the daemon disagree on the store. */
+const settingsCheck = (s: Session) => ({
+  check: 'settings',
+  ok: s.location.notes.length === 0,
+  detail: [`from ${s.location.source}; store ${describeStore(s.config.store)}`, ...s.location.notes].join('; '),
+  ...(s.location.notes.length === 0
+    ? {}
+    : { fix: 'run the command with the settings the daemon runs with (unset OVSNET_STORE), or restart the daemon' }),
+});
+
+/** The daemon check, with the version, uptime and store health it reports of itself. */
+function daemonDetail(s: Session, answers: boolean): string {
+  const d = s.location.daemon;
+  if (!answers || d === undefined) return `nothing answers on ${s.config.socket}`;
+  const i = d.info;
+  if (i === undefined) return `an ovsnet older than 0.2 answers on ${d.socket} (${d.via}): it has no admin endpoint`;
+  const store = i.store.ok ? `ok (revision ${i.store.revision ?? '?'}, ${i.store.ms} ms)` : `FAILING: ${i.store.error ?? ''}`;
+  return `ovsnet ${i.version} answers on ${d.socket} (${d.via}), pid ${i.pid}, up ${i.uptimeSeconds} s; its store ${i.store.store} ${store}`;
 }
 
-/** Runs one command; returns the exit status (1 when doctor or status finds a problem). */
-export async function runCommand(command: Command, json: boolean, config: Config): Promise<number> {
-  const store = openStore(config.store, Math.min(config.storeTimeoutMs, 3000));
-  const ovs = new Ovsdb(config.ovsdb, 2000);
-  const datapath = chooseDatapath(config.datapath);
-  const print = (human: string, data: unknown) => process.stdout.write(`${json ? JSON.stringify(data, null, 2) : human}\n`);
-  try {
-    switch (command) {
-      case 'networks': {
-        const rows = await networks(store);
-        // Host and logical network columns only where several hosts share the store.
-        const cluster = rows.some((r) => r.logical !== '' || (r.host !== '' && r.host !== rows[0]?.host));
-        print(
-          table(
-            rows.map((r) => ({
-              network: r.network,
-              ...(cluster ? { host: r.host, logical: r.logical } : {}),
-              tag: r.tag,
-              subnets: r.subnets,
-              gateway: r.gateway,
-              mtu: r.mtu,
-              endpoints: r.endpoints,
-            })),
-          ),
-          rows,
-        );
-        return 0;
-      }
-      case 'endpoints': {
-        const rows = await endpoints(store);
-        print(table(rows as unknown as Record<string, unknown>[]), rows);
-        return 0;
-      }
-      case 'ipam': {
-        const rows = await pools(store);
-        const shared = rows.some((r) => r.logical !== '');
-        print(
-          table(
-            rows.map((r) => ({
-              pool: r.pool,
-              range: r.range,
-              used: r.used,
-              usable: r.usable,
-              use: r.percent,
-              hosts: r.byHost,
-              ...(shared ? { logical: r.logical || '-', blocks: r.blocks } : {}),
-            })),
-          ),
-          rows,
-        );
-        return 0;
-      }
-      case 'status': {
-        const checks = (await doctor(config, store, ovs, datapath)).filter((c) =>
-          ['store', 'openvswitch', 'datapath', 'daemon', 'docker'].includes(c.check),
-        );
-        const registered = await hosts(store).catch(() => [] as string[]);
-        checks.push({
-          check: 'hosts',
-          ok: true,
-          detail: registered.length === 0 ? 'single host (no host registered in the store)' : registered.join(', '),
-        });
-        const data = {
-          store: describeStore(config.store),
-          bridge: config.bridge,
-          datapath,
-          socket: config.socket,
-          daemon: await daemonAnswers(config.socket),
-          hosts: registered,
-          checks,
-        };
-        print(table(checks.map((c) => ({ check: c.check, ok: c.ok ? 'ok' : 'FAIL', detail: c.detail }))), data);
-        return checks.every((c) => c.ok) ? 0 : 1;
-      }
-      case 'doctor': {
-        const checks = await doctor(config, store, ovs, datapath);
-        print(table(checks.map((c) => ({ check: c.check, ok: c.ok ? 'ok' : 'FAIL', detail: c.detail, fix: c.fix ?? '' }))), checks);
-        return checks.every((c) => c.ok) ? 0 : 1;
-      }
-    }
-  } finally {
-    ovs.close();
-    await store.close();
-  }
-}
+const statusView = async (s: Session): Promise<Shown & { status: number }> => {
+  const datapath = chooseDatapath(s.config.datapath);
+  const checks = (await doctor(s.config, s.store, s.ovs, datapath, s.dockerSocket)).filter((c) =>
+    ['store', 'openvswitch', 'datapath', 'daemon', 'docker'].includes(c.check),
+  );
+  const daemon = checks.find((c) => c.check === 'daemon');
+  if (daemon !== undefined) daemon.detail = daemonDetail(s, daemon.ok);
+  const healthy = s.location.daemon?.info?.store.ok ?? true;
+  checks.unshift(settingsCheck(s));
+  const registered = await hosts(s.store).catch(() => [] as string[]);
+  checks.push({
+    check: 'hosts',
+    ok: true,
+    detail: registered.length === 0 ? 'single host (no host registered in the store)' : registered.join(', '),
+  });
+  const d = s.location.daemon;
+  const data = {
+    store: describeStore(s.config.store),
+    settingsFrom: s.location.source,
+    notes: s.location.notes,
+    bridge: s.config.bridge,
+    datapath,
+    socket: s.config.socket,
+    daemon: {
+      answers: daemon?.ok ?? false,
+      ...(d === undefined
+        ? {}
+        : {
+            socket: d.socket,
+            via: d.via,
+            ...(d.info === undefined ? {} : { version: d.info.version, uptimeSeconds: d.info.uptimeSeconds, store: d.info.store }),
+          }),
+    },
+    hosts: registered,
+    checks,
+  };
+  const rows = checkRows(checks, false);
+  return { data, table: rows, wide: checkRows(checks, true), status: checks.every((c) => c.ok) && healthy ? EXIT.ok : EXIT.problem };
+};
+
+const doctorView = async (s: Session): Promise<Shown & { status: number }> => {
+  const checks = [settingsCheck(s), ...(await doctor(s.config, s.store, s.ovs, chooseDatapath(s.config.datapath), s.dockerSocket))];
+  const daemon = checks.find((c) => c.check === 'daemon');
+  if (daemon !== undefined) daemon.detail = daemonDetail(s, daemon.ok);
+  return { data: checks, table: checkRows(checks, true), status: checks.every((c) => c.ok) ? EXIT.ok : EXIT.problem };
+};
+
+export const COMMANDS: CommandTable<CliContext> = {
+  status: reader('store, Open vSwitch, datapath and daemon health; where the settings come from', statusView),
+  networks: reader(
+    'ovsnet networks with their Docker names: VLAN tag, subnets, gateway, endpoints; endpoint groups under their parent',
+    networksView,
+  ),
+  endpoints: reader('endpoints with their containers: address, MAC, OVS port', endpointsView),
+  ipam: reader(
+    'pool usage per network and per host; with --reservations, each reservation and its holder',
+    (s, inv, ctx) => {
+      if (inv.values.reservations === true) return reservationsView(s, inv, ctx);
+      if (inv.args.length > 0) throw new UsageError(`ipam takes a POOL only with --reservations, not ${inv.args.join(' ')}`, 'ipam');
+      return ipamView(s);
+    },
+    {
+      args: '[POOL]',
+      maxArgs: 1,
+      options: RESERVATIONS_OPTION,
+      subcommands: { adopt: adoptCommand((inv, ctx, fn) => withSession(ctx, envFile(inv), fn)) },
+    },
+  ),
+  doctor: reader('checks, each failed one with its fix', doctorView),
+  version: {
+    summary: "this ovsnet's version and the running daemon's",
+    output: true,
+    options: ENV_FILE_OPTION,
+    details: 'Exit status 1 when no daemon answers (as `docker version`); `ovsnet --version` prints this one only.',
+    run: async (inv, ctx) => {
+      const { location } = await located(ctx, envFile(inv));
+      const shown = versionRows(location.daemon);
+      ctx.out(render(shown, inv.format));
+      return location.daemon === undefined ? EXIT.problem : EXIT.ok;
+    },
+  },
+};

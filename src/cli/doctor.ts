@@ -19,31 +19,12 @@ import { endpointOf } from '../driver/ovs/external-ids.js';
 import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host-info.js';
 import type { HostRecord } from '../store/hosts.js';
 import { endpoints, networks, pools } from './inspect.js';
+import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
 export interface Check {
   check: string;
   ok: boolean;
   detail: string;
   fix?: string;
-}
-
-/** Docker's network drivers as `GET /info` lists them (it lists a plugin once it used it). */
-export function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | undefined> {
-  return new Promise((resolve) => {
-    const req = http.request({ socketPath: dockerSocket, path: '/info', method: 'GET', timeout: 3000 }, (res) => {
-      let text = '';
-      res.on('data', (d: Buffer) => (text += d.toString()));
-      res.on('end', () => {
-        try {
-          resolve((JSON.parse(text) as { Plugins?: { Network?: string[] } }).Plugins?.Network ?? []);
-        } catch {
-          resolve(undefined);
-        }
-      });
-    });
-    req.on('error', () => resolve(undefined));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
 }
 
 /**
@@ -67,7 +48,13 @@ export function daemonAnswers(socket: string): Promise<boolean> {
 }
 
 /** Health checks, each with the fix when it fails. */
-export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
+export async function doctor(
+  config: Config,
+  store: Store,
+  ovs: Ovsdb,
+  datapath: string,
+  dockerSocket: string = DOCKER_SOCKET,
+): Promise<Check[]> {
   const checks: Check[] = [];
   const t0 = Date.now();
   try {
@@ -123,12 +110,14 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
     // store or OVS unreachable: already reported above
   }
   const name = path.basename(config.socket, '.sock');
-  const docker = await dockerNetworkPlugins('/var/run/docker.sock');
+  const docker = await dockerNetworkPlugins(dockerSocket);
+  // A managed plugin is listed by its reference: ovsnet:latest, ovsnet:0.2.
+  const listed = docker?.find((d) => d === name || d.startsWith(`${name}:`));
   checks.push(
     docker === undefined
-      ? { check: 'docker', ok: false, detail: 'Docker is not reachable at /var/run/docker.sock', fix: 'start dockerd' }
-      : docker.includes(name)
-        ? { check: 'docker', ok: true, detail: `Docker lists ${name} among its network drivers` }
+      ? { check: 'docker', ok: false, detail: `Docker is not reachable at ${dockerSocket}`, fix: 'start dockerd (or set DOCKER_HOST)' }
+      : listed !== undefined
+        ? { check: 'docker', ok: true, detail: `Docker lists ${listed} among its network drivers` }
         : {
             check: 'docker',
             ok: false,
@@ -166,7 +155,7 @@ export async function doctor(config: Config, store: Store, ovs: Ovsdb, datapath:
       ...(orphans.length === 0
         ? {}
         : {
-            fix: 'Docker releases an address after DeleteEndpoint; a reservation left behind means that release was lost: remove the container, or release the address',
+            fix: "Docker's release after DeleteEndpoint was lost (ovsnet was down): the running daemon releases such reservations itself within about twice OVSNET_REAP_GRACE (ovsnet_ipam_reaped_total counts them); if one stays, start the daemon",
           }),
     });
   } catch {

@@ -10,20 +10,7 @@ import { decodeReservation } from '../ipam-driver/records.js';
 import { poolUsage } from '../ipam-driver/usage.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
-
-export interface NetworkRow {
-  network: string;
-  host: string;
-  /** Logical network and VNI (vxlan), '' for a one-host VLAN network. */
-  logical: string;
-  tag: number;
-  bridge: string;
-  subnets: string[];
-  gateway: string;
-  internal: boolean;
-  mtu: number;
-  endpoints: number;
-}
+import { networkRows, type NetworkRow } from './networks-view.js';
 
 export interface EndpointRow {
   endpoint: string;
@@ -45,21 +32,9 @@ export interface PoolRow {
   blocks: Record<string, number>;
 }
 
+/** Every network's row, groups under their parent (networks-view.ts). */
 export async function networks(store: Store): Promise<NetworkRow[]> {
-  const nets = await listNetworks(store);
-  const eps = await listEndpoints(store);
-  return nets.map((n) => ({
-    network: n.networkId.slice(0, 12),
-    host: n.host ?? '',
-    logical: n.logical === undefined ? '' : `${n.logical} (VNI ${n.vni ?? '?'})`,
-    tag: n.tag,
-    bridge: n.bridge,
-    subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool),
-    gateway: n.internal ? '(internal)' : ([...n.ipv4, ...n.ipv6].find((d) => d.gateway !== undefined)?.gateway ?? ''),
-    internal: n.internal,
-    mtu: n.mtu,
-    endpoints: eps.filter((e) => e.networkId === n.networkId).length,
-  }));
+  return networkRows(await listNetworks(store), await listEndpoints(store));
 }
 
 export async function endpoints(store: Store): Promise<EndpointRow[]> {

@@ -11,6 +11,8 @@ import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config.js';
 import { Flows } from '../driver/ovs/flows.js';
+import { QosFlows } from '../driver/ovs/qos-flows.js';
+import { GroupFlows } from '../driver/ovs/group-flows.js';
 import { Links } from '../driver/links/links.js';
 import { leaveLogical } from '../driver/vxlan/logical.js';
 import { Nat } from '../driver/nat.js';
@@ -19,16 +21,23 @@ import { NetworkDriver } from '../driver/network-driver.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { Vswitchd } from '../driver/ovs/vswitchd.js';
 import { Tunnels } from '../driver/vxlan/tunnels.js';
+import { Uplink } from '../driver/uplink/uplink.js';
 import { chooseDatapath, defaultRouteAddress, machineId, mtuOfAddress } from '../host-info.js';
 import { hostNets } from '../host-nets.js';
 import { Ipam } from '../ipam-driver/ipam.js';
 import { Reclaimer } from '../ipam-driver/reclaim.js';
+import type { Reaper } from '../ipam-driver/reap.js';
+import { makeReaper } from './reaper.js';
 import type { Logger } from '../log.js';
 import { Metrics } from '../metrics.js';
 import { buildServer } from '../plugin-api/server.js';
+import { cniFrontEnd, type CniFrontEnd } from '../cni/front-end.js';
 import { HostRegistry } from '../store/hosts.js';
 import { skippedRecords } from '../store/decode.js';
-import { openStore } from '../store/open.js';
+import { checkLayout } from '../store/layout.js';
+import { describeStore, openStore } from '../store/open.js';
+import { effectiveSettings, type Settings } from '../settings-view.js';
+import { about } from './about.js';
 import type { Store } from '../store/types.js';
 
 /** Everything the daemon is made of, for daemon.ts to start and stop. */
@@ -50,10 +59,15 @@ export interface Parts {
   readonly registry: HostRegistry;
   readonly tunnels: Tunnels;
   readonly reclaimer: Reclaimer;
+  /** Releases this host's reservations whose holder is gone (ipam-driver/reap.ts). */
+  readonly reaper: Reaper;
   readonly app: FastifyInstance;
+  /** The CNI front end; undefined with OVSNET_CNI_SOCKET=off. */
+  readonly cni: CniFrontEnd | undefined;
 }
 
-export function assemble(config: Config, log: Logger): Parts {
+/** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment). */
+export function assemble(config: Config, log: Logger, settings: Settings = effectiveSettings({})): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
   // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
   const metrics = new Metrics();
@@ -73,6 +87,7 @@ export function assemble(config: Config, log: Logger): Parts {
     minPrefix: config.minPrefix,
     readyTimeoutMs: config.storeTimeoutMs,
     journal: config.journal,
+    swarmScope: config.scope === 'global',
   });
   const ovs = new Ovsdb(
     config.ovsdb,
@@ -105,11 +120,17 @@ export function assemble(config: Config, log: Logger): Parts {
     datapath: () => datapath,
     host: hostName,
     flows: new Flows(),
+    qos: new QosFlows(),
+    groups: new GroupFlows(),
     pools: ipam,
     vtepIp,
     tunnelMtu: () => tunnelMtu,
     subnets: { minPrefix: config.minPrefix, hostNets: () => hostNets() },
+    spareVeths: config.spareVeths,
+    // Always there: without OVSNET_UPLINK it puts back the uplink of an earlier start, if any.
+    uplink: new Uplink({ ovs, log: log.child({ component: 'uplink' }), bridge: config.bridge, name: config.uplink }),
     onNetworksChanged: () => networksChanged.notify(),
+    scope: config.scope,
   });
   const registry = new HostRegistry({
     store,
@@ -125,6 +146,7 @@ export function assemble(config: Config, log: Logger): Parts {
     self: () => ({ name: hostName, vtepIp }),
     hosts: () => registry.hosts(),
     networks: () => driver.localNetworks(),
+    vxlanPort: config.vxlanPort,
     ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
   });
   networksChanged.notify = () => tunnels.schedule();
@@ -138,13 +160,33 @@ export function assemble(config: Config, log: Logger): Parts {
     leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
     leavePool: (poolId, host) => ipam.leavePool(poolId, host),
   });
+  const reaper = makeReaper({
+    config,
+    store,
+    log: log.child({ component: 'reap' }),
+    host: hostName,
+    ipam,
+    driver,
+    links,
+    metrics: observed,
+  });
   const app = buildServer({
     log,
     ipam,
     driver,
     ...(observed === undefined ? {} : { metrics: observed }),
-    onActivate: () => driver.reconcile().then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
+    info: about(raw, describeStore(config.store), settings),
+    // Never on a store of a newer layout (src/store/layout.ts): its OVS ports are not ours to remove.
+    onActivate: () =>
+      checkLayout(raw)
+        .then(() => driver.reconcile())
+        .then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
   });
+  const cni =
+    config.cniSocket === ''
+      ? undefined
+      : cniFrontEnd(config.cniSocket, { store, host: hostName, log: log.child({ component: 'cni' }), driver, ipam });
+  if (cni !== undefined) reaper.cniAlive = (containerId, ifname) => cni.service.alive(containerId, ifname);
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
@@ -156,5 +198,23 @@ export function assemble(config: Config, log: Logger): Parts {
         .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
     }),
   });
-  return { config, log, metrics, raw, store, ipam, ovs, datapath, refreshDatapath, links, driver, registry, tunnels, reclaimer, app };
+  return {
+    config,
+    log,
+    metrics,
+    raw,
+    store,
+    ipam,
+    ovs,
+    datapath,
+    refreshDatapath,
+    links,
+    driver,
+    registry,
+    tunnels,
+    reclaimer,
+    reaper,
+    app,
+    cni,
+  };
 }

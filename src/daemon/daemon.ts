@@ -6,12 +6,16 @@
 import type http from 'node:http';
 import type { Config } from '../config.js';
 import type { Links } from '../driver/links/links.js';
-import { messageOf } from '../errors.js';
+import { messageOf, OvsnetError } from '../errors.js';
 import type { Logger } from '../log.js';
 import { listenOnSocket, removeSocket } from '../plugin-api/listen.js';
 import { keepTrying } from '../retry.js';
+import { layoutChecked } from '../store/layout.js';
 import { describeStore } from '../store/open.js';
+import type { Settings } from '../settings-view.js';
+import { VERSION } from '../version.js';
 import { assemble, type Parts } from './assemble.js';
+import { reapIntervalMs } from './reaper.js';
 
 /** How often the gateway guard flows of logical networks are checked (and put back if lost). */
 const GUARD_CHECK_MS = 10_000;
@@ -41,8 +45,8 @@ export class Daemon {
   private metricsServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
 
-  constructor(config: Config, log: Logger) {
-    this.parts = assemble(config, log);
+  constructor(config: Config, log: Logger, settings?: Settings) {
+    this.parts = assemble(config, log, settings);
   }
 
   /**
@@ -56,10 +60,16 @@ export class Daemon {
     // Listen first, reach the store in the background: Docker must never wait on a dead socket.
     await listenOnSocket(app, config.socket);
     this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port, log);
+    // CNI is an extra: a socket it cannot have is logged, and Docker is served without it.
+    if (this.parts.cni !== undefined)
+      await listenOnSocket(this.parts.cni.app, this.parts.cni.socket).catch((err: unknown) =>
+        log.error({ err }, `no CNI front end: cannot listen on ${this.parts.cni?.socket ?? ''} (${messageOf(err)})`),
+      );
     for (const task of this.tasks(onFatal)) task.start();
     // startupMs: from process start to the socket answering (Docker's first call waits on it).
     log.info(
       {
+        version: VERSION,
         store: describeStore(config.store),
         socket: config.socket,
         bridge: config.bridge,
@@ -67,7 +77,7 @@ export class Daemon {
         pid: process.pid,
         startupMs: Math.round(performance.now()),
       },
-      'ovsnet serving',
+      `ovsnet ${VERSION} serving`,
     );
   }
 
@@ -78,6 +88,7 @@ export class Daemon {
    */
   async abandon(): Promise<void> {
     removeSocket(this.parts.config.socket);
+    if (this.parts.cni !== undefined) removeSocket(this.parts.cni.socket);
     await closeLinks(this.parts.links).catch(() => undefined);
   }
 
@@ -88,7 +99,7 @@ export class Daemon {
   }
 
   private tasks(onFatal: (err: unknown, cleanedUp: Promise<void>) => void): readonly Task[] {
-    const { config, log, raw, ipam, tunnels, registry, reclaimer, driver, metrics, links, refreshDatapath } = this.parts;
+    const { config, log, raw, links } = this.parts;
     /** Runs `fn` in the background until it succeeds, saying each failure. */
     const retried = (name: string, fn: () => Promise<unknown>): Task => ({
       name,
@@ -98,21 +109,44 @@ export class Daemon {
           onFailure: (err) => log.warn({ err }, `cannot ${name} yet (${messageOf(err)}); retrying`),
         }),
     });
+    // The process leaves. The reason is given at once, before the cleanup: a SIGTERM arriving
+    // meanwhile must not end the process without it.
+    const fatal = (err: unknown): void => {
+      const cleanedUp = (async () => {
+        removeSocket(config.socket);
+        if (this.parts.cni !== undefined) removeSocket(this.parts.cni.socket);
+        await closeLinks(links).catch(() => undefined);
+      })();
+      onFatal(err, cleanedUp);
+    };
+    // The store's layout first (src/store/layout.ts): a store of a newer layout is fatal before
+    // any background work (reconciling OVS with what the store says) acts on it.
+    const layoutOk = raw.loaded().then(
+      () =>
+        layoutChecked(raw, fatal, {
+          signal: this.retries.signal,
+          onFailure: (err) => log.warn({ err }, `cannot check the store's layout yet (${messageOf(err)}); retrying`),
+        }),
+      () => false,
+    );
+    const afterLayout = (task: Task): Task => ({
+      name: task.name,
+      start: () => void layoutOk.then((ok) => ok && !this.retries.signal.aborted && task.start()),
+    });
     return [
       {
         name: 'open the store',
-        start: () =>
-          void raw.loaded().catch((err: unknown) => {
-            // A store that cannot even be opened (an unwritable file) is fatal: the process leaves.
-            // The reason is given at once, before the cleanup: a SIGTERM arriving meanwhile must
-            // not end the process without it.
-            const cleanedUp = (async () => {
-              removeSocket(config.socket);
-              await closeLinks(links).catch(() => undefined);
-            })();
-            onFatal(err, cleanedUp);
-          }),
+        // A store that cannot even be opened (an unwritable file) is fatal.
+        start: () => void raw.loaded().catch(fatal),
       },
+      ...this.background(retried, fatal).map(afterLayout),
+    ];
+  }
+
+  /** The daemon's own work on the store and Open vSwitch, started once the store's layout is checked. */
+  private background(retried: (name: string, fn: () => Promise<unknown>) => Task, fatal: (err: unknown) => void): Task[] {
+    const { config, log, ipam, tunnels, registry, reclaimer, reaper, driver, metrics, refreshDatapath } = this.parts;
+    return [
       { name: 'load the IPAM index', start: () => ipam.start() },
       retried('follow logical networks', () => tunnels.start()),
       {
@@ -135,26 +169,38 @@ export class Daemon {
         name: 'reclaim departed hosts',
         start: () => reclaimer.start(Math.min(Math.max(config.host.reclaimGraceSeconds * 100, 1000), 30_000)),
       },
+      { name: 'reap reservations whose holder is gone', start: () => reaper.start(reapIntervalMs(config)) },
       retried('register this host', () => registry.start()),
+      retried('undo CNI ADDs cut short', async () => void (await this.parts.cni?.service.recover())),
       retried('reconcile with Open vSwitch', () =>
-        driver.reconcile().then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length)),
+        driver
+          .reconcile()
+          .then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))
+          .catch((err: unknown) => {
+            // An OVSNET_UPLINK that cannot be the uplink refuses the start, with the reason.
+            if (!(err instanceof OvsnetError) || err.code !== 'UPLINK_INVALID') throw err;
+            fatal(err);
+          }),
       ),
     ];
   }
 
   private closers(): readonly Closer[] {
-    const { app, ipam, reclaimer, tunnels, registry, driver, ovs, links, store } = this.parts;
+    const { app, ipam, reclaimer, reaper, tunnels, registry, driver, ovs, links, store, cni } = this.parts;
     return [
+      { name: 'CNI socket (requests in flight)', close: () => cni?.app.close().then(() => removeSocket(cni.socket)) },
       { name: 'plugin API (requests in flight)', close: () => app.close() },
       { name: 'background retries', close: () => this.retries.abort() },
       { name: 'metrics server', close: () => this.metricsServer?.close() },
       { name: 'IPAM', close: () => ipam.stop() },
       { name: 'reclaimer', close: () => reclaimer.stop() },
+      { name: 'reaper', close: () => reaper.stop() },
       { name: 'gateway guard checks', close: () => clearInterval(this.guards) },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
       // Deregistered at once: peers drop this host now, not at the TTL.
       { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },
       { name: 'driver calls in flight', close: () => driver.settled() },
+      { name: 'spare veths', close: () => driver.dropSpares() },
       { name: 'OVSDB connection', close: () => ovs.close() },
       { name: 'link worker', close: () => closeLinks(links) },
       { name: 'store', close: () => store.close() },

@@ -7,9 +7,15 @@
 import type { Logger } from '../log.js';
 import type { Store } from '../store/types.js';
 import type { VethSpec } from './links/links.js';
+import type { SpareNames } from './links/spare-ops.js';
 import type { DatapathType, OwnPort, PortOptions } from './ovs/ovsdb.js';
 import type { PortBinding } from './records/records.js';
+import type { TxnPart } from './records/driver-records.js';
 import type { SubnetRules } from './subnet-check.js';
+import type { GuardSegment } from './ovs/flows.js';
+import type { Qos } from './qos.js';
+import type { QosState } from './ovs/qos-flows.js';
+import type { GroupPlan } from './ovs/group-flows.js';
 
 /** Open vSwitch's database (OVSDB): the bridge and its ports. */
 export interface OvsApi {
@@ -47,6 +53,17 @@ export interface LinksApi {
   createVeth(spec: VethSpec): Promise<void>;
   /** Deletes a link (its veth peer goes with it). Idempotent: a missing link is done. */
   deleteLink(name: string): Promise<void>;
+  /**
+   * Keeps a released pair as a spare: both ends down and renamed to `spare`'s names, the host
+   * end carrying `alias` (spares.ts). False, nothing changed, when the two are not a pair on the
+   * host; a failed step deletes the pair. The spares' owner deletes it (or adopts it).
+   */
+  parkVeth(host: string, container: string, spare: SpareNames, alias: string): Promise<boolean>;
+  /**
+   * createVeth's result from a parked spare pair (renamed, no create). A failure leaves neither
+   * the spare nor a new pair; the caller then creates one (createVeth).
+   */
+  adoptVeth(spare: SpareNames, spec: VethSpec): Promise<void>;
   /** Whether a link of this name exists. A read. */
   exists(name: string): Promise<boolean>;
   /** The link's alias ('' for none), undefined when no link has that name. A read. */
@@ -62,8 +79,11 @@ export interface LinksApi {
 
 /** iptables rules in ovsnet's own chains. */
 export interface NatApi {
-  /** Masquerading and forwarding for a subnet through its gateway port. Idempotent (checks first); removeNetwork undoes it. */
-  addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
+  /**
+   * Masquerading (unless `masquerade` is false) and forwarding for a subnet through its gateway
+   * port. Idempotent (checks first); removeNetwork undoes it.
+   */
+  addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade: boolean): Promise<void>;
   /** Removes what addNetwork added. Idempotent: a missing rule is done. */
   removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
   /**
@@ -92,11 +112,35 @@ export interface HostPortsApi {
 /** OpenFlow rules guarding logical networks' gateways (ovs-vswitchd keeps none across a restart). */
 export interface FlowsApi {
   /** Installs the guard flows. Idempotent (add-flow replaces an identical flow); unguardGateway undoes it. */
-  guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void>;
-  /** Removes the VNI's guard flows. Idempotent: none left is done. */
-  unguardGateway(bridge: string, vni: number): Promise<void>;
-  /** How many of the VNI's guard flows the bridge has now. A read. */
-  guardCount(bridge: string, vni: number): Promise<number>;
+  guardGateway(bridge: string, segment: GuardSegment, gateways: readonly string[]): Promise<void>;
+  /** Removes the segment's guard flows. Idempotent: none left is done. */
+  unguardGateway(bridge: string, segment: GuardSegment): Promise<void>;
+  /** How many of the segment's guard flows the bridge has now. A read. */
+  guardCount(bridge: string, segment: GuardSegment): Promise<number>;
+}
+
+/** Endpoint groups' flows on the bridge (ovs/group-flows.ts), lost when ovs-vswitchd restarts. */
+export interface GroupsApi {
+  /** Makes the bridge hold exactly the plan's flows for its parent. Idempotent; remove undoes it. */
+  apply(bridge: string, plan: GroupPlan): Promise<void>;
+  /** Removes every flow of the parent (by its tag). Idempotent. */
+  remove(bridge: string, parentTag: number): Promise<void>;
+  /** How many flows of the parent the bridge holds. A read. */
+  count(bridge: string, parentTag: number): Promise<number>;
+  /** A host link's MAC address (the parent's gateway port). A read. */
+  mac(link: string): Promise<string>;
+}
+
+/** Endpoints' QoS on the bridge: OpenFlow meters and flows (ovs/qos-flows.ts), lost when ovs-vswitchd restarts. */
+export interface QosApi {
+  /** The OpenFlow number of every port of the bridge, by port name. A read. */
+  ofports(bridge: string): Promise<Map<string, number>>;
+  /** Installs the meter and flows of the port, replacing any it had. Idempotent; remove undoes it. */
+  apply(bridge: string, ofport: number, qos: Qos): Promise<void>;
+  /** Removes the port's meter and flows. Idempotent: none left is done. */
+  remove(bridge: string, ofport: number): Promise<void>;
+  /** ovsnet's QoS flows (counted by port) and meters on the bridge now. A read. */
+  state(bridge: string): Promise<QosState>;
 }
 
 /** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
@@ -114,6 +158,35 @@ export interface SharedPoolsApi {
    * none. Idempotent. The binding goes with the reservation (Docker's ReleaseAddress).
    */
   bindEndpoint(address: string, endpointId: string): Promise<boolean>;
+  /**
+   * bindEndpoint as compares and writes for the caller's own transaction, when the IPAM knows
+   * the reservation as it wrote it (no store call); undefined otherwise. If the compares fail,
+   * nothing was bound: the caller uses bindEndpoint.
+   */
+  bindOps?(address: string, endpointId: string): TxnPart | undefined;
+  /**
+   * Reserves an address of the ovsnet pool `cidr` for the host itself (an infra port: infra.ts)
+   * under `name`; undefined if ovsnet has no such pool. releaseHostAddress undoes it.
+   */
+  hostAddress(cidr: string, name: string): Promise<string | undefined>;
+  /** Gives back an address hostAddress() reserved. Idempotent. */
+  releaseHostAddress(cidr: string, address: string): Promise<void>;
+}
+
+/** The uplink (OVSNET_UPLINK, uplink/uplink.ts): VLAN networks' trunk onto the physical network. */
+export interface UplinkApi {
+  /** The interface ('' for none). */
+  readonly name: string;
+  /** Its MTU once attached; undefined before or without one. */
+  mtu(): number | undefined;
+  /**
+   * Makes the interface the bridge's trunk carrying `tags` (moving the host's addresses to the
+   * host port), or puts back one that is no longer configured. Idempotent; UPLINK_INVALID when
+   * the interface cannot be the uplink.
+   */
+  attach(tags: readonly number[]): Promise<void>;
+  /** Sets the VLANs the trunk carries (and untagged). Idempotent. */
+  carry(tags: readonly number[]): Promise<void>;
 }
 
 export interface DriverDeps {
@@ -129,13 +202,23 @@ export interface DriverDeps {
   readonly host: string;
   readonly flows: FlowsApi;
   readonly pools?: SharedPoolsApi;
+  /** Endpoints' QoS (absent: QoS options are refused). */
+  readonly qos?: QosApi;
+  /** Endpoint groups' flows (absent, or without `qos` for the OpenFlow port numbers: groups are refused). */
+  readonly groups?: GroupsApi;
   /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
   readonly vtepIp?: string;
   /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */
   readonly tunnelMtu?: () => number | undefined;
+  /** The uplink; absent: none (VLAN networks across hosts are refused). */
+  readonly uplink?: UplinkApi;
   /** OVSNET_MIN_PREFIX and the host's segments for CreateNetwork's checks (absent: the default bound, no host segments). */
   readonly subnets?: SubnetRules;
+  /** Released veth pairs kept for reuse (OVSNET_SPARE_VETHS, spares.ts); absent: none. */
+  readonly spareVeths?: number;
   /** Called after a network of this host is created or deleted (tunnels follow). */
   readonly onNetworksChanged?: () => void;
   readonly now?: () => Date;
+  /** OVSNET_SCOPE (absent: local): global serves Docker swarm networks (vxlan/swarm.ts). */
+  readonly scope?: 'local' | 'global';
 }

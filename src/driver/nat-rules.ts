@@ -22,6 +22,15 @@ export const CHAINS = {
   forward: 'OVSNET-FORWARD',
 } as const;
 
+/**
+ * Docker's second isolation chain (its bridge driver, Docker 20.10 to 28): one `-o BRIDGE -j DROP`
+ * per bridge network, kept current by Docker. Traffic a container of an ovsnet network starts
+ * goes through it, so it never reaches a Docker bridge network, as Docker's bridge networks
+ * never reach each other. Created empty if Docker has not made it (yet, or `--iptables=false`):
+ * Docker then uses it as it finds it. ovsnet never removes it.
+ */
+export const DOCKER_ISOLATION = 'DOCKER-ISOLATION-STAGE-2';
+
 /** ovsnet's chains, in the order they are created. */
 export const OWN_CHAINS: readonly (readonly [Table, string])[] = [
   ['nat', CHAINS.masquerade],
@@ -61,21 +70,25 @@ const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slic
 /**
  * Per network: masquerade on the way out (IPv4); isolation from every other ovsnet network (a
  * drop towards any other gateway port, inserted so that it precedes every network's accepts; the
- * hairpin back into the same network inserted before it); out accepted; in only replies and
- * published ports (DNATed), as Docker's bridge driver: nothing else routed to the host (a
- * container of another Docker network, a machine routing through the host) opens a connection.
+ * hairpin back into the same network inserted before it) and from Docker's bridge networks (new
+ * connections, except to a published port, go through Docker's isolation chain first); out
+ * accepted; in only replies and published ports (DNATed), as Docker's bridge driver: nothing else
+ * routed to the host (a container of another Docker network, a machine routing through the host)
+ * opens a connection.
  */
-export function networkRules(networkId: string, subnet: string, gatewayPort: string): Rule[] {
+export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Rule[] {
   const c = comment(networkId);
   const toGw = (state: string[]): Rule => ({
     table: 'filter',
     chain: CHAINS.forward,
     spec: ['-o', gatewayPort, ...state, ...c, '-j', 'ACCEPT'],
   });
+  const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
   return [
-    ...(subnet.includes(':')
+    ...(subnet.includes(':') || !masquerade
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...fresh, ...c, '-j', DOCKER_ISOLATION], insert: true },
     { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`, ...c, '-j', 'DROP'], insert: true },
     { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', gatewayPort, ...c, '-j', 'ACCEPT'], insert: true },
     { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...c, '-j', 'ACCEPT'] },

@@ -12,6 +12,7 @@ import { exec, type ExecResult } from './exec.js';
 import { detectFlavour, type Flavour } from './iptables-flavour.js';
 import {
   CHAINS,
+  DOCKER_ISOLATION,
   JUMPS,
   JUMPS_V6,
   OLD_JUMPS,
@@ -41,11 +42,11 @@ export class Nat {
   ) {}
 
   /** Masquerading (IPv4) for the subnet and forwarding through the gateway port. */
-  async addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
     const family = familyOf(subnet);
     await this.ensureChains(family);
     for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
-    for (const r of networkRules(networkId, subnet, gatewayPort)) await this.add(family, r);
+    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade)) await this.add(family, r);
   }
 
   async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
@@ -104,7 +105,7 @@ export class Nat {
       ready = (async () => {
         const f = await this.flavour();
         const cmd = family === 4 ? f.iptables : f.ip6tables;
-        for (const [table, chain] of family === 4 ? OWN_CHAINS : OWN_CHAINS_V6) {
+        for (const [table, chain] of [...(family === 4 ? OWN_CHAINS : OWN_CHAINS_V6), ['filter', DOCKER_ISOLATION] as const]) {
           const r = await this.run(cmd, newChainArgs(table, chain));
           if (r.code !== 0 && !/already exists/i.test(r.stderr)) throw natError(`create chain ${chain} (${cmd})`, r.stderr);
         }

@@ -2,30 +2,36 @@
  * The Open vSwitch network driver: each Docker network is a VLAN segment on one integration
  * bridge; each endpoint a veth pair whose host end is an OVS access port with the network's
  * tag. Non-internal networks get a gateway (an OVS internal port holding the gateway address
- * on the host) and masquerading.
- *
+ * on the host) and masquerading; endpoint groups share their parent's (groups/group-wiring.ts).
  * Every create is a list of steps undone in reverse when a later one fails; every delete is
  * idempotent and best effort (a missing port, link or rule counts as done). State lives in the
  * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
  */
-import { OvsnetError, messageOf } from '../errors.js';
+import { messageOf } from '../errors.js';
 import type { DriverDeps } from './deps.js';
 import { parseNetworkOptions, type NetworkOptions } from './options.js';
 import { checkNetworkSubnets } from './subnet-check.js';
-import { names, type IpData, type NetworkRecord, type PortBinding } from './records/records.js';
+import type { IpData, NetworkRecord, PortBinding } from './records/records.js';
 import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
 import { Mutex } from './mutex.js';
 import { claimTagStep, releaseTag } from './tags.js';
 import { Gateways } from './gateway.js';
 import { Reconciler } from './reconcile.js';
 import { leaveLogical } from './vxlan/logical.js';
-import { joinSegment, segmentMtu } from './vxlan/segment.js';
+import { joinSegment, type Segment } from './vxlan/segment.js';
+import { allocateSwarmNetwork, freeSwarmNetwork, isSwarmNetworkId, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
+import { claimWireTagStep, Trunk } from './uplink/trunk.js';
+import { InfraPorts } from './infra.js';
 import { undoAll, type Undo } from './undo.js';
 import { DriverRecords } from './records/driver-records.js';
+import { networkRecord } from './records/network-record.js';
 import { endpointRecord } from './records/endpoint-record.js';
-import { endpointIds } from './ovs/external-ids.js';
 import { gatewayName, vethNames } from './naming.js';
 import { Publisher, portmapInfo } from './publishing.js';
+import { SpareVeths } from './spares.js';
+import { plugEndpoint } from './plug.js';
+import { EndpointQos, requireQosSupport } from './endpoint-qos.js';
+import { GroupWiring } from './groups/group-wiring.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
@@ -41,6 +47,11 @@ export class NetworkDriver {
   private readonly reconciler: Reconciler;
   private readonly records: DriverRecords;
   private readonly publisher: Publisher;
+  private readonly spares: SpareVeths;
+  private readonly trunk: Trunk;
+  private readonly infra: InfraPorts;
+  private readonly qos: EndpointQos;
+  private readonly groups: GroupWiring;
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -48,6 +59,11 @@ export class NetworkDriver {
     this.records = new DriverRecords(deps.store, deps.host);
     this.reconciler = new Reconciler(deps, this.gateways, this.records, this.now);
     this.publisher = new Publisher(deps, this.records);
+    this.spares = new SpareVeths(deps.links, deps.spareVeths ?? 0, deps.log);
+    this.trunk = new Trunk(deps, this.records);
+    this.infra = new InfraPorts(deps);
+    this.qos = new EndpointQos(deps);
+    this.groups = new GroupWiring(deps, this.records);
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -59,34 +75,47 @@ export class NetworkDriver {
    * queues its undo once it has acted, and a failure undoes them in reverse.
    */
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
-    const opts = parseNetworkOptions(req.options);
+    const swarm = isSwarmNetworkId(req.networkId);
+    const parsed = parseNetworkOptions(swarmScopeOptions(req.networkId, req.options, this.scope));
     if ((await this.records.network(req.networkId)) !== undefined) return; // the same request again: created already
-    checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
+    const opts = await this.groups.resolve(req, parsed); // a group's subnet was checked as its parent's
+    if (opts.group === undefined) checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
+    requireQosSupport(this.deps, opts.qos);
     const undo: Undo[] = [];
     try {
-      const vni = await joinSegment(
+      const segment = await joinSegment(
         this.deps,
         {
           networkId: req.networkId,
           opts,
-          subnets: [...req.ipv4, ...req.ipv6].map((d) => d.pool),
+          // swarmkit allocates (and so records) IPv4 subnets only.
+          subnets: [...req.ipv4, ...(swarm ? [] : req.ipv6)].map((d) => d.pool),
+          swarm,
           now: this.now,
           // Under the port mutex no other create runs here: a member without a record is a leftover.
           isLeftover: async (other) => (await this.records.network(other)) === undefined,
+          localTags: async () => new Set((await this.records.localNetworks()).map((n) => n.tag)),
         },
         undo,
       );
-      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels.
-      const tag = await claimTagStep(this.deps.store, this.deps.host, req.networkId, vni === undefined ? opts.tag : undefined, undo);
-      const record = await this.networkRecord(req, opts, tag, vni);
+      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels;
+      // a VLAN network on the uplink has the cluster's tag here too.
+      const tag =
+        segment.vlan === undefined
+          ? await claimTagStep(this.deps.store, this.deps.host, req.networkId, segment.vni === undefined ? opts.tag : undefined, undo)
+          : await claimWireTagStep(this.deps, req.networkId, opts.logical ?? '', segment.vlan, undo);
+      let record = await this.networkRecord(req, opts, tag, segment);
       await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
+      if (record.uplink !== undefined) await this.trunk.carryStep(record.tag, undo);
+      if (opts.infra) record = { ...record, infra: await this.infra.add(record, undo) };
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
       this.deps.log.info(
         { networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu },
         'network created',
       );
+      if (opts.group !== undefined) await this.groups.refreshLogged(opts.group.parent);
       this.deps.onNetworksChanged?.();
     } catch (err) {
       await undoAll(undo, this.deps.log, 'create network', req.networkId);
@@ -94,27 +123,26 @@ export class NetworkDriver {
     }
   }
 
-  private async networkRecord(
-    req: CreateNetworkRequest,
-    opts: NetworkOptions,
-    tag: number,
-    vni: number | undefined,
-  ): Promise<NetworkRecord> {
-    const hasGateway = !opts.internal && [...req.ipv4, ...req.ipv6].some((d) => d.gateway !== undefined);
+  private async networkRecord(req: CreateNetworkRequest, opts: NetworkOptions, tag: number, segment: Segment): Promise<NetworkRecord> {
+    const hasGateway = !opts.internal && opts.group === undefined && [...req.ipv4, ...req.ipv6].some((d) => d.gateway !== undefined);
     const gatewayPort = hasGateway ? await gatewayName(this.deps, req.networkId, await this.records.localNetworks()) : undefined;
-    return {
-      networkId: req.networkId,
-      host: this.deps.host,
-      ...(opts.logical === undefined || vni === undefined ? {} : { logical: opts.logical, vni }),
-      bridge: this.deps.bridge,
-      tag,
-      mtu: segmentMtu(opts.mtu, vni, this.deps.tunnelMtu),
-      internal: opts.internal,
-      ipv4: req.ipv4,
-      ipv6: req.ipv6,
-      ...(gatewayPort === undefined ? {} : { gatewayPort }),
-      createdAt: this.now().toISOString(),
-    };
+    const { host, bridge, uplink } = this.deps;
+    const parts = { req, opts, tag, segment, host, bridge, uplink: uplink?.name ?? '', gatewayPort, mtuDeps: this.deps, now: this.now() };
+    return networkRecord(parts);
+  }
+
+  /** The scope Docker is told (GetCapabilities). */
+  get scope(): 'local' | 'global' {
+    return this.deps.scope ?? 'local';
+  }
+
+  /** A swarm manager's AllocateNetwork (vxlan/swarm.ts): the options every node's CreateNetwork gets. */
+  allocateNetwork(req: Omit<AllocateRequest, 'host' | 'now'>): Promise<Record<string, string>> {
+    return allocateSwarmNetwork(this.deps.store, { ...req, host: this.deps.host, now: this.now() }, this.scope);
+  }
+
+  freeNetwork(networkId: string): Promise<void> {
+    return isSwarmNetworkId(networkId) ? freeSwarmNetwork(this.deps.store, networkId, this.now()) : Promise.resolve();
   }
 
   deleteNetwork(networkId: string): Promise<void> {
@@ -127,14 +155,19 @@ export class NetworkDriver {
     if (record !== undefined) {
       await this.bestEffort('remove gateway', () => this.gateways.remove(record));
       await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
+      await this.bestEffort('remove the infra port', () => this.infra.remove(record));
       // Docker removes no network that has endpoints: any record left is one Docker forgot
       // (its DeleteEndpoint lost to an ovsnet restart). Its published ports go with it.
-      for (const ep of await this.records.endpointsOf(networkId))
+      for (const ep of await this.records.endpointsOf(networkId)) {
         await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
+        await this.bestEffort('remove its veth', () => this.reconciler.removeRecordedVeth(ep));
+      }
       await this.records.deleteNetwork(networkId);
+      await this.groups.leave(record);
       const host = record.host ?? this.deps.host;
       if (record.logical !== undefined) await leaveLogical(this.deps.store, record.logical, host, networkId);
       await releaseTag(this.deps.store, host, record.tag, networkId);
+      if (record.uplink !== undefined) await this.bestEffort('stop carrying its tag on the uplink', () => this.trunk.carry());
       this.deps.log.info({ networkId }, 'network deleted');
       this.deps.onNetworksChanged?.();
     }
@@ -146,18 +179,8 @@ export class NetworkDriver {
   async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
     const network = await this.records.requireNetwork(req.networkId);
     const record = endpointRecord(req, network.networkId, this.deps.host, this.now());
-    const standing = await this.records.createEndpoint(record);
-    if (!this.records.owns(standing) || standing.address !== record.address || standing.addressV6 !== record.addressV6) {
-      throw new OvsnetError(
-        'ENDPOINT_INVALID',
-        `endpoint ${req.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`,
-      );
-    }
-    // When ovsnet's IPAM gave the address, its reservation now names the endpoint.
-    for (const a of [req.address, req.addressV6]) {
-      if (a === '') continue;
-      await this.bestEffort('bind the reservation', async () => void (await this.deps.pools?.bindEndpoint(a, req.endpointId)));
-    }
+    requireQosSupport(this.deps, record.qos);
+    await this.records.createBound(record, this.deps.pools, (what, fn) => this.bestEffort(what, fn));
     return req.mac === '' ? { mac: record.mac } : {};
   }
 
@@ -173,30 +196,12 @@ export class NetworkDriver {
     const chosen = await vethNames(this.deps.links, recorded);
     const ep = { ...recorded, ...chosen };
     if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
-    const undo: Undo[] = [];
-    try {
-      await this.deps.links.createVeth({
-        host: ep.hostVeth,
-        container: ep.containerVeth,
-        mtu: network.mtu,
-        mac: ep.mac,
-        replace: true, // a leftover of an earlier attempt (a crash between steps): it carries the alias
-        txChecksumOff: this.deps.datapath() === 'netdev',
-        alias: names.alias(endpointId), // marks it ovsnet's: reconcile deletes no other link
-      });
-      undo.push(() => this.deps.links.deleteLink(ep.hostVeth));
-      await this.deps.ovs.deletePort(ep.hostVeth);
-      await this.deps.ovs.addPort(network.bridge, ep.hostVeth, {
-        tag: network.tag,
-        externalIds: endpointIds(networkId, endpointId),
-      });
-    } catch (err) {
-      await undoAll(undo, this.deps.log, 'join', endpointId);
-      throw err;
-    }
+    await plugEndpoint(this.deps, this.spares, this.qos, network, ep);
+    await this.groups.joined(network); // its family's rules; Docker deletes the endpoint when Join fails
+    const via = await this.groups.gatewayOf(network); // a group's is its parent's
     const gw = (list: readonly IpData[]) =>
-      network.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
-    return { srcName: ep.containerVeth, gateway: gw(network.ipv4), gatewayV6: gw(network.ipv6) };
+      via?.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
+    return { srcName: ep.containerVeth, gateway: gw(via?.ipv4 ?? []), gatewayV6: gw(via?.ipv6 ?? []) };
   }
 
   /** Leave runs before Docker moves the interface back; the port stays until DeleteEndpoint. */
@@ -216,24 +221,26 @@ export class NetworkDriver {
     if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
     const { hostVeth } = ep;
     await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
+    await this.bestEffort('remove QoS', async () => this.qos.remove(await this.records.network(networkId), ep));
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
-    // The kernel takes ~20 ms to delete a veth (an RCU grace period), most of DeleteEndpoint,
-    // which Docker waits for when a container goes. The veth is off the bridge and no record
-    // names it any more: it is deleted in the background (a missing link counts as done; if
-    // ovsnet stops first, the next reconcile removes the leftover, as any veth of no endpoint).
-    const unlink: Promise<void> = this.deps.links
-      .deleteLink(hostVeth)
-      .catch((err: unknown) =>
-        this.deps.log.warn({ err }, `cannot delete veth ${hostVeth}: ${messageOf(err)}; the next reconcile removes it`),
-      )
-      .finally(() => this.unlinking.delete(unlink));
+    await this.groups.endpointGone(networkId);
+    // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
+    // the next Join waits for). The veth is off the bridge and no record names it any more: it
+    // is kept as a spare for the next Join (spares.ts) or deleted, in the background either way
+    // (if ovsnet stops first, the next reconcile removes the leftover).
+    const unlink: Promise<void> = this.spares.release(hostVeth, ep.containerVeth).finally(() => this.unlinking.delete(unlink));
     this.unlinking.add(unlink);
   }
 
   /** Resolves once the veth deletions started by DeleteEndpoint are done (for stop and tests). */
   async settled(): Promise<void> {
     await Promise.all([...this.unlinking]);
+  }
+
+  /** Deletes the spare veth pairs (ovsnet stopping: after settled()). */
+  dropSpares(): Promise<void> {
+    return this.ports.run(() => this.spares.drop());
   }
 
   /** Docker's EndpointOperInfo: where the endpoint is, and its published ports (publishing.ts). */
@@ -257,15 +264,18 @@ export class NetworkDriver {
   /** Brings OVS and the kernel in line with the store after a restart (see Reconciler.reconcile); holds published ports again. */
   reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
     return this.ports.run(async () => {
+      await this.trunk.attach();
       const done = await this.reconciler.reconcile();
+      done.removed.push(...(await this.spares.sweep()));
       await this.publisher.republish();
+      done.repaired.push(...(await this.groups.converge(true)));
       return done;
     });
   }
 
   /** Puts back lost gateway guard flows (see Reconciler.checkGuards); returns the networks repaired. */
   checkGuards(): Promise<string[]> {
-    return this.ports.run(() => this.reconciler.checkGuards());
+    return this.ports.run(async () => [...(await this.reconciler.checkGuards()), ...(await this.groups.converge(false))]);
   }
 
   /** This host's networks (hosts sharing etcd see every host's records). */

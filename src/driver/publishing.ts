@@ -62,7 +62,10 @@ export class Publisher {
     const wanted = portmap.length > 0 ? portmap : ep.portmap;
     if (wanted.length === 0) return;
     const again = ep.published !== undefined && sameBindings(ep.portmap, wanted);
-    const published = await this.publish(ep, again ? (ep.published ?? wanted) : wanted);
+    // -p without a host address: the network's host_binding_ipv4, as Docker's bridge driver does.
+    const binding = again ? undefined : (await this.records.localNetworks()).find((n) => n.networkId === ep.networkId)?.hostBinding;
+    const ask = binding === undefined ? wanted : wanted.map((b) => (b.hostIp === '' ? { ...b, hostIp: binding } : b));
+    const published = await this.publish(ep, again ? (ep.published ?? wanted) : ask);
     if (!sameBindings(ep.portmap, wanted) || !sameBindings(ep.published ?? [], published)) {
       await this.records.updateEndpoint({ ...ep, portmap: wanted, published });
     }

@@ -6,23 +6,30 @@ import { messageOf } from '../errors.js';
 import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
 import { releaseOrphanTags } from './tags.js';
-import { Gateways, guardFlowCount } from './gateway.js';
+import { Gateways, guardFlowCount, guardSegment } from './gateway.js';
+import { InfraPorts } from './infra.js';
 import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './deps.js';
 import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
-import { LINK_ALIAS_PREFIX, names, type NetworkRecord } from './records/records.js';
+import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from './records/records.js';
+import { EndpointQos } from './endpoint-qos.js';
 
 export class Reconciler {
+  private readonly qos: EndpointQos;
+
   constructor(
     private readonly deps: DriverDeps,
     private readonly gateways: Gateways,
     private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints' | 'deleteEndpoint'>,
     private readonly now: () => Date,
-  ) {}
+    private readonly infra = new InfraPorts(deps),
+  ) {
+    this.qos = new EndpointQos(deps);
+  }
 
   /**
-   * After a restart: the bridge, every network's gateway port, address, NAT rules and guard,
+   * After a restart: the bridge, every network's gateway port, address, NAT rules and guard, its infra port,
    * its logical network membership; removes ports and veths of endpoints the store no longer
    * has, and endpoints whose veth is gone. Returns what it repaired and removed.
    */
@@ -35,6 +42,8 @@ export class Reconciler {
     await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
     for (const n of networks) {
       if (n.logical !== undefined && (await this.rejoinLogical(n))) repaired.push(`member of logical network ${n.logical}`);
+      if (n.infra !== undefined && !(await this.deps.links.exists(n.infra.port))) repaired.push(`infra port ${n.infra.port}`);
+      await this.infra.ensure(n);
       if (n.gatewayPort === undefined) continue;
       if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
       await this.gateways.ensure(n);
@@ -58,7 +67,7 @@ export class Reconciler {
       }
       const role = roleOf(port);
       const net = networkOf(port);
-      if (role === 'gateway' && net !== undefined && !networks.some((n) => n.networkId === net)) {
+      if ((role === 'gateway' || role === 'infra') && net !== undefined && !networks.some((n) => n.networkId === net)) {
         await this.deps.ovs.deletePort(port.name);
         removed.push(port.name);
       }
@@ -68,6 +77,12 @@ export class Reconciler {
       removed.push(`VLAN tag ${tag} of no network`);
     }
     removed.push(...(await this.removeOrphanVeths(endpoints)));
+    // ovs-vswitchd keeps no meters or flows across a restart: every endpoint's QoS again.
+    // A failure here (ovs-ofctl missing, OpenFlow13 not allowed) must not stop the rest of reconcile.
+    const qos = await this.qos
+      .converge(this.deps.bridge, networks, await this.records.allEndpoints(), true)
+      .catch((err: unknown) => (this.deps.log.warn({ err }, `cannot reconcile QoS meters and flows: ${messageOf(err)}`), []));
+    repaired.push(...qos);
     this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
     return { repaired, removed };
   }
@@ -111,6 +126,17 @@ export class Reconciler {
     return removed;
   }
 
+  /**
+   * A forgotten endpoint's veth (its record about to go with its network), by the name its record
+   * gives, when that link is this endpoint's: carrying its alias, or none at all (a Join cut short
+   * between creating the pair and marking it, which the alias sweep cannot see). A link of that
+   * name marked as another endpoint's stays.
+   */
+  async removeRecordedVeth(ep: Pick<EndpointRecord, 'endpointId' | 'hostVeth'>): Promise<void> {
+    const alias = await this.deps.links.alias(ep.hostVeth);
+    if (alias === '' || alias === names.alias(ep.endpointId)) await this.deps.links.deleteLink(ep.hostVeth);
+  }
+
   /** veths ovsnet made (they carry its alias) whose endpoint is not in `endpoints`; no other link, whatever its name. */
   private async removeOrphanVeths(endpoints: ReadonlySet<string>): Promise<string[]> {
     const removed: string[] = [];
@@ -129,13 +155,17 @@ export class Reconciler {
   async checkGuards(): Promise<string[]> {
     const repaired: string[] = [];
     for (const n of await this.records.localNetworks()) {
-      if (n.vni === undefined || n.gatewayPort === undefined) continue;
+      const segment = guardSegment(n);
+      if (segment === undefined || n.gatewayPort === undefined) continue;
       const wanted = guardFlowCount(n);
-      if ((await this.deps.flows.guardCount(n.bridge, n.vni)) >= wanted) continue;
+      if ((await this.deps.flows.guardCount(n.bridge, segment)) >= wanted) continue;
       await this.gateways.guard(n);
       repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
     }
     if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
+    const qos = await this.qos.converge(this.deps.bridge, await this.records.localNetworks(), await this.records.allEndpoints(), false);
+    if (qos.length > 0) this.deps.log.warn({ repaired: qos }, 'QoS meters or flows were missing (ovs-vswitchd restarted?); put back');
+    repaired.push(...qos);
     return repaired;
   }
 
@@ -152,7 +182,8 @@ export class Reconciler {
       if (members[this.deps.host]?.networkId === n.networkId) return false;
       await joinLogical(this.deps.store, {
         name,
-        vni: n.vni,
+        encap: n.uplink === undefined ? 'vxlan' : 'vlan',
+        vni: n.vni ?? (n.uplink === undefined ? undefined : n.tag),
         subnets: [...n.ipv4, ...n.ipv6].map((d) => d.pool),
         internal: n.internal,
         host: this.deps.host,

@@ -21,6 +21,8 @@ export interface CreateEndpointRequest {
   readonly addressV6: string;
   readonly mac: string;
   readonly portmap: readonly PortBinding[];
+  /** CreateEndpoint's Options: Docker's keys, and the endpoint's driver options (--driver-opt) at the top level. */
+  readonly options?: Readonly<Record<string, unknown>>;
 }
 
 /** Join's answer: the interface Docker moves into the container, and gateways ('' if none). */

@@ -18,6 +18,7 @@ import { parseAddress } from '../cidr.js';
 import { refreshCount } from './one-host.js';
 import { PoolState, type PoolIndex } from './pool-index.js';
 import { decodePool, decodeReservation } from './records.js';
+import type { HolderIndex } from './holder-index.js';
 
 export interface IndexSyncDeps {
   readonly store: Store;
@@ -43,6 +44,8 @@ export class IndexSync {
   constructor(
     private readonly index: PoolIndex,
     private readonly deps: IndexSyncDeps,
+    /** Holders, fed by the same snapshot and watch (holder-index.ts). */
+    holders?: HolderIndex,
   ) {
     this.follower = new Follower({
       store: deps.store,
@@ -51,11 +54,16 @@ export class IndexSync {
       what: 'IPAM pools and addresses',
       onSnapshot: (kvs) => {
         index.load(kvs);
+        holders?.load(kvs);
         deps.log.info({ pools: index.pools.size }, 'IPAM index loaded');
         // A reload after a lost watch: ready again (the first load is ready once watched).
         if (this.lost) this.markLoaded();
       },
-      onEvents: (events) => events.forEach((e) => index.apply(e)),
+      onEvents: (events) =>
+        events.forEach((e) => {
+          index.apply(e);
+          holders?.apply(e);
+        }),
       onLost: () => {
         this.loaded = false;
         this.lost = true;

@@ -14,20 +14,25 @@
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../errors.js';
-import { containsAddress, defaultGateway, formatAddress, formatWithLength, parseAddress } from '../cidr.js';
-import { addressIn, checkRequested } from './address.js';
+import { containsAddress, parseAddress } from '../cidr.js';
 import { PoolIndex, type PoolState } from './pool-index.js';
 import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { describeHolder, poolUsableBy, type Reservation, type ReservationKind } from './records.js';
+import { poolUsableBy, type Reservation } from './records.js';
+import { holders } from './holders.js';
+import { refuseSwarmPool } from './pool-checks.js';
+import { bindLogicalPool } from './share-logical.js';
+import { HolderIndex } from './holder-index.js';
+import { Keyed, type AddressRequest } from './keyed.js';
 import { SharedPools } from './shared.js';
 import { OneHostPools, type AddressStrategy } from './one-host.js';
 import { Doubts } from './doubts.js';
 import { IndexSync } from './index-sync.js';
 import { settleDoubt, type SettleDeps } from './settle.js';
-import { bindReservation } from './bind.js';
+import { RecentReservations, bindReservation, type BindOps } from './bind.js';
 import { poolUsage, type PoolUsage } from './usage.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
+export type { AddressRequest } from './keyed.js';
 
 export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   /** How long a request waits for the first load of the index. */
@@ -36,20 +41,15 @@ export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   readonly journal?: string;
   /** doubts.ts: how long a second look waits after a first that found nothing (default 5 s). */
   readonly doubtConfirmMs?: number;
+  /** OVSNET_SCOPE=global: a swarm node, whose GlobalDefault pools are swarm networks' (refused). */
+  readonly swarmScope?: boolean;
 }
-
-export interface AddressRequest {
-  readonly poolId: string;
-  readonly address: string;
-  readonly gateway: boolean;
-  /** Docker's endpoint name (v29+), for the reservation record. */
-  readonly name?: string;
-}
-
-const MAX_RETRIES = 64;
 
 export class Ipam {
   private readonly index = new PoolIndex();
+  private readonly holders = new HolderIndex();
+  private readonly keyed: Keyed;
+  private readonly recent = new RecentReservations();
   private readonly sync: IndexSync;
   private readonly now = (): Date => new Date();
 
@@ -59,16 +59,26 @@ export class Ipam {
   private readonly doubts: Doubts;
 
   constructor(private readonly deps: IpamDeps) {
-    this.sync = new IndexSync(this.index, deps);
+    this.sync = new IndexSync(this.index, deps, this.holders);
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
-    this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now });
+    this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now, written: (key) => this.recent.take(key) });
     this.local = new OneHostPools(deps.store);
+    this.keyed = new Keyed({
+      store: deps.store,
+      host: deps.host,
+      now: this.now,
+      holders: this.holders,
+      usable: (poolId) => this.usable(poolId),
+      pool: (poolId) => this.pool(poolId),
+      strategy: (pool) => this.strategy(pool),
+      written: (poolId, r) => this.recent.note(poolId, r),
+    });
     const settle: SettleDeps = {
       store: deps.store,
       log: deps.log,
       host: deps.host,
       releasePool: (poolId) => this.pools.release(poolId),
-      releaseAddress: (poolId, address, onlyIf) => this.releaseAddressOnce(poolId, address, onlyIf),
+      releaseAddress: async (poolId, address, onlyIf) => void (await this.releaseIf(poolId, address, onlyIf)),
     };
     this.doubts = new Doubts((d) => settleDoubt(settle, d), deps.log, deps.journal, deps.doubtConfirmMs);
   }
@@ -89,6 +99,7 @@ export class Ipam {
   }
 
   async requestPool(req: PoolRequest): Promise<{ poolId: string; pool: string }> {
+    refuseSwarmPool(req, this.deps.swarmScope === true);
     const token = randomBytes(8).toString('hex');
     try {
       await this.ready();
@@ -125,7 +136,7 @@ export class Ipam {
   async releaseAddress(poolId: string, address: string): Promise<void> {
     const at = this.now();
     try {
-      await this.releaseAddressOnce(poolId, address, undefined);
+      await this.releaseIf(poolId, address);
     } catch (err) {
       // Docker only logs a failed release: do it again once the store answers.
       if (isOvsnetError(err) && err.retryable) this.doubts.add({ kind: 'release', poolId, address, at });
@@ -145,35 +156,41 @@ export class Ipam {
 
   private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {
     await this.ready();
-    const pool = await this.pool(req.poolId);
-    const bits = pool.prefix.bits;
-    if (req.gateway || req.address !== '') {
-      const value = req.address === '' ? defaultGateway(pool.prefix) : checkRequested(pool, req.address, req.gateway);
-      const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
-      const taken = await this.strategy(pool).reserve(pool, value, this.reservation(pool, kind, req.name, token));
-      if (taken !== undefined) {
-        throw new OvsnetError(
-          'IPAM_ADDRESS_TAKEN',
-          `address ${formatAddress(pool.prefix.family, value)} is already in use in pool ${pool.record.pool}: reserved by ${describeHolder(taken)}; choose another address or let ovsnet pick one`,
-        );
-      }
-      return { address: formatWithLength(pool.prefix.family, value, bits) };
-    }
-    const value = await this.strategy(pool).allocate(pool, this.reservation(pool, 'dynamic', req.name, token));
-    if (value !== undefined) return { address: formatWithLength(pool.prefix.family, value, bits) };
-    const range = pool.record.subPool === undefined ? '' : ` (range ${pool.record.subPool})`;
-    throw new OvsnetError(
-      'IPAM_POOL_EXHAUSTED',
-      `no free address in pool ${pool.record.pool}${range}: all ${pool.capacity} usable addresses are in use; remove containers or use a larger --subnet / --ip-range`,
-    );
+    return this.keyed.request(req, token);
   }
 
-  /** Releases the address; with `onlyIf`, only a reservation that passes it (settling a doubt). */
-  private async releaseAddressOnce(poolId: string, address: string, onlyIf: ((r: Reservation) => boolean) | undefined): Promise<void> {
+  /**
+   * Releases the address when its reservation passes `onlyIf` (settling a doubt, reaping);
+   * without it, as Docker's release: never a CNI attachment's address. True when released.
+   */
+  async releaseIf(poolId: string, address: string, onlyIf?: (r: Reservation) => boolean): Promise<boolean> {
     await this.ready();
-    const pool = await this.usable(poolId);
-    if (pool === undefined) return; // the pool is gone (its reservations with it), or another host's
-    await this.strategy(pool).release(pool, addressIn(pool, address), onlyIf);
+    return this.keyed.release(poolId, address, onlyIf);
+  }
+
+  /**
+   * Releases what the holder key holds (a CNI DEL, or GC of an attachment the runtime no
+   * longer has), in `poolId` only when given; a key that holds nothing frees nothing. Returns
+   * the addresses freed. Idempotent.
+   */
+  async releaseHolder(holder: string, poolId?: string): Promise<string[]> {
+    await this.ready();
+    return this.keyed.releaseHolder(holder, poolId);
+  }
+
+  /**
+   * The holders of a pool whose key starts with `prefix`, with their addresses (CNI GC: every
+   * `cni/` holder of the network's pool the runtime no longer lists is released). A read.
+   */
+  async holdersIn(poolId: string, prefix: string): Promise<{ holder: string; address: string }[]> {
+    await this.ready();
+    return this.holders.inPool(poolId, prefix);
+  }
+
+  /** `ovsnet ipam adopt`: reserves `address` for `holder` in this host's pool holding it (keyed.ts). */
+  async adopt(address: string, holder: string, from: string, name?: string): ReturnType<Keyed['adopt']> {
+    await this.ready();
+    return this.keyed.adopt(this.poolsHolding(address) ?? [], address, holder, from, name);
   }
 
   /**
@@ -184,25 +201,26 @@ export class Ipam {
    */
   async bindLogical(cidr: string, name: string): Promise<string | undefined> {
     await this.ready();
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const pool = [...this.index.pools.values()].find((p) => p.record.pool === cidr);
-      if (pool === undefined || !poolUsableBy(pool.record, this.deps.host)) return undefined; // none of this host's
-      const { poolId } = pool.record;
-      if (pool.record.logical === name) return poolId;
-      if (pool.record.logical !== undefined) {
-        throw new OvsnetError(
-          'LOGICAL_NETWORK_MISMATCH',
-          `subnet ${cidr} belongs to logical network ${pool.record.logical}: use -o ovsnet.network=${pool.record.logical}, or another subnet`,
-        );
-      }
-      const shared = await this.shared.share(pool, name);
-      if (shared === 'gone') return undefined;
-      if (shared === 'shared') {
-        this.deps.log.info({ poolId, logical: name }, 'pool shared by a logical network');
-        return poolId;
-      }
-    }
-    throw new OvsnetError('NOT_READY', `pool ${cidr} is changing too fast to share; retry`);
+    return bindLogicalPool(() => [...this.index.pools.values()].find((p) => p.record.pool === cidr), this.shared, this.deps, cidr, name);
+  }
+
+  /** An address of this host's pool `cidr` for the host itself (an infra port); undefined if none is ovsnet's. */
+  async hostAddress(cidr: string, name: string): Promise<string | undefined> {
+    await this.ready();
+    const pool = this.hostPool(cidr);
+    if (pool === undefined) return undefined;
+    return (await this.requestAddress({ poolId: pool.record.poolId, address: '', gateway: false, holder: holders.hostPort(name) })).address;
+  }
+
+  /** Gives back an address hostAddress() handed out (CIDR form). Idempotent. */
+  async releaseHostAddress(cidr: string, address: string): Promise<void> {
+    await this.ready();
+    const pool = this.hostPool(cidr);
+    if (pool !== undefined) await this.releaseAddress(pool.record.poolId, address.split('/')[0] ?? '');
+  }
+
+  private hostPool(cidr: string): PoolState | undefined {
+    return [...this.index.pools.values()].find((p) => p.record.pool === cidr && poolUsableBy(p.record, this.deps.host));
   }
 
   /** The logical network whose pool `cidr` is, if any (from the index: no store round trip). */
@@ -228,25 +246,17 @@ export class Ipam {
     return bindReservation(this.deps.store, address, endpointId, this.poolsHolding(address.split('/')[0] ?? ''));
   }
 
+  /** bindEndpoint as ops of the caller's transaction, when this process wrote the reservation (bind.ts). */
+  bindOps(address: string, endpointId: string): BindOps | undefined {
+    return this.recent.bindOps(address, endpointId);
+  }
+
   /** Pool usage, for status output and tests. */
   usage(): PoolUsage[] {
     return [...this.index.pools.values()].map(poolUsage);
   }
 
   // --- internals -------------------------------------------------------------------------
-
-  /** The reservation record of an address of `pool`. */
-  private reservation(pool: PoolState, kind: ReservationKind, name: string | undefined, token: string): (address: string) => Reservation {
-    return (address) => ({
-      address,
-      poolId: pool.record.poolId,
-      kind,
-      host: this.deps.host,
-      ...(name === undefined ? {} : { name }),
-      reservedAt: this.now().toISOString(),
-      token,
-    });
-  }
 
   /** How a pool's addresses are reserved: per-host blocks when shared, else the pool's count. */
   private strategy(pool: PoolState): AddressStrategy {

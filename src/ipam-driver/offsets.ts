@@ -3,8 +3,9 @@
  * Pure data structures, no I/O.
  *
  * - Bitmap: pools up to 2^32 addresses (every IPv4 pool). Chunks of 4096 bits, made when a bit
- *   in them is first set and dropped when their last one is cleared: memory follows use, not
- *   pool size (an empty /8 costs nothing, where a flat bitmap took 2 MiB). The search skips
+ *   in them is first set and dropped when their last one is cleared, each a short sorted list
+ *   until it holds more than 128: memory follows use, not pool size (an empty /8 costs nothing,
+ *   where a flat bitmap took 2 MiB; one with 1% of it taken at random well under 1 MiB). The search skips
  *   absent chunks (all free) and full ones, then 32-bit words, so finding a free address is O(1)
  *   amortised with a moving cursor.
  * - Sparse: larger pools (IPv6 /64 and up): a set of the reserved offsets; with a moving cursor
@@ -32,11 +33,110 @@ export function offsetSetFor(poolSize: bigint): OffsetSet {
 const CHUNK_SHIFT = 12;
 const CHUNK_BITS = 1 << CHUNK_SHIFT;
 const CHUNK_WORDS = CHUNK_BITS / 32;
+/**
+ * A chunk holds its offsets as a sorted list while it has at most LIST_MAX, and as a bitmap
+ * beyond; back to a list below LIST_MIN (hysteresis: a chunk at the edge does not flip on every
+ * change). The list is a string of UTF-16 code units, one per offset (< 4096): 2 bytes each and
+ * one small header, where an array costs 8 bytes an element and a typed array ~200 bytes of
+ * objects. Scattered reservations (static addresses across a /8) then cost a few bytes each.
+ */
+const LIST_MAX = 128;
+const LIST_MIN = 64;
 
-interface Chunk {
+/** A chunk past LIST_MAX offsets. */
+interface Words {
   readonly words: Uint32Array;
   /** Bits set. */
   n: number;
+}
+
+type Chunk = Words | string;
+
+const countOf = (chunk: Chunk): number => (typeof chunk === 'string' ? chunk.length : chunk.n);
+
+/** Where `bit` is or would go in the ascending list. */
+function sortedIndex(list: string, bit: number): number {
+  let lo = 0;
+  let hi = list.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (list.charCodeAt(mid) < bit) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** A flat string of these code units (concatenation would build a tree of string pieces). */
+const listOf = (codes: readonly number[]): string => String.fromCharCode(...codes);
+
+function codesOf(list: string): number[] {
+  const codes: number[] = [];
+  for (let i = 0; i < list.length; i++) codes.push(list.charCodeAt(i));
+  return codes;
+}
+
+function chunkHas(chunk: Chunk, bit: number): boolean {
+  if (typeof chunk !== 'string') return ((chunk.words[bit >>> 5] ?? 0) & (1 << (bit & 31))) !== 0;
+  const at = sortedIndex(chunk, bit);
+  return at < chunk.length && chunk.charCodeAt(at) === bit;
+}
+
+/** The chunk with `bit` set, or undefined if it was set already. */
+function chunkAdd(chunk: Chunk, bit: number): Chunk | undefined {
+  if (typeof chunk !== 'string') {
+    const w = bit >>> 5;
+    const word = chunk.words[w] ?? 0;
+    if ((word & (1 << (bit & 31))) !== 0) return undefined;
+    chunk.words[w] = word | (1 << (bit & 31));
+    chunk.n++;
+    return chunk;
+  }
+  const at = sortedIndex(chunk, bit);
+  if (at < chunk.length && chunk.charCodeAt(at) === bit) return undefined;
+  const codes = codesOf(chunk);
+  codes.splice(at, 0, bit);
+  if (codes.length <= LIST_MAX) return listOf(codes);
+  const words = new Uint32Array(CHUNK_WORDS);
+  for (const b of codes) words[b >>> 5] = (words[b >>> 5] ?? 0) | (1 << (b & 31));
+  return { words, n: codes.length };
+}
+
+/** The chunk with `bit` clear ('' when none is left), or undefined if it was clear. */
+function chunkDelete(chunk: Chunk, bit: number): Chunk | undefined {
+  if (typeof chunk !== 'string') {
+    const w = bit >>> 5;
+    const word = chunk.words[w] ?? 0;
+    if ((word & (1 << (bit & 31))) === 0) return undefined;
+    chunk.words[w] = word & ~(1 << (bit & 31));
+    if (--chunk.n >= LIST_MIN) return chunk;
+    const codes: number[] = [];
+    for (let i = 0; i < CHUNK_WORDS; i++) {
+      for (let v = chunk.words[i] ?? 0; v !== 0; v &= v - 1) codes.push((i << 5) + (31 - Math.clz32(v & -v)));
+    }
+    return listOf(codes);
+  }
+  const at = sortedIndex(chunk, bit);
+  if (at >= chunk.length || chunk.charCodeAt(at) !== bit) return undefined;
+  const codes = codesOf(chunk);
+  codes.splice(at, 1);
+  return listOf(codes);
+}
+
+/** First clear bit of a chunk at or after bit `from`; undefined if none. */
+function chunkScan(chunk: Chunk, from: number): number | undefined {
+  if (typeof chunk !== 'string') return scanWords(chunk.words, from);
+  let free = from;
+  for (let i = sortedIndex(chunk, from); i < chunk.length && chunk.charCodeAt(i) === free; i++) free++;
+  return free < CHUNK_BITS ? free : undefined;
+}
+
+/** First clear bit of a chunk's bitmap at or after bit `from`; undefined if none. */
+function scanWords(words: Uint32Array, from: number): number | undefined {
+  for (let w = from >>> 5, mask = 0xffffffff << (from & 31); w < CHUNK_WORDS; w++, mask = 0xffffffff) {
+    const free = ~(words[w] ?? 0) & mask;
+    if (free !== 0) return (w << 5) + (31 - Math.clz32(free & -free));
+  }
+  return undefined;
 }
 
 export class Bitmap implements OffsetSet {
@@ -55,7 +155,7 @@ export class Bitmap implements OffsetSet {
     return this.n;
   }
 
-  /** Chunks allocated now (memory: about 520 bytes each). */
+  /** Chunks allocated now (memory: 2 bytes per offset up to 128, then about 520 bytes). */
   get chunkCount(): number {
     return this.used;
   }
@@ -63,24 +163,17 @@ export class Bitmap implements OffsetSet {
   has(offset: bigint): boolean {
     const i = Number(offset);
     const chunk = this.chunks[i >>> CHUNK_SHIFT];
-    return chunk !== undefined && ((chunk.words[(i & (CHUNK_BITS - 1)) >>> 5] ?? 0) & (1 << (i & 31))) !== 0;
+    return chunk !== undefined && chunkHas(chunk, i & (CHUNK_BITS - 1));
   }
 
   add(offset: bigint): boolean {
     const i = Number(offset);
     const c = i >>> CHUNK_SHIFT;
-    let chunk = this.chunks[c];
-    if (chunk === undefined) {
-      chunk = { words: new Uint32Array(CHUNK_WORDS), n: 0 };
-      this.chunks[c] = chunk;
-      this.used++;
-    }
-    const w = (i & (CHUNK_BITS - 1)) >>> 5;
-    const bit = 1 << (i & 31);
-    const word = chunk.words[w] ?? 0;
-    if ((word & bit) !== 0) return false;
-    chunk.words[w] = word | bit;
-    chunk.n++;
+    const chunk = this.chunks[c];
+    const next = chunkAdd(chunk ?? '', i & (CHUNK_BITS - 1));
+    if (next === undefined) return false;
+    if (chunk === undefined) this.used++;
+    this.chunks[c] = next;
     this.n++;
     return true;
   }
@@ -89,14 +182,11 @@ export class Bitmap implements OffsetSet {
     const i = Number(offset);
     const c = i >>> CHUNK_SHIFT;
     const chunk = this.chunks[c];
-    if (chunk === undefined) return false;
-    const w = (i & (CHUNK_BITS - 1)) >>> 5;
-    const bit = 1 << (i & 31);
-    const word = chunk.words[w] ?? 0;
-    if ((word & bit) === 0) return false;
-    chunk.words[w] = word & ~bit;
+    const next = chunk === undefined ? undefined : chunkDelete(chunk, i & (CHUNK_BITS - 1));
+    if (next === undefined) return false;
     this.n--;
-    if (--chunk.n === 0) {
+    if (countOf(next) > 0) this.chunks[c] = next;
+    else {
       this.chunks[c] = undefined;
       this.used--;
     }
@@ -119,25 +209,16 @@ export class Bitmap implements OffsetSet {
       const base = c * CHUNK_BITS;
       const chunk = this.chunks[c];
       if (chunk === undefined) return i; // no bit set in this chunk
-      if (chunk.n === CHUNK_BITS) {
+      if (countOf(chunk) === CHUNK_BITS) {
         i = base + CHUNK_BITS;
         continue;
       }
-      const at = scanChunk(chunk.words, i - base);
+      const at = chunkScan(chunk, i - base);
       if (at !== undefined) return base + at <= b ? base + at : undefined;
       i = base + CHUNK_BITS;
     }
     return undefined;
   }
-}
-
-/** First clear bit of a chunk at or after bit `from`; undefined if none. */
-function scanChunk(words: Uint32Array, from: number): number | undefined {
-  for (let w = from >>> 5, mask = 0xffffffff << (from & 31); w < CHUNK_WORDS; w++, mask = 0xffffffff) {
-    const free = ~(words[w] ?? 0) & mask;
-    if (free !== 0) return (w << 5) + (31 - Math.clz32(free & -free));
-  }
-  return undefined;
 }
 
 export class Sparse implements OffsetSet {

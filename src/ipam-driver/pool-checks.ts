@@ -10,13 +10,33 @@ import { ALLOW_CONNECTED, allowConnected, checkHostOverlap, checkSubnet, parseSu
 import { nextPool } from './carve.js';
 import { ADDRESS_SPACES } from './pool-id.js';
 import type { PoolRecord } from './records.js';
+import { STICKY } from './holders.js';
 
 /** `--ipam-opt` keys of ovsnet; other keys (Docker's own) pass through untouched. */
+/** Endpoint groups' IPAM option (group-pool.ts). */
+export const GROUP_OPTION = 'ovsnet.group';
+export const GROUP_OPTION_HELP =
+  "the endpoint group this network is (the same NAME as its -o ovsnet.group): it shares the pool of its parent on this host, so give the parent's exact --subnet (and --ip-range)";
+const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
+
+export function checkGroupOption(options: Readonly<Record<string, string>>): void {
+  const name = options[GROUP_OPTION];
+  if (name !== undefined && !NAME.test(name)) {
+    throw new OvsnetError(
+      'IPAM_OPTION_INVALID',
+      `--ipam-opt ${GROUP_OPTION}=${name} is not valid: expected 1-64 letters, digits, '-', '_' or '.' (${GROUP_OPTION_HELP})`,
+    );
+  }
+}
+
 export const IPAM_OPTIONS: Readonly<Record<string, string>> = {
   'ovsnet.block-size':
     "the prefix length of the blocks hosts claim in a logical network's pool, 16 to 32 (default 26: 64 addresses; IPv6 blocks hold as many addresses)",
   [ALLOW_CONNECTED]:
     'true lets --subnet overlap a segment the host is connected to (a network sharing an uplink on purpose), default false',
+  [GROUP_OPTION]: GROUP_OPTION_HELP,
+  [STICKY]:
+    'true gives a holder (a container recreated with the same name, a CNI attachment) the address it held last while that address is free, default false',
 };
 
 export interface PoolRules {
@@ -59,6 +79,11 @@ export function checkOptions(options: Readonly<Record<string, string>>): void {
   if (allowConnected(allow) === undefined) {
     throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${ALLOW_CONNECTED}=${allow ?? ''} is not valid: expected true or false`);
   }
+  checkGroupOption(options);
+  const sticky = options[STICKY];
+  if (sticky !== undefined && sticky !== 'true' && sticky !== 'false') {
+    throw new OvsnetError('IPAM_OPTION_INVALID', `--ipam-opt ${STICKY}=${sticky} is not valid: expected true or false`);
+  }
 }
 
 /** Options as stored: ovsnet.block-size without its optional slash. */
@@ -81,6 +106,9 @@ export function parsePool(text: string, field: string): Prefix {
  * rules, no overlap with a pool of any address space (LocalDefault and GlobalDefault networks
  * meet on the same hosts), and none with the host's own segments unless allowed.
  */
+/** An exact repeat of a pool may be meant for an endpoint group (group-pool.ts). */
+const groupHint = ` (or, for an endpoint group of that network, add --ipam-opt ${GROUP_OPTION}=NAME with -o ovsnet.group=NAME -o ovsnet.network=PARENT)`;
+
 export function checkPool(
   req: { pool: string; subPool: string; v6: boolean; options: Readonly<Record<string, string>> },
   existing: readonly PoolRecord[],
@@ -111,7 +139,7 @@ export function checkPool(
     if (overlaps(pool, parseCidr(other.pool))) {
       throw new OvsnetError(
         'IPAM_POOL_OVERLAP',
-        `pool ${formatPrefix(pool)} overlaps pool ${other.pool} (${other.poolId}) already in use in address space ${other.addressSpace}: choose a subnet that overlaps no other network's${suggestion(pool, existing, rules)}`,
+        `pool ${formatPrefix(pool)} overlaps pool ${other.pool} (${other.poolId}) already in use in address space ${other.addressSpace}: choose a subnet that overlaps no other network's${suggestion(pool, existing, rules)}${other.pool === formatPrefix(pool) ? groupHint : ''}`,
       );
     }
   }
@@ -138,4 +166,19 @@ function suggestion(pool: Prefix, existing: readonly PoolRecord[], rules: PoolRu
   const taken = [...existing.map((r) => parseCidr(r.pool)), ...rules.hostNets().map((h) => h.prefix)];
   const free = nextPool(rules.defaultPools, pool.family, 0n, taken);
   return free === undefined ? '' : `, e.g. ${formatPrefix(free.prefix)} (free now)`;
+}
+
+/**
+ * ovsnet's IPAM numbers no swarm network (address space GlobalDefault, asked with OVSNET_SCOPE=
+ * global): the manager asks once for the swarm and every node asks again for the same subnet and
+ * addresses, in calls a remote IPAM cannot tell apart, so it would either refuse the nodes or
+ * hand out addresses twice. Docker's IPAM, run by the swarm manager, is exact.
+ */
+export function refuseSwarmPool(req: { readonly addressSpace: string }, swarmScope: boolean): void {
+  if (swarmScope && req.addressSpace === ADDRESS_SPACES.global) {
+    throw new OvsnetError(
+      'SWARM_UNSUPPORTED',
+      "ovsnet's IPAM does not number swarm networks (address space GlobalDefault): create the network without --ipam-driver, so that the swarm manager numbers it for the whole swarm (ovsnet's driver takes its addresses as given)",
+    );
+  }
 }

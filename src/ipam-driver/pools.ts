@@ -14,9 +14,10 @@ import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from 
 import { nextPool } from './carve.js';
 import type { PoolIndex } from './pool-index.js';
 import { decodePool, poolUsableBy, type PoolRecord } from './records.js';
-import { checkHost, checkOptions, checkPool, checkSpace, normalOptions, parsePool } from './pool-checks.js';
+import { checkHost, checkOptions, checkPool, checkSpace, GROUP_OPTION, normalOptions, parsePool } from './pool-checks.js';
 
 import { poolIdOf } from './pool-id.js';
+import { addShare, shareWithGroup } from './group-pool.js';
 
 export { IPAM_OPTIONS } from './pool-checks.js';
 export { ADDRESS_SPACES, poolIdOf } from './pool-id.js';
@@ -60,6 +61,8 @@ export class Pools {
   async request(req: PoolRequest, token: string): Promise<{ poolId: string; pool: string }> {
     const space = checkSpace(req.addressSpace);
     checkOptions(req.options);
+    const group = req.options[GROUP_OPTION];
+    if (group !== undefined) return shareWithGroup(this.deps, this.index, { ...req, addressSpace: space, group });
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const spaceKv = await this.deps.store.get(keys.space(space));
       const listed = await this.deps.store.list(keys.pools);
@@ -129,6 +132,12 @@ export class Pools {
       const record = decodePool(kv);
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
       if (!poolUsableBy(record, this.deps.host)) return; // another host's pool: not found here, nothing released
+      // An endpoint group (or its parent) leaves a pool others still share: one share less.
+      if ((record.shares ?? 0) > 0) {
+        if (await addShare(this.deps, this.index, record, kv, -1))
+          return void this.deps.log.info({ poolId }, 'a network left the pool it shares');
+        continue;
+      }
       if (record.logical !== undefined) {
         // A logical network's pool stays while another host's network uses it.
         const users = record.users ?? [];
@@ -195,6 +204,7 @@ export class Pools {
         del(keys.pool(poolId)),
         { type: 'deletePrefix', prefix: keys.addresses(poolId) },
         { type: 'deletePrefix', prefix: keys.blocks(poolId) },
+        { type: 'deletePrefix', prefix: keys.sticky(poolId) },
         del(keys.poolCount(poolId)),
         put(spaceKey, String((spaceKv?.version ?? 0) + 1)),
       ],

@@ -12,6 +12,7 @@
  * keeps everything (its registration removes the departed record).
  */
 import { messageOf } from '../errors.js';
+import { Repeater } from './repeat.js';
 import type { Logger } from '../log.js';
 import { formatAddress, parseAddress, prefix as parsePrefix } from '../cidr.js';
 import { keys, unpart } from '../store/keys.js';
@@ -47,7 +48,7 @@ export interface ReclaimDeps {
 }
 
 export class Reclaimer {
-  private timer: NodeJS.Timeout | undefined;
+  private readonly repeater = new Repeater();
   private readonly now: () => Date;
 
   constructor(private readonly deps: ReclaimDeps) {
@@ -55,20 +56,15 @@ export class Reclaimer {
   }
 
   start(intervalMs: number): void {
-    const tick = () => {
-      this.sweep().then(
-        () => (this.timer = setTimeout(tick, intervalMs).unref()),
-        (err: unknown) => {
-          this.deps.log.warn({ err }, `reclaim sweep failed: ${messageOf(err)}`);
-          this.timer = setTimeout(tick, intervalMs).unref();
-        },
-      );
-    };
-    this.timer = setTimeout(tick, intervalMs).unref();
+    this.repeater.start(
+      intervalMs,
+      () => this.sweep(),
+      (err) => this.deps.log.warn({ err }, `reclaim sweep failed: ${messageOf(err)}`),
+    );
   }
 
   stop(): void {
-    clearTimeout(this.timer);
+    this.repeater.stop();
   }
 
   /** One pass; returns the hosts reclaimed. */

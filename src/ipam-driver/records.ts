@@ -21,6 +21,8 @@ export interface PoolRecord {
   readonly logical?: string;
   /** Hosts whose Docker networks use the pool (logical pools); the pool goes with the last. */
   readonly users?: readonly string[];
+  /** Endpoint groups sharing this one-host pool with its parent (group-pool.ts); the pool stays while any does. */
+  readonly shares?: number;
 }
 
 /**
@@ -60,6 +62,13 @@ export interface Reservation {
   readonly token?: string;
   /** Endpoint bound to it by the network driver's CreateEndpoint. */
   readonly endpoint?: string;
+  /**
+   * The holder key it was reserved for (holders.ts lists the forms); absent in records written
+   * before holders were kept, which holderOf reads from `endpoint`, `kind` and `name`.
+   */
+  readonly holder?: string;
+  /** Set when `ovsnet ipam adopt` took it over from another allocator: which one. */
+  readonly adoptedFrom?: string;
 }
 
 /** What a record must hold for IPAM to use it: the named fields, of these types. */
@@ -74,7 +83,10 @@ function fields(wanted: Readonly<Record<string, 'string' | 'number'>>): ShapeChe
 
 const poolShape = fields({ poolId: 'string', pool: 'string' });
 const blockShape = fields({ host: 'string', count: 'number' });
-const reservationShape = fields({ address: 'string', poolId: 'string', host: 'string' });
+const reservationFields = fields({ address: 'string', poolId: 'string', host: 'string' });
+/** A holder key, when present, is a string (holders.ts reads it as one). */
+const reservationShape: ShapeCheck = (value) =>
+  reservationFields(value) ?? (value.holder === undefined || typeof value.holder === 'string' ? undefined : 'its holder is not a string');
 
 /** A pool record read from the store (STORE_RECORD_INVALID when malformed). */
 export const decodePool = (kv: Pick<KeyValue, 'key' | 'value'>): PoolRecord => decodeRecord<PoolRecord>(kv.key, kv.value, poolShape);

@@ -10,6 +10,7 @@ import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Doubt, Settled } from './doubts.js';
 import { decodePool, decodeReservation, type Reservation } from './records.js';
+import { holderOf, releasableByDocker } from './holders.js';
 
 export interface SettleDeps {
   readonly store: Store;
@@ -33,8 +34,12 @@ export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> 
       return made.length > 0 ? 'undone' : 'nothing';
     }
     case 'release':
-      // Only the reservation Docker released: this host's, made before the failed release.
-      await deps.releaseAddress(d.poolId, d.address, (r) => r.host === deps.host && Date.parse(r.reservedAt) <= d.at.getTime());
+      // Only the reservation Docker released: this host's and Docker's, made before the failed release.
+      await deps.releaseAddress(
+        d.poolId,
+        d.address,
+        (r) => r.host === deps.host && Date.parse(r.reservedAt) <= d.at.getTime() && releasableByDocker(holderOf(r)),
+      );
       return 'undone';
     case 'request': {
       const made = decodeAll((await deps.store.list(keys.addresses(d.poolId))).kvs, decodeReservation).filter((r) => r.token === d.token);

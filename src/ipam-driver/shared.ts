@@ -28,6 +28,8 @@ export interface SharedDeps {
   readonly store: Store;
   readonly host: string;
   readonly now: () => Date;
+  /** A reservation's value as this process last wrote it (bind.ts RecentReservations), to compare instead of reading. */
+  readonly written?: (key: string) => string | undefined;
 }
 
 /** Where a dynamic address comes from: this host's block, a block to claim, or a borrowed one. */
@@ -151,13 +153,17 @@ export class SharedPools implements AddressStrategy {
     const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);
     const blockKey = keys.block(pool.record.poolId, formatAddress(pool.prefix.family, start));
+    // The value this process wrote is compared instead of read (no round trip); a changed one
+    // fails the compare and comes back in the failure's get.
+    const written = onlyIf === undefined ? this.deps.written?.(key) : undefined;
+    let held: KeyValue | undefined = written === undefined ? await this.deps.store.get(key) : undefined;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const held = await this.deps.store.get(key);
-      if (held === undefined) {
+      const known = attempt === 0 ? written : undefined;
+      if (held === undefined && known === undefined) {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }
-      const r = decodeReservation(held);
+      const r = held === undefined ? (JSON.parse(known ?? '{}') as Reservation) : decodeReservation(held);
       if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
       // The shared gateway stays while another host's network uses the pool.
       if (r.kind === 'gateway' && (pool.record.users ?? []).some((u) => u !== this.deps.host)) return;
@@ -168,7 +174,10 @@ export class SharedPools implements AddressStrategy {
       const next: BlockRecord | undefined = goesBack || current === undefined ? undefined : { ...current, count };
       const ops: Op[] = [del(key), next === undefined ? del(blockKey) : put(blockKey, JSON.stringify(next))];
       const res = await this.deps.store.txn({
-        compares: [modRevisionIs(key, held.modRevision), this.blockIs(blockKey, state?.modRevision, current)],
+        compares: [
+          held === undefined ? { key, target: 'value', op: '==', value: known ?? '' } : modRevisionIs(key, held.modRevision),
+          this.blockIs(blockKey, state?.modRevision, current),
+        ],
         success: ops,
         failure: [get(key), get(blockKey)],
       });
@@ -177,7 +186,8 @@ export class SharedPools implements AddressStrategy {
         pool.setBlock(start, next, res.revision);
         return;
       }
-      if (res.gets[0] === undefined) {
+      held = res.gets[0];
+      if (held === undefined) {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }

@@ -30,6 +30,8 @@ export function invalid(method: string, message: string): OvsnetError {
 
 /** Docker's network and endpoint IDs: 64 lowercase hex digits (moby's stringid). */
 const DOCKER_ID = /^[0-9a-f]{64}$/;
+/** A swarm network's ID as well: swarmkit's identity.NewID, 25 base-36 characters. */
+const NETWORK_ID = /^(?:[0-9a-f]{64}|[0-9a-z]{25})$/;
 
 /**
  * A NetworkID or EndpointID. Interface names, OVS external_ids, iptables comments and store
@@ -38,9 +40,11 @@ const DOCKER_ID = /^[0-9a-f]{64}$/;
  */
 export function dockerId(method: string, b: Body, field: string): string {
   const v = b[field];
-  if (typeof v !== 'string' || !DOCKER_ID.test(v)) {
+  const form = field === 'NetworkID' ? NETWORK_ID : DOCKER_ID;
+  if (typeof v !== 'string' || !form.test(v)) {
     const what = v === undefined || v === null ? 'is missing' : `is ${shown(v)}`;
-    throw invalid(method, `${field} ${what}; expected a Docker ID: 64 lowercase hexadecimal characters`);
+    const expected = field === 'NetworkID' ? ' (or a swarm network ID: 25 lowercase letters and digits)' : '';
+    throw invalid(method, `${field} ${what}; expected a Docker ID: 64 lowercase hexadecimal characters${expected}`);
   }
   return v;
 }

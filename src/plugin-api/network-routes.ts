@@ -13,7 +13,8 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     return { b, networkId: dockerId(m, b, 'NetworkID'), endpointId: dockerId(m, b, 'EndpointID') };
   };
 
-  app.post('/NetworkDriver.GetCapabilities', (): NetworkCapabilitiesResponse => ({ Scope: 'local', ConnectivityScope: 'local' }));
+  // Global: swarm networks (OVSNET_SCOPE=global, src/driver/vxlan/swarm.ts).
+  app.post('/NetworkDriver.GetCapabilities', (): NetworkCapabilitiesResponse => ({ Scope: driver.scope, ConnectivityScope: driver.scope }));
 
   app.post('/NetworkDriver.CreateNetwork', async (req) => {
     const m = 'CreateNetwork';
@@ -39,13 +40,15 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     const m = 'CreateEndpoint';
     const { b, networkId, endpointId } = ids(m, req.body);
     const iface = objectOf(m, b, 'Interface');
+    const options = objectOf(m, b, 'Options');
     const res = await driver.createEndpoint({
       networkId,
       endpointId,
       address: checkAddress(m, 'Interface.Address', str(m, iface, 'Address'), 'CIDR', true),
       addressV6: checkAddress(m, 'Interface.AddressIPv6', str(m, iface, 'AddressIPv6'), 'CIDR', true),
       mac: checkMac(m, 'Interface.MacAddress', str(m, iface, 'MacAddress')),
-      portmap: portmapOf(m, objectOf(m, b, 'Options')),
+      portmap: portmapOf(m, options),
+      options,
     });
     // Only what Docker left empty may be returned ("driver modified interface" otherwise).
     return res.mac === undefined ? {} : { Interface: { MacAddress: res.mac } };
@@ -96,9 +99,20 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     return {};
   });
 
-  // Swarm-only calls: nothing to do outside swarm, but they must answer.
-  app.post('/NetworkDriver.AllocateNetwork', () => ({ Options: {} }));
-  app.post('/NetworkDriver.FreeNetwork', () => ({}));
+  // Swarm managers only (OVSNET_SCOPE=global): once for the swarm, again after a leader change.
+  app.post('/NetworkDriver.AllocateNetwork', async (req) => {
+    const m = 'AllocateNetwork';
+    const b = bodyOf(m, req.body, true);
+    const networkId = dockerId(m, b, 'NetworkID');
+    const subnets = ipamData(m, b, 'IPv4Data').map((d) => d.Pool);
+    return { Options: await driver.allocateNetwork({ networkId, options: stringMap(m, b, 'Options'), subnets }) };
+  });
+  app.post('/NetworkDriver.FreeNetwork', async (req) => {
+    const m = 'FreeNetwork';
+    await driver.freeNetwork(dockerId(m, bodyOf(m, req.body, true), 'NetworkID'));
+    return {};
+  });
+  // Swarm node events: ovsnet's own host registry does that work.
   app.post('/NetworkDriver.DiscoverNew', () => ({}));
   app.post('/NetworkDriver.DiscoverDelete', () => ({}));
 }

@@ -15,6 +15,7 @@ import type { Ipam } from '../ipam-driver/ipam.js';
 import { requestContext, type Logger } from '../log.js';
 import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
+import { ADMIN_INFO_PATH, adminRoutes, type AdminInfo } from './admin-routes.js';
 import { ipamRoutes } from './ipam-routes.js';
 import { networkRoutes } from './network-routes.js';
 import { shown } from './forms.js';
@@ -29,6 +30,8 @@ export interface ServerDeps {
   readonly driver?: NetworkDriver;
   /** Observes every call and error, when metrics are on. */
   readonly metrics?: Pick<Metrics, 'observeCall' | 'observeError'>;
+  /** Answers the CLI's GET /ovsnet/v1/info (admin-routes.ts); absent: no admin endpoint. */
+  readonly info?: () => Promise<AdminInfo>;
   /** Largest request body accepted (BODY_LIMIT unless said). */
   readonly bodyLimit?: number;
   /** SOCKET_LIMITS unless said (tests shorten them). */
@@ -201,6 +204,11 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
 
   app.addHook('onResponse', (req, reply, done) => {
+    // The CLI's reads of the admin endpoint are no Docker call: neither logged nor timed as one.
+    if (req.routeOptions.url === ADMIN_INFO_PATH) {
+      done();
+      return;
+    }
     const method = methodLabel(req.routeOptions.url, reply.statusCode);
     const url = req.url.length > 100 ? `${req.url.slice(0, 100)}...` : req.url;
     req.log.info({ method, url, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
@@ -222,6 +230,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   });
   ipamRoutes(app, deps.ipam);
   if (deps.driver !== undefined) networkRoutes(app, deps.driver);
+  if (deps.info !== undefined) adminRoutes(app, deps.info);
 
   app.setNotFoundHandler((req, reply) => {
     void reply

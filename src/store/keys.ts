@@ -49,6 +49,14 @@ export const keys = {
   block: (poolId: string, start: string) => `${ROOT}ipam/blocks/${part(poolId)}/${part(start)}`,
   allBlocks: `${ROOT}ipam/blocks/`,
 
+  /**
+   * Sticky pools (--ipam-opt ovsnet.sticky=true): the address a holder key last held, kept after
+   * its release so that the key gets it back while it is free (holders.ts stickyKeyOf).
+   */
+  sticky: (poolId: string) => `${ROOT}ipam/sticky/${part(poolId)}/`,
+  stickyKey: (poolId: string, holder: string) => `${ROOT}ipam/sticky/${part(poolId)}/${part(holder)}`,
+  allSticky: `${ROOT}ipam/sticky/`,
+
   /** Everything of IPAM, watched as one prefix. */
   ipam: `${ROOT}ipam/`,
   /** Bumped by every pool creation or release in an address space: serialises overlap checks. */
@@ -68,7 +76,7 @@ export const keys = {
   tags: `${ROOT}tags/`,
   vlanTags: (host: string) => `${ROOT}tags/vlan/${part(host)}/`,
   vlanTag: (host: string, tag: number) => `${ROOT}tags/vlan/${part(host)}/${tag}`,
-  tag: (kind: 'vni', tag: number) => `${ROOT}tags/${kind}/${tag}`,
+  tag: (kind: 'vni' | 'uplink-vlan', tag: number) => `${ROOT}tags/${kind}/${tag}`,
 
   /** Logical networks (-o ovsnet.network=NAME): one record each, members included. */
   logicalNetworks: `${ROOT}logical/`,
@@ -77,6 +85,10 @@ export const keys = {
   /** Hosts whose registration vanished, with when a peer first saw it gone (reclaim grace). */
   departed: `${ROOT}departed/`,
   departedHost: (name: string) => `${ROOT}departed/${part(name)}`,
+
+  /** CNI attachments (src/cni/attachments.ts): one per container and interface, per host. */
+  cniAttachments: (host: string) => `${ROOT}cni/${part(host)}/`,
+  cniAttachment: (host: string, containerId: string, ifname: string) => `${ROOT}cni/${part(host)}/${part(containerId)}/${part(ifname)}`,
 
   /** Hosts registered under a lease. */
   hosts: `${ROOT}hosts/`,

@@ -66,6 +66,11 @@ function check(fields: Readonly<Record<string, Field>>): ShapeCheck {
   };
 }
 
+/** An endpoint's or network's QoS (src/driver/qos.ts): what reaches ovs-ofctl. */
+const qos = objectWith(
+  { rateKbps: optional(count), burstKbit: optional(count), dscp: optional(count) },
+  'QoS: rateKbps, burstKbit, dscp as whole numbers',
+);
 const ipData = objectWith({ pool: cidr, gateway: optional(cidr) }, 'an object with a pool CIDR and an optional gateway CIDR');
 const portBinding = objectWith(
   { containerPort: count, hostPort: count, hostPortEnd: count, hostIp: str, proto: str },
@@ -98,6 +103,8 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       host: optional(str),
       logical: optional(str),
       vni: optional(count),
+      uplink: optional(str),
+      infra: optional(objectWith({ port: str, addresses: listOf(cidr) }, 'an infra port and its addresses')),
       bridge: str,
       tag: count,
       mtu: count,
@@ -105,6 +112,9 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       ipv4: listOf(ipData),
       ipv6: listOf(ipData),
       gatewayPort: optional(str),
+      masquerade: optional(bool),
+      hostBinding: optional(str),
+      qos: optional(qos),
     }),
   },
   {
@@ -119,6 +129,7 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       hostVeth: str,
       containerVeth: str,
       portmap: listOf(portBinding),
+      qos: optional(qos),
     }),
   },
   {

@@ -34,7 +34,16 @@ t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
     [{ 'ovsnet.vni': '5' }, /-o ovsnet\.vni is not an ovsnet option; valid ones: ovsnet\.tag/],
     [{ 'ovsnet.encap': 'gre' }, /ovsnet\.encap=gre is not valid: expected vlan or vxlan/],
     [{ 'ovsnet.encap': 'vxlan' }, /-o ovsnet\.encap=vxlan needs -o ovsnet\.network=NAME/],
-    [{ 'ovsnet.network': 'blue' }, /-o ovsnet\.network=blue spans hosts over VXLAN: add -o ovsnet\.encap=vxlan/],
+    [{ 'ovsnet.group': 'web' }, /-o ovsnet\.group=web needs -o ovsnet\.network=PARENT beside it/],
+    [
+      { 'ovsnet.group': 'web', 'ovsnet.network': 'app', 'ovsnet.encap': 'vxlan' },
+      /endpoint groups of logical networks are not supported: drop -o ovsnet\.encap/,
+    ],
+    [{ 'ovsnet.group': 'web', 'ovsnet.network': 'app' }, /-o ovsnet\.group=web: this ovsnet was built without OpenFlow access/],
+    [
+      { 'ovsnet.allow': 'db:99999/tcp', 'ovsnet.network': 'app' },
+      /ovsnet\.allow=db:99999\/tcp is not valid at "db:99999\/tcp": expected GROUP or GROUP:PORT\/tcp/,
+    ],
     [{ 'ovsnet.network': 'a/b', 'ovsnet.encap': 'vxlan' }, /-o ovsnet\.network=a\/b is not valid/],
     [{ 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '16777216' }, /a VNI from 1 to 16777215/],
     [{ 'com.docker.network.driver.mtu': '9' }, /an MTU from 68 to 65535/],

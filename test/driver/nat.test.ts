@@ -2,7 +2,16 @@
 import t from 'tap';
 import type { ExecResult } from '../../src/driver/exec.js';
 import { Nat } from '../../src/driver/nat.js';
-import { CHAINS, JUMPS, networkRules, newChainArgs, OWN_CHAINS, portRules, ruleArgs } from '../../src/driver/nat-rules.js';
+import {
+  CHAINS,
+  DOCKER_ISOLATION,
+  JUMPS,
+  networkRules,
+  newChainArgs,
+  OWN_CHAINS,
+  portRules,
+  ruleArgs,
+} from '../../src/driver/nat-rules.js';
 import { detectFlavour, flavour } from '../../src/driver/iptables-flavour.js';
 import type { PortBinding } from '../../src/driver/records/records.js';
 
@@ -21,10 +30,16 @@ const bind = (b: Partial<PortBinding>): PortBinding => ({
 });
 
 t.test(
-  'a network: masquerade out, isolation from other gateways before its accepts, hairpin first, in only replies and DNAT',
+  "a network: masquerade out, isolation from other gateways and Docker's bridges before its accepts, hairpin first, in only replies and DNAT",
   async (t) => {
     t.same(networkRules(NET, '10.1.0.0/24', GW), [
       { table: 'nat', chain: 'OVSNET-POSTROUTING', spec: ['-s', '10.1.0.0/24', '!', '-o', GW, ...NET_COMMENT, '-j', 'MASQUERADE'] },
+      {
+        table: 'filter',
+        chain: 'OVSNET-FORWARD',
+        spec: ['-i', GW, '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', ...NET_COMMENT, '-j', 'DOCKER-ISOLATION-STAGE-2'],
+        insert: true,
+      },
       { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, '-o', 'ovg+', ...NET_COMMENT, '-j', 'DROP'], insert: true },
       { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, '-o', GW, ...NET_COMMENT, '-j', 'ACCEPT'], insert: true },
       { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, ...NET_COMMENT, '-j', 'ACCEPT'] },
@@ -42,14 +57,15 @@ t.test(
     ]);
     t.same(
       networkRules(NET, 'fd00:1::/64', GW).map((r) => r.table),
-      ['filter', 'filter', 'filter', 'filter', 'filter', 'filter'],
+      ['filter', 'filter', 'filter', 'filter', 'filter', 'filter', 'filter'],
       'IPv6: the same forwarding rules, no masquerade',
     );
-    // Inserted at the top in this order, the hairpin accept ends up above the drop.
+    // Inserted at the top in this order, the hairpin accept ends up above the drop, both above
+    // the jump into Docker's isolation chain (new connections only: replies and published ports pass).
     const inserted = networkRules(NET, '10.1.0.0/24', GW)
       .filter((r) => r.insert === true)
       .map((r) => r.spec.at(-1));
-    t.same(inserted, ['DROP', 'ACCEPT']);
+    t.same(inserted, [DOCKER_ISOLATION, 'DROP', 'ACCEPT']);
     t.not(
       networkRules('b'.repeat(64), '10.1.0.0/24', GW)[0]?.spec.join(' '),
       networkRules(NET, '10.1.0.0/24', GW)[0]?.spec.join(' '),
@@ -199,21 +215,23 @@ t.test('Nat: chains once, every add checked first, removal mirrors the add and l
     [
       `-i ${GW} -o ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`,
       `-i ${GW} -o ovg+ ${NET_COMMENT.join(' ')} -j DROP`,
+      `-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${NET_COMMENT.join(' ')} -j DOCKER-ISOLATION-STAGE-2`,
       `-i ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`,
       `-o ${GW} -m conntrack --ctstate RELATED,ESTABLISHED ${NET_COMMENT.join(' ')} -j ACCEPT`,
       `-o ${GW} -m conntrack --ctstate DNAT ${NET_COMMENT.join(' ')} -j ACCEPT`,
       `-o ${GW} ${NET_COMMENT.join(' ')} -j DROP`,
     ],
-    'the hairpin above the isolation drop, both above the accepts; in: replies and DNAT, then drop',
+    "the hairpin above the isolation drop, both above Docker's isolation chain and the accepts; in: replies and DNAT, then drop",
   );
+  t.same(ipt.rules.get(`filter/${DOCKER_ISOLATION}`), [], "Docker's isolation chain made (empty) where Docker has not made it");
   t.same(ipt.rules.get('filter/FORWARD'), ['-j OVSNET-FORWARD']);
   t.same(ipt.rules.get('nat/OUTPUT'), ['! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j OVSNET-DNAT'], 'loopback never DNATed');
   const before = ipt.calls.length;
   await nat.addNetwork(NET, '10.1.0.0/24', GW);
   t.same(
     ipt.calls.slice(before).map((c) => c[4]),
-    ['-C', '-C', '-C', '-C', '-C', '-C', '-C', '-C'],
-    'again: checks only (the old accept-all, then the seven rules), no chain creation, no duplicate',
+    ['-C', '-C', '-C', '-C', '-C', '-C', '-C', '-C', '-C'],
+    'again: checks only (the old accept-all, then the eight rules), no chain creation, no duplicate',
   );
   await nat.addPorts(EP, '10.1.0.5', [bind({}), bind({ proto: 'udp', hostPort: 53, hostPortEnd: 53, containerPort: 53 })]);
   t.equal(ipt.rules.get('nat/OVSNET-DNAT')?.length, 2);
@@ -229,11 +247,21 @@ t.test('Nat: chains once, every add checked first, removal mirrors the add and l
   );
 });
 
+t.test("Nat: Docker's isolation chain, where Docker made it, is used as it is", async (t) => {
+  const ipt = fakeIptables();
+  ipt.rules.set(`filter/${DOCKER_ISOLATION}`, ['-o docker0 -j DROP', '-j RETURN']);
+  await new Nat(ipt.run, flavour('nft')).addNetwork(NET, '10.1.0.0/24', GW);
+  t.same(ipt.rules.get(`filter/${DOCKER_ISOLATION}`), ['-o docker0 -j DROP', '-j RETURN'], "Docker's rules untouched");
+  await new Nat(ipt.run, flavour('nft')).removeNetwork(NET, '10.1.0.0/24', GW);
+  t.same(ipt.rules.get(`filter/${DOCKER_ISOLATION}`), ['-o docker0 -j DROP', '-j RETURN'], 'and kept when the network goes');
+});
+
 t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no masquerade', async (t) => {
   const ipt = fakeIptables();
   const nat = new Nat(ipt.run, flavour('legacy'));
   await nat.addNetwork(NET, 'fd00:1::/64', GW);
-  t.equal(ipt.tables[6].get('filter/OVSNET-FORWARD')?.length, 6);
+  t.equal(ipt.tables[6].get('filter/OVSNET-FORWARD')?.length, 7);
+  t.same(ipt.tables[6].get(`filter/${DOCKER_ISOLATION}`), [], "ip6tables: Docker's isolation chain made too");
   t.same(ipt.tables[6].get('filter/FORWARD'), ['-j OVSNET-FORWARD']);
   t.equal(ipt.tables[4].size, 0, 'nothing in the IPv4 tables');
   t.ok(

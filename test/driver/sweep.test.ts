@@ -72,3 +72,23 @@ t.test('DeleteEndpoint without a record removes the veth carrying its alias, and
   t.ok(links.names.has(`ovh${short(NO_RECORD)}`), "another endpoint's veth stays");
   t.ok(ovs.ports.has('ovgaaaaaaaaaaaa'), 'and the gateway');
 });
+
+t.test(
+  "DeleteNetwork removes a forgotten endpoint's veth left unmarked by a Join cut short; a link of that name marked as another's stays",
+  async (t) => {
+    const { links, driver } = setup(t);
+    await driver.createNetwork(net(NET));
+    await driver.createEndpoint(ep());
+    // A Join killed between creating the pair and marking it: the kernel ignores an alias in the
+    // create message, so for a moment the pair carries none.
+    await links.createVeth({ host: `ovh${short(FORGOTTEN)}`, container: `ovc${short(FORGOTTEN)}`, mtu: 1500 });
+    await driver.createNetwork(net(NET2, {}, '10.2.0.0/24'));
+    await driver.createEndpoint({ ...ep(), networkId: NET2, endpointId: OTHER, address: '10.2.0.5/24' }); // live, another network
+    await driver.createEndpoint({ ...ep(), endpointId: NO_RECORD, address: '10.1.0.9/24' });
+    await links.createVeth({ host: `ovh${short(NO_RECORD)}`, container: `ovc${short(NO_RECORD)}`, mtu: 1500, alias: `ovsnet:${OTHER}` });
+    await driver.deleteNetwork(NET);
+    t.notOk(links.names.has(`ovh${short(FORGOTTEN)}`), 'the unmarked pair its record names is gone');
+    t.notOk(links.names.has(`ovc${short(FORGOTTEN)}`), 'both ends');
+    t.ok(links.names.has(`ovh${short(NO_RECORD)}`), "a link of the recorded name carrying another endpoint's alias stays");
+  },
+);

@@ -20,11 +20,15 @@ export interface PoolView {
 export class MultiHost {
   readonly daemons: (Ovsnet | undefined)[] = [];
 
-  private constructor(readonly cluster: Cluster) {}
+  private constructor(
+    readonly cluster: Cluster,
+    private readonly extraEnv: Readonly<Record<string, string>>,
+  ) {}
 
-  static async up(t: Test, prefix: string): Promise<MultiHost> {
+  /** `extraEnv`: settings every host's ovsnet gets beside the cluster's own. */
+  static async up(t: Test, prefix: string, extraEnv: Readonly<Record<string, string>> = {}): Promise<MultiHost> {
     const cluster = await Cluster.up(prefix, 3);
-    const m = new MultiHost(cluster);
+    const m = new MultiHost(cluster, extraEnv);
     t.teardown(async () => {
       // Hosts go while their ovsnet still answers (a dead plugin socket stalls Docker ~15 s).
       await cluster.down();
@@ -42,6 +46,7 @@ export class MultiHost {
       OVSNET_HOST_TTL: String(TTL_SECONDS),
       OVSNET_RECLAIM_GRACE: String(GRACE_SECONDS),
       OVSNET_LOG_LEVEL: 'info',
+      ...this.extraEnv,
     };
   }
 
@@ -124,7 +129,7 @@ export class MultiHost {
     const lines = [`etcd: ${await this.cluster.etcdLatency()}`];
     for (let i = 0; i < this.cluster.hosts.length; i++) {
       const text = (await this.host(i).exec(['wget', '-q', '-O', '-', '-T', '2', 'http://127.0.0.1:9477/metrics'])).stdout;
-      const lag = /^ovsnet_nodejs_eventloop_lag_max_seconds (\S+)/m.exec(text)?.[1] ?? '?';
+      const lag = /^nodejs_eventloop_lag_max_seconds (\S+)/m.exec(text)?.[1] ?? '?';
       lines.push(`h${i + 1} store calls: ${histogramSummary(text, 'ovsnet_store_request_duration_seconds')}; event loop lag max ${lag}s`);
     }
     return lines.join('\n');

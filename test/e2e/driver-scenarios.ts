@@ -54,6 +54,27 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     }
   });
 
+  await t.test('a removed container leaves its veth pair as a spare; the next one runs on it', async (t) => {
+    await run('sp1', 'n1');
+    await host.dockerOk(['rm', '-f', 'sp1']);
+    const spareIndexes = async () => [...(await inHost(['ip', '-o', 'link'])).matchAll(/^(\d+): ovsph\d+@/gm)].map((m) => m[1] ?? '');
+    let spares: string[] = [];
+    for (let i = 0; i < 30 && spares.length === 0; i++) {
+      spares = await spareIndexes();
+      if (spares.length === 0) await new Promise((r) => setTimeout(r, 100));
+    }
+    t.not(spares.length, 0, 'a spare pair is kept (OVSNET_SPARE_VETHS)');
+    await run('sp2', 'n1');
+    const epId = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").EndpointID}}', 'sp2']);
+    const index = /^(\d+):/.exec(await inHost(['ip', '-o', 'link', 'show', `ovh${epId.slice(0, 12)}`]))?.[1];
+    t.ok(index !== undefined && spares.includes(index), "sp2's veth is a spare renamed, not a new pair");
+    const mac = await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "n1").MacAddress}}', 'sp2']);
+    t.equal(await host.dockerOk(['exec', 'sp2', 'cat', '/sys/class/net/eth0/address']), mac, 'with its own MAC');
+    t.ok(await ping('sp2', await ip('a2', 'n1')), 'ping a container');
+    t.ok(await ping('sp2', `10.${o}.1.1`), 'ping the gateway');
+    await host.dockerOk(['rm', '-f', 'sp2']);
+  });
+
   await t.test('containers on two networks cannot reach each other', async (t) => {
     await create('n2', `10.${o}.2.0/24`);
     await run('b1', 'n2');
@@ -173,11 +194,13 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
 
   await t.test("the operator's CLI shows the daemon's real state", async (t) => {
     const cli = async (args: string[]) => {
-      const r = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, ...args]);
+      // No settings given: the CLI asks the running daemon for its store (sqlite:/run/ovsnet/state.db here).
+      const r = await host.exec([process.execPath, MAIN, ...args]);
       return { code: r.code, out: r.stdout, err: r.stderr };
     };
     const nets = JSON.parse((await cli(['networks', '--json'])).out) as {
       network: string;
+      name: string;
       tag: number;
       endpoints: number;
       subnets: string[];
@@ -185,10 +208,16 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     const many = nets.find((n) => n.subnets.includes(`10.${o}.8.0/24`));
     t.equal(many?.endpoints, 20, 'networks: the 20 endpoints of "many"');
     t.equal(many?.network, (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'many'])).slice(0, 12));
-    const eps = JSON.parse((await cli(['endpoints', '--json'])).out) as { address: string; port: string }[];
+    t.equal(many?.name, 'many', "Docker's name beside the ID");
+    t.match((await cli(['networks'])).out, /^[0-9a-f]{12}\s+many\s/m, 'in the table too');
+    const eps = JSON.parse((await cli(['endpoints', '-o', 'json'])).out) as { address: string; port: string; container: string }[];
     t.ok(
       eps.some((e) => e.address.startsWith(`10.${o}.8.`) && /^ovh[0-9a-f]{12}$/.test(e.port)),
       'endpoints with their OVS port',
+    );
+    t.ok(
+      eps.some((e) => e.address.startsWith(`10.${o}.8.`) && e.container !== ''),
+      "endpoints with their container's name",
     );
     if (opts.ipam) {
       const pools = JSON.parse((await cli(['ipam', '--json'])).out) as { pool: string; used: number; usable: string }[];
@@ -199,19 +228,25 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
       );
     }
     const doc = await cli(['doctor']);
-    t.equal(doc.code, 0, `doctor finds nothing wrong:\n${doc.out}`);
-    t.match(doc.out, /daemon\s+ok\s+answers on \/run\/docker\/plugins\/ovsnet\.sock/);
-    t.match((await cli(['status', '--json'])).out, /"daemon": true/);
+    t.equal(doc.code, 0, `doctor finds nothing wrong:\n${doc.out}${doc.err}`);
+    t.match(doc.out, /daemon\s+ok\s+ovsnet \d+\.\d+\.\d+ answers on \/run\/docker\/plugins\/ovsnet\.sock/);
+    t.match(doc.out, /settings\s+ok\s+from the daemon on \/run\/docker\/plugins\/ovsnet\.sock/);
+    t.match(JSON.parse((await cli(['status', '--json'])).out), { daemon: { answers: true, store: { ok: true } } });
   });
 
   await t.test('Prometheus metrics after real Docker calls', async (t) => {
     const text = await inHost(['wget', '-q', '-O', '-', '-T', '3', 'http://127.0.0.1:9477/metrics']);
     const value = (re: RegExp) => Number(re.exec(text)?.[1] ?? NaN);
     t.ok(
-      value(/ovsnet_docker_call_duration_seconds_count\{method="NetworkDriver\.Join",status="200"\} (\d+)/) >= 20,
+      value(/ovsnet_docker_call_duration_seconds_count\{method="NetworkDriver\.Join",code="200"\} (\d+)/) >= 20,
       'Join latency histogram',
     );
     t.ok(value(/ovsnet_errors_total\{kind="Conflict",code="TAG_TAKEN"\} (\d+)/) >= 1, 'errors by kind and code');
+    // The standard names stock dashboards read, and the build's facts.
+    t.match(text, /^process_cpu_seconds_total \d/m, 'process_* under its standard name');
+    t.match(text, /^nodejs_eventloop_lag_seconds \d/m, 'nodejs_* under its standard name');
+    t.notMatch(text, /^ovsnet_(process|nodejs)_/m, 'not renamed');
+    t.match(text, /^ovsnet_build_info\{version="\d+\.\d+\.\d+",nodejs="v[\d.]+"\} 1$/m, 'build info');
     t.ok(value(/ovsnet_store_request_duration_seconds_count\{op="txn",outcome="ok"\} (\d+)/) > 0, 'store round trips');
     t.ok(value(/ovsnet_ovsdb_request_duration_seconds_count\{method="transact",outcome="ok"\} (\d+)/) > 0, 'OVSDB round trips');
     if (opts.ipam) {

@@ -13,7 +13,7 @@ import { DockerHost, IMAGE, run } from '../harness/host.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-plugin-'));
-const build = await run('bash', [`${root}scripts/plugin-build.sh`, dir], { timeoutMs: 300_000 });
+const build = await run('bash', [`${root}scripts/plugin-build.sh`, dir], { timeoutMs: 600_000 });
 if (build.code !== 0) throw new Error(`plugin:build failed:\n${build.stderr}`);
 const host = await DockerHost.up('plugin');
 t.teardown(async () => {
@@ -28,7 +28,7 @@ const stateDir = path.join(host.dir, 'plugin-state');
 const secretsDir = path.join(host.dir, 'plugin-secrets');
 
 t.test('install: create, point its state and secrets at this host, enable', async (t) => {
-  t.match(build.stdout, /managed plugin in /);
+  t.match(build.stdout, /^managed plugin ovsnet \d+\.\d+\.\d+ \(Node [\d.]+\) in .*: docker plugin create ovsnet:\d+\.\d+ /m);
   await host.dockerOk(['plugin', 'create', 'ovsnet', dir]);
   // Both mount sources are settable: this host's own directories, not the machine's.
   fs.mkdirSync(stateDir, { mode: 0o700 });
@@ -96,6 +96,37 @@ t.test('a network of the managed plugin: two containers talk', async (t) => {
   t.ok(fs.existsSync(db), 'state in the mounted directory');
   t.equal((fs.statSync(db).mode & 0o777).toString(8), '600', 'readable by root only');
 });
+
+t.test(
+  "the CLI on the host without docker exec: deploy/ovsnet-cli runs it from the plugin's rootfs, finding the plugin through Docker",
+  async (t) => {
+    // The launcher as installed on a host: found in the plugin's rootfs, run from the host (this host's namespaces).
+    const root = (await host.exec(['docker', 'info', '-f', '{{.DockerRootDir}}'])).stdout.trim();
+    const id = (await host.dockerOk(['plugin', 'inspect', '-f', '{{.Id}}', 'ovsnet'])).trim();
+    const launcher = `${root}/plugins/${id}/rootfs/app/deploy/ovsnet-cli`;
+    const cli = (args: string[]) => host.exec(['sh', launcher, ...args]);
+    const v = await cli(['version', '-o', 'json']);
+    t.equal(v.code, 0, v.stderr);
+    t.match(JSON.parse(v.stdout), {
+      client: { version: /^\d+\.\d+\.\d+$/ },
+      daemon: { socket: `/run/docker/plugins/${id}/ovsnet.sock`, via: 'managed plugin ovsnet:latest', store: { ok: true } },
+    });
+    // Its store is the plugin's /var/lib/ovsnet/state.db: on the host, in the state mount's source.
+    const nets = await cli(['networks', '-o', 'json']);
+    t.equal(nets.code, 0, nets.stderr);
+    t.match(JSON.parse(nets.stdout), [{ name: 'pn', subnets: ['10.70.0.0/24'], endpoints: 2 }], "the plugin's network, with Docker's name");
+    const status = await cli(['status']);
+    t.equal(status.code, 0, `${status.stdout}${status.stderr}`);
+    t.match(
+      status.stdout,
+      new RegExp(
+        `^settings\\s+ok\\s+from the daemon on /run/docker/plugins/${id}/ovsnet\\.sock \\(managed plugin ovsnet:latest\\); store sqlite:${stateDir}/state\\.db`,
+        'm',
+      ),
+    );
+    t.match(status.stdout, /^docker\s+ok\s+Docker lists ovsnet:latest among its network drivers/m);
+  },
+);
 
 t.test('disable -f and enable: containers keep talking, new ones start', async (t) => {
   await host.dockerOk(['plugin', 'disable', '-f', 'ovsnet']);

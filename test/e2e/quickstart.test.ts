@@ -3,7 +3,7 @@
  * not running: it starts OVS, then serves the plugin; Docker can use it at once. And the
  * systemd unit is ordered before Docker.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -31,6 +31,7 @@ t.test('npm start brings Open vSwitch up and serves the plugin', async (t) => {
         OVS_DBDIR: path.join(host.dir, 'ovs-etc'),
         OVS_LOGDIR: path.join(host.dir, 'log'),
         OVSNET_STORE: 'sqlite:/run/ovsnet/state.db',
+        CNI_BIN_DIR: path.join(host.dir, 'cni-bin'), // not the machine's /opt/cni/bin
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     },
@@ -58,6 +59,9 @@ t.test('npm start brings Open vSwitch up and serves the plugin', async (t) => {
   }
   t.ok(up, `the plugin answers:\n${log}`);
   t.match(log, /starting Open vSwitch/);
+  t.match(log, /CNI plugin installed: .*cni-bin\/ovsnet/);
+  const version = spawnSync(path.join(host.dir, 'cni-bin', 'ovsnet'), { input: '{"cniVersion":"1.0.0"}', env: { CNI_COMMAND: 'VERSION' } });
+  t.match(version.stdout.toString(), /"supportedVersions":\[.*"1\.0\.0"/, 'the installed CNI plugin answers VERSION');
   t.equal((await host.exec(['ovs-vsctl', '--timeout=2', 'show'])).code, 0, 'OVS runs');
   await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.71.0.0/24', 'q']);
   await host.dockerOk(['run', '-d', '--name', 'q1', '--network', 'q', IMAGE, 'sleep', '600']);

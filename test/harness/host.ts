@@ -95,8 +95,9 @@ export class DockerHost {
   /**
    * Starts ovsnet inside the host (its network and mount namespaces), serving the host's
    * plugin directory, with the embedded store in the host's /run unless `env` says otherwise.
+   * `main`: another build's entry point (an earlier version, for upgrades).
    */
-  startOvsnet(env: Record<string, string> = {}): Promise<Ovsnet> {
+  startOvsnet(env: Record<string, string> = {}, main = MAIN): Promise<Ovsnet> {
     return Ovsnet.start(
       path.join(this.pluginDir, 'ovsnet.sock'),
       {
@@ -109,6 +110,7 @@ export class DockerHost {
         ...env,
       },
       ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
+      main,
     );
   }
 
@@ -170,8 +172,8 @@ export class Ovsnet {
    * Starts ovsnet and waits until it answers Plugin.Activate on `socket` (a path as seen from
    * here; env may give OVSNET_SOCKET as seen from inside `wrap`).
    */
-  static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = []): Promise<Ovsnet> {
-    const [cmd, ...args] = [...wrap, process.execPath, MAIN, 'serve'];
+  static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = [], main = MAIN): Promise<Ovsnet> {
+    const [cmd, ...args] = [...wrap, process.execPath, main, 'serve'];
     const child = spawn(cmd ?? process.execPath, args, {
       // The journal beside the socket, in the test's own directory (its default is the machine's /var/lib).
       env: {

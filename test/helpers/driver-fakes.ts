@@ -9,6 +9,8 @@ import type { PortBinding } from '../../src/driver/records/records.js';
 import { OWNER } from '../../src/driver/ovs/external-ids.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links/links.js';
+import type { SpareNames } from '../../src/driver/links/spare-ops.js';
+import type { GuardSegment } from '../../src/driver/ovs/flows.js';
 
 class Failer {
   private readonly pending = new Set<string>();
@@ -110,6 +112,41 @@ export class FakeLinks extends Failer implements LinksApi {
     if (spec.alias !== undefined) this.aliases.set(spec.host, spec.alias);
     if (spec.txChecksumOff === true) this.txOff.add(spec.container);
   }
+  /** As the real one: false when the two are not a pair; renames both, the host end carrying `alias`. */
+  async parkVeth(host: string, container: string, spare: SpareNames, alias: string): Promise<boolean> {
+    this.check('parkVeth');
+    if (this.peers.get(host) !== container || !this.names.has(container)) return false;
+    this.rename(host, container, spare.host, spare.container);
+    this.aliases.set(spare.host, alias);
+    return true;
+  }
+  /** As the real one: a failure (or a spare that is no pair) leaves neither pair. */
+  async adoptVeth(spare: SpareNames, spec: VethSpec): Promise<void> {
+    if (spec.replace === true && (spec.alias === undefined || this.aliases.get(spec.host) === spec.alias)) await this.deleteLink(spec.host);
+    try {
+      this.check('adoptVeth');
+      if (this.peers.get(spare.host) !== spare.container) throw new OvsnetError('LINK_FAILED', `${spare.host} is no veth pair`);
+      if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
+    } catch (err) {
+      await this.deleteLink(spare.host);
+      throw err;
+    }
+    this.rename(spare.host, spare.container, spec.host, spec.container);
+    if (spec.alias !== undefined) this.aliases.set(spec.host, spec.alias);
+    if (spec.txChecksumOff === true) this.txOff.add(spec.container);
+    this.adopted.push(spec.host);
+  }
+  /** Host ends Join got from a spare (adoptVeth), in order. */
+  readonly adopted: string[] = [];
+  private rename(host: string, container: string, newHost: string, newContainer: string): void {
+    for (const n of [host, container]) this.names.delete(n);
+    this.names.add(newHost);
+    this.names.add(newContainer);
+    this.peers.delete(host);
+    this.peers.set(newHost, newContainer);
+    this.aliases.delete(host);
+    if (this.txOff.delete(container)) this.txOff.add(newContainer);
+  }
   async deleteLink(name: string): Promise<void> {
     this.names.delete(name);
     this.aliases.delete(name);
@@ -137,15 +174,16 @@ export class FakeLinks extends Failer implements LinksApi {
 }
 
 export class FakeNat extends Failer implements NatApi {
+  /** Masqueraded IPv4 networks: "subnet via gateway port" by network ID. */
   readonly networks = new Map<string, string>();
   readonly ports = new Map<string, string>();
 
   /** Every subnet with forwarding rules, IPv4 and IPv6. */
   readonly subnets = new Set<string>();
 
-  async addNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
     this.check('addNetwork');
-    if (!subnet.includes(':')) this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
+    if (!subnet.includes(':') && masquerade) this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
     this.subnets.add(subnet);
   }
   async removeNetwork(networkId: string, subnet: string): Promise<void> {
@@ -200,19 +238,24 @@ export class FakeFlows extends Failer implements FlowsApi {
   /** Guarded gateways by bridge and VNI. */
   readonly guards = new Map<string, readonly string[]>();
 
-  async guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void> {
+  async guardGateway(bridge: string, segment: GuardSegment, gateways: readonly string[]): Promise<void> {
     this.check('guardGateway');
-    this.guards.set(`${bridge}/${vni}`, gateways);
+    this.guards.set(segmentKey(bridge, segment), gateways);
   }
-  async unguardGateway(bridge: string, vni: number): Promise<void> {
-    this.guards.delete(`${bridge}/${vni}`);
+  async unguardGateway(bridge: string, segment: GuardSegment): Promise<void> {
+    this.guards.delete(segmentKey(bridge, segment));
   }
-  async guardCount(bridge: string, vni: number): Promise<number> {
-    return (this.guards.get(`${bridge}/${vni}`)?.length ?? 0) * 2;
+  async guardCount(bridge: string, segment: GuardSegment): Promise<number> {
+    return (this.guards.get(segmentKey(bridge, segment))?.length ?? 0) * 2;
   }
 }
 
 /** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
+/** 'br0/42' for VNI 42, 'br0/vlan7@eth1' for VLAN 7 on uplink eth1. */
+function segmentKey(bridge: string, s: GuardSegment): string {
+  return 'vni' in s ? `${bridge}/${s.vni}` : `${bridge}/vlan${s.vlan}@${s.uplink}`;
+}
+
 export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows; hostPorts: FakeHostPorts } {
   const ovs = new FakeOvs();
   const links = new FakeLinks();

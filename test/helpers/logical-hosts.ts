@@ -7,6 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
+import type { UplinkApi } from '../../src/driver/deps.js';
 import { Tunnels } from '../../src/driver/vxlan/tunnels.js';
 import type { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger } from '../../src/log.js';
@@ -30,8 +31,14 @@ export interface Host {
   tunnels: Tunnels;
 }
 
-/** Hosts h1..hN on one store file; `alive` is the registry every host sees. */
-export function cluster(t: Test, count: number, alive: Map<string, HostRecord>, afterAdding?: (h: Host) => Promise<void>): Host[] {
+/** Hosts h1..hN on one store file; `alive` is the registry every host sees; `uplink(i)` host i's uplink, if any. */
+export function cluster(
+  t: Test,
+  count: number,
+  alive: Map<string, HostRecord>,
+  afterAdding?: (h: Host) => Promise<void>,
+  uplink?: (i: number) => UplinkApi | undefined,
+): Host[] {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ovsnet-logical-${n++}-`));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'state.db');
@@ -42,6 +49,7 @@ export function cluster(t: Test, count: number, alive: Map<string, HostRecord>, 
     const links = new FakeLinks();
     ovs.links = links;
     const flows = new FakeFlows();
+    const up = uplink?.(i);
     const ipam = makeIpam(store, { host: name });
     const host: Host = {
       name,
@@ -74,6 +82,7 @@ export function cluster(t: Test, count: number, alive: Map<string, HostRecord>, 
       datapath: () => 'netdev',
       pools: ipam,
       tunnelMtu: () => 1600,
+      ...(up === undefined ? {} : { uplink: up }),
       onNetworksChanged: () => host.tunnels.schedule(),
     });
     alive.set(name, { name, vtepIp: `192.0.2.${i + 1}`, machineId: name, startedAt: '' });

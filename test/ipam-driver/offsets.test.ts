@@ -117,3 +117,30 @@ t.test('a /8 costs memory for what it holds, not for its 2^24 addresses', async 
   t.equal(sets[0]?.nextFree(0n, (1n << 24n) - 1n, 0n), 1n);
   t.equal(sets[0]?.count, 100);
 });
+
+t.test('bitmap chunks switch between a list and a bitmap as they fill and empty, answering the same', async (t) => {
+  // Seeded pseudo-random adds and deletes in two chunks, growing past 128 (list -> bitmap) and
+  // shrinking below 64 (bitmap -> list) five times each; every answer checked against a Set.
+  const s = new Bitmap(8192);
+  const model = new Set<number>();
+  const wrong: string[] = [];
+  let seed = 7;
+  const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2 ** 31), seed % n);
+  for (let step = 0; step < 20_000; step++) {
+    const growing = Math.floor(step / 2000) % 2 === 0;
+    const o = rand(8192);
+    if (growing ? rand(4) !== 0 : rand(4) === 0) {
+      if (s.add(BigInt(o)) === model.has(o)) wrong.push(`add ${o}`);
+      model.add(o);
+    } else {
+      if (s.delete(BigInt(o)) !== model.has(o)) wrong.push(`delete ${o}`);
+      model.delete(o);
+    }
+    if (step % 97 === 0) reference(s, 0, 8191, rand(8192), model);
+  }
+  for (let o = 0; o < 8192; o++) if (s.has(BigInt(o)) !== model.has(o)) wrong.push(`has ${o}`);
+  t.same(wrong, [], 'every add, delete and has as the Set answers');
+  t.equal(s.count, model.size);
+  for (const o of [...model]) s.delete(BigInt(o));
+  t.equal(s.chunkCount, 0, 'no chunk once every offset is gone');
+});

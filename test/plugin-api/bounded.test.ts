@@ -43,7 +43,7 @@ t.test('metric labels: the route or `unknown`, never the raw URL', async (t) => 
   const text = await metrics.registry.metrics();
   const methods = new Set([...text.matchAll(/ovsnet_docker_call_duration_seconds_count\{method="([^"]*)"/g)].map((m) => m[1]));
   t.same([...methods].sort(), ['IpamDriver.GetCapabilities', 'unknown'], 'two series, whatever the URLs');
-  t.match(text, /ovsnet_docker_call_duration_seconds_count\{method="IpamDriver.GetCapabilities",status="200"\} 6/);
+  t.match(text, /ovsnet_docker_call_duration_seconds_count\{method="IpamDriver.GetCapabilities",code="200"\} 6/);
 });
 
 t.test('metrics off: a call records nothing', async (t) => {

@@ -89,6 +89,10 @@ t.test("NetworkID and EndpointID in Docker's form only, refused before any side 
     [`${NET.slice(0, 62)}é`, /expected a Docker ID/],
     [NET.slice(0, 12), /expected a Docker ID/],
     [`${NET}0`, /expected a Docker ID/],
+    // A swarm network's ID is 25 lowercase base-36 characters; nothing near it passes.
+    ['K2XV9Q7LMZ0C4T1B8YSW3AH6E', /expected a Docker ID.*or a swarm network ID: 25 lowercase letters and digits/],
+    ['k2xv9q7lmz0c4t1b8ysw3ah6/', /expected a Docker ID/],
+    ['k2xv9q7lmz0c4t1b8ysw3ah6ee', /expected a Docker ID/],
     [42, /NetworkID is 42; expected a Docker ID/],
     [undefined, /NetworkID is missing; expected a Docker ID/],
   ];

@@ -6,11 +6,14 @@
  */
 import { parentPort } from 'node:worker_threads';
 import { NetlinkOps, NetlinkStepError, type VethSpec } from './netlink-ops.js';
+import { SpareStepError, type SpareNames } from './spare-ops.js';
 
 /** What each operation takes and answers; links.ts sends these. */
 export interface LinkOps {
   createVeth: { args: [VethSpec]; result: undefined };
   deleteLink: { args: [string]; result: undefined };
+  parkVeth: { args: [string, string, SpareNames, string]; result: boolean };
+  adoptVeth: { args: [SpareNames, VethSpec]; result: undefined };
   index: { args: [string]; result: number | undefined };
   alias: { args: [string]; result: string | undefined };
   aliased: { args: [string]; result: { name: string; alias: string }[] };
@@ -30,6 +33,10 @@ async function perform(ops: NetlinkOps, req: LinkRequest): Promise<unknown> {
       return ops.createVeth(...(req.args as LinkOps['createVeth']['args']));
     case 'deleteLink':
       return ops.deleteLink(...(req.args as LinkOps['deleteLink']['args']));
+    case 'parkVeth':
+      return ops.parkVeth(...(req.args as LinkOps['parkVeth']['args']));
+    case 'adoptVeth':
+      return ops.adoptVeth(...(req.args as LinkOps['adoptVeth']['args']));
     case 'index':
       return ops.index(...(req.args as LinkOps['index']['args']));
     case 'alias':
@@ -64,7 +71,7 @@ if (port !== null) {
           port.postMessage({
             id: req.id,
             error:
-              err instanceof NetlinkStepError
+              err instanceof NetlinkStepError || err instanceof SpareStepError
                 ? { what: err.what, detail: err.detail }
                 : { what: req.op, detail: err instanceof Error ? err.message : String(err) },
           } satisfies LinkReply),

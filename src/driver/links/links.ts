@@ -14,6 +14,7 @@ import { Worker } from 'node:worker_threads';
 import { OvsnetError, messageOf } from '../../errors.js';
 import type { LinkOp, LinkOps, LinkReply, LinkRequest } from './link-worker.js';
 import type { VethSpec } from './netlink-ops.js';
+import type { SpareNames } from './spare-ops.js';
 
 export type { VethSpec } from './netlink-ops.js';
 
@@ -58,6 +59,16 @@ export class Links {
   /** Deletes a link by name (its veth peer goes with it); a missing link is success. */
   async deleteLink(name: string): Promise<void> {
     await this.request('deleteLink', [name]);
+  }
+
+  /** Parks a released pair as the spare `spare` (spare-ops.ts); false when the two are not a pair. */
+  parkVeth(host: string, container: string, spare: SpareNames, alias: string): Promise<boolean> {
+    return this.request('parkVeth', [host, container, spare, alias]);
+  }
+
+  /** As createVeth, from the parked spare `spare` (spare-ops.ts); a failure leaves neither pair. */
+  async adoptVeth(spare: SpareNames, spec: VethSpec): Promise<void> {
+    await this.request('adoptVeth', [spare, spec]);
   }
 
   async exists(name: string): Promise<boolean> {

@@ -11,7 +11,9 @@
  * name exists (the caller deletes first).
  */
 import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
+import { enableIpv6, ipv6OffReason } from './gateway-ipv6.js';
 import { hostEndIsolation, isolateHostEndIpv6 } from './host-end.js';
+import { adoptVeth, parkVeth, type SpareNames } from './spare-ops.js';
 
 type NetlinkModule = typeof import('netlink');
 
@@ -145,6 +147,23 @@ export class NetlinkOps {
     }
   }
 
+  /** Parks a released pair as a spare (spare-ops.ts); false when the two are not a pair here. */
+  parkVeth(host: string, container: string, spare: SpareNames, alias: string): Promise<boolean> {
+    return parkVeth(this.rtnl, host, container, spare, alias);
+  }
+
+  /** createVeth's result from a parked spare (spare-ops.ts); a failure leaves neither pair. */
+  async adoptVeth(spare: SpareNames, spec: VethSpec): Promise<void> {
+    if (spec.replace === true && (spec.alias === undefined || (await this.alias(spec.host)) === spec.alias))
+      await this.deleteLink(spec.host);
+    await adoptVeth(this.rtnl, spare, spec);
+    if (spec.txChecksumOff === true)
+      await this.disableTxChecksum(spec.container).catch(async (err: unknown) => {
+        await this.deleteLink(spec.host).catch(() => undefined);
+        throw err;
+      });
+  }
+
   /** `ethtool -K DEV tx off` (without it TCP fails on the userspace datapath). */
   private async disableTxChecksum(dev: string): Promise<void> {
     this.ethtoolFamily ??= this.genl.ctrlRequest(this.nl.genl.Commands.GET_FAMILY, { familyName: 'ethtool' }).then((m) => {
@@ -201,19 +220,27 @@ export class NetlinkOps {
       .filter((l) => l.name !== '' && l.alias.startsWith(prefix));
   }
 
-  /** Sets MTU and up, and gives the link `address`/`prefixLength`; idempotent. */
+  /**
+   * Sets MTU and up, and gives the link `address`/`prefixLength`; idempotent. An IPv6 address
+   * gets IPv6 turned on first (gateway-ipv6.ts) and no duplicate address detection: IPAM made
+   * it unique, and DAD would leave it unanswering ("tentative") for the first second or two,
+   * when containers started right after the network lose their first packets to the gateway.
+   */
   async configureAddress(name: string, family: 4 | 6, address: Buffer, prefixLength: number, mtu: number): Promise<void> {
     const index = await this.index(name);
     if (index === undefined) throw new NetlinkStepError(`configure link ${name}`, 'it does not exist');
+    const enabled = family === 6 && enableIpv6(name);
     await step(`set ${name} up`, () => this.rtnl.setLink({ index, flags: { up: true }, change: { up: true } }, { mtu }));
     try {
       await this.rtnl.newAddress(
         { family: family === 4 ? 2 : 10, prefixlen: prefixLength, index },
-        { local: address, address },
+        { local: address, address, ...(family === 6 ? { flags: { nodad: true as const } } : {}) },
         { flags: NLM_F_CREATE | NLM_F_EXCL },
       );
     } catch (err) {
-      if (errnoOf(textOf(err)) !== 'EEXIST') throw new NetlinkStepError(`add an address to ${name}`, textOf(err));
+      const errno = errnoOf(textOf(err));
+      if (errno === 'EACCES' && family === 6) throw new NetlinkStepError(`add an address to ${name}`, ipv6OffReason(name, enabled));
+      if (errno !== 'EEXIST') throw new NetlinkStepError(`add an address to ${name}`, textOf(err));
     }
   }
 }

@@ -12,12 +12,14 @@ const ID = {
   network: 'ovsnet-network',
   /** The Docker EndpointID of an endpoint's port (its veth's host end). */
   endpoint: 'ovsnet-endpoint',
-  /** What a port that is no endpoint's is: 'gateway' or 'tunnel'. */
+  /** What a port that is no endpoint's is: 'gateway', 'infra', 'tunnel', 'uplink' or 'uplink-host'. */
   role: 'ovsnet-role',
   /** A tunnel's peer host, its address and the VNI it carries. */
   peer: 'ovsnet-peer',
   remote: 'ovsnet-remote',
   vni: 'ovsnet-vni',
+  /** A tunnel's UDP port, when not VXLAN's 4789 (OVSNET_VXLAN_PORT). */
+  port: 'ovsnet-dst-port',
 } as const;
 
 /** Marks a row as ovsnet's (every row it creates carries it; ownPorts() selects by it). */
@@ -32,13 +34,20 @@ export const endpointIds = (networkId: string, endpointId: string): Record<strin
 /** What a network's gateway port carries. */
 export const gatewayIds = (networkId: string): Record<string, string> => ({ [ID.network]: networkId, [ID.role]: 'gateway' });
 
+/** What an infra network's host port carries (infra.ts). */
+export const infraIds = (networkId: string): Record<string, string> => ({ [ID.network]: networkId, [ID.role]: 'infra' });
+
 /** What a VXLAN tunnel port carries. */
-export const tunnelIds = (peer: string, remoteIp: string, vni: number): Record<string, string> => ({
+export const tunnelIds = (peer: string, remoteIp: string, vni: number, port = VXLAN_PORT): Record<string, string> => ({
   [ID.role]: 'tunnel',
   [ID.peer]: peer,
   [ID.remote]: remoteIp,
   [ID.vni]: String(vni),
+  ...(port === VXLAN_PORT ? {} : { [ID.port]: String(port) }),
 });
+
+/** VXLAN's IANA port, OVS's default for a vxlan port. */
+export const VXLAN_PORT = 4789;
 
 /** A port as ownPorts() reads it back. */
 type Tagged = { readonly externalIds: Readonly<Record<string, string>> };
@@ -51,3 +60,5 @@ export const networkOf = (port: Tagged): string | undefined => port.externalIds[
 export const roleOf = (port: Tagged): string | undefined => port.externalIds[ID.role];
 /** The peer address a tunnel port reaches. */
 export const remoteOf = (port: Tagged): string | undefined => port.externalIds[ID.remote];
+/** A tunnel port's UDP port. */
+export const portOf = (port: Tagged): number => Number(port.externalIds[ID.port] ?? VXLAN_PORT);

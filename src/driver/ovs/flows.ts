@@ -9,17 +9,29 @@
  * OpenFlow is not OVSDB: ovs-ofctl is run here, at network creation and reconcile only, never
  * on the container start path. Flows are not persisted by ovs-vswitchd: a periodic check
  * (NetworkDriver.checkGuards) puts them back after it restarts. Each network's flows carry a
- * cookie of its own (a prefix + the VNI).
+ * cookie of its own (a prefix + the VNI). VLAN networks on the uplink are guarded the same way,
+ * against frames arriving on the uplink with their tag (every host holds their gateway too).
  */
 import { OvsnetError } from '../../errors.js';
 import { exec, type ExecResult } from '../exec.js';
 
 const COOKIE_PREFIX = 0x0f5en << 48n;
-const cookieOf = (vni: number) => `0x${(COOKIE_PREFIX | BigInt(vni)).toString(16)}`;
+/** VLAN networks on the uplink: their own cookie space, keyed by the tag. */
+const VLAN_COOKIE_PREFIX = 0x0f5fn << 48n;
 
-/** The flows guarding `gateways` (plain addresses) of the network with this VNI. Pure. */
-export function guardFlows(vni: number, gateways: readonly string[]): string[] {
-  const head = `cookie=${cookieOf(vni)},priority=100,tun_id=${vni}`;
+/**
+ * Which frames a guard applies to: those from the VXLAN tunnels of a VNI, or (a VLAN network
+ * over the uplink, uplink/uplink.ts) those arriving on the uplink with the network's tag.
+ */
+export type GuardSegment = { readonly vni: number } | { readonly vlan: number; readonly uplink: string };
+
+const cookieOf = (s: GuardSegment) =>
+  `0x${('vni' in s ? COOKIE_PREFIX | BigInt(s.vni) : VLAN_COOKIE_PREFIX | BigInt(s.vlan)).toString(16)}`;
+
+/** The flows guarding `gateways` (plain addresses) of the network on this segment. Pure. */
+export function guardFlows(segment: GuardSegment, gateways: readonly string[]): string[] {
+  const from = 'vni' in segment ? `tun_id=${segment.vni}` : `in_port=${segment.uplink},dl_vlan=${segment.vlan}`;
+  const head = `cookie=${cookieOf(segment)},priority=100,${from}`;
   return gateways.flatMap((gw) =>
     gw.includes(':')
       ? [`${head},icmp6,icmp_type=135,nd_target=${gw},actions=drop`, `${head},icmp6,icmp_type=136,nd_target=${gw},actions=drop`]
@@ -31,19 +43,19 @@ export class Flows {
   constructor(private readonly run: (cmd: string, args: readonly string[]) => Promise<ExecResult> = exec) {}
 
   /** Installs (or re-installs: add-flow replaces an identical flow) the gateway guard. */
-  async guardGateway(bridge: string, vni: number, gateways: readonly string[]): Promise<void> {
-    for (const flow of guardFlows(vni, gateways)) await this.ofctl(['add-flow', bridge, flow]);
+  async guardGateway(bridge: string, segment: GuardSegment, gateways: readonly string[]): Promise<void> {
+    for (const flow of guardFlows(segment, gateways)) await this.ofctl(['add-flow', bridge, flow]);
   }
 
-  /** How many of this VNI's guard flows the bridge has now (0 after ovs-vswitchd restarted). */
-  async guardCount(bridge: string, vni: number): Promise<number> {
-    const r = await this.run('ovs-ofctl', ['dump-flows', bridge, `cookie=${cookieOf(vni)}/-1`]);
+  /** How many of this segment's guard flows the bridge has now (0 after ovs-vswitchd restarted). */
+  async guardCount(bridge: string, segment: GuardSegment): Promise<number> {
+    const r = await this.run('ovs-ofctl', ['dump-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
     if (r.code !== 0) throw new OvsnetError('OVS_FAILED', `ovs-ofctl dump-flows ${bridge} failed (${r.code}): ${r.stderr.trim()}`);
     return r.stdout.split('\n').filter((l) => l.includes('cookie=')).length;
   }
 
-  async unguardGateway(bridge: string, vni: number): Promise<void> {
-    await this.ofctl(['del-flows', bridge, `cookie=${cookieOf(vni)}/-1`]);
+  async unguardGateway(bridge: string, segment: GuardSegment): Promise<void> {
+    await this.ofctl(['del-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
   }
 
   private async ofctl(args: readonly string[]): Promise<void> {

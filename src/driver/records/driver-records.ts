@@ -10,9 +10,21 @@
 import { OvsnetError } from '../../errors.js';
 import { decodeAll, decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
-import { absent, del, get, put, type Store } from '../../store/types.js';
+import { absent, del, get, put, type Compare, type Op, type Store } from '../../store/types.js';
+import { isSwarmNetworkId } from '../vxlan/swarm.js';
 import { RecordCache } from './record-cache.js';
 import type { EndpointRecord, NetworkRecord } from './records.js';
+
+/** Compares and writes another module adds to one of these transactions. */
+export interface TxnPart {
+  readonly compares: readonly Compare[];
+  readonly success: readonly Op[];
+}
+
+export const joinParts = (parts: readonly TxnPart[]): TxnPart => ({
+  compares: parts.flatMap((p) => p.compares),
+  success: parts.flatMap((p) => p.success),
+});
 
 /** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
 
@@ -41,14 +53,14 @@ export class DriverRecords {
    * is not found here: host A never acts on host B's networks, whatever ID it is given.
    */
   async network(networkId: string): Promise<NetworkRecord | undefined> {
-    const key = keys.network(networkId);
+    const key = keys.network(this.recordId(networkId));
     const record = await this.networks.read(key, () => this.load<NetworkRecord>(key));
     return record !== undefined && this.owns(record) ? record : undefined;
   }
 
   /** This host's endpoint record: another host's, or one of another host's network, is not found. */
   async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
-    const key = keys.endpoint(networkId, endpointId);
+    const key = keys.endpoint(this.recordId(networkId), endpointId);
     const record = await this.endpoints.read(key, () => this.load<EndpointRecord>(key));
     if (record === undefined) return undefined;
     if (record.host !== undefined) return this.owns(record) ? record : undefined;
@@ -84,7 +96,7 @@ export class DriverRecords {
 
   /** This host's endpoint records of a network, from the store. */
   async endpointsOf(networkId: string): Promise<EndpointRecord[]> {
-    const kvs = (await this.store.list(keys.endpoints(networkId))).kvs;
+    const kvs = (await this.store.list(keys.endpoints(this.recordId(networkId)))).kvs;
     return decodeAll(kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value)).filter((e) => this.owns(e));
   }
 
@@ -99,7 +111,7 @@ export class DriverRecords {
    * a request is not Docker's, and the caller undoes what it did.
    */
   async createNetwork(record: NetworkRecord): Promise<boolean> {
-    const key = keys.network(record.networkId);
+    const key = keys.network(this.recordId(record.networkId));
     const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
     if (res.succeeded) {
       this.networks.set(key, record);
@@ -115,36 +127,85 @@ export class DriverRecords {
 
   /** Deletes the network's record and every endpoint record of it. */
   async deleteNetwork(networkId: string): Promise<void> {
-    this.networks.forget(keys.network(networkId));
-    this.endpoints.forgetPrefix(keys.endpoints(networkId));
+    this.networks.forget(keys.network(this.recordId(networkId)));
+    this.endpoints.forgetPrefix(keys.endpoints(this.recordId(networkId)));
     await this.store.txn({
       compares: [],
-      success: [del(keys.network(networkId)), { type: 'deletePrefix', prefix: keys.endpoints(networkId) }],
+      success: [del(keys.network(this.recordId(networkId))), { type: 'deletePrefix', prefix: keys.endpoints(this.recordId(networkId)) }],
     });
   }
 
-  /** Writes the record unless one exists; returns the record that stands. */
-  async createEndpoint(record: EndpointRecord): Promise<EndpointRecord> {
-    const key = keys.endpoint(record.networkId, record.endpointId);
-    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
+  /**
+   * Writes the record unless one exists; returns the record that stands. `also`: more compares
+   * and writes for the same transaction (the reservation's binding, Ipam.bindOps); when one of
+   * its compares fails, the record is written alone and `withDone` is false.
+   */
+  async createEndpoint(record: EndpointRecord, also?: TxnPart): Promise<{ standing: EndpointRecord; withDone: boolean }> {
+    const key = keys.endpoint(this.recordId(record.networkId), record.endpointId);
+    const res = await this.store.txn({
+      compares: [absent(key), ...(also?.compares ?? [])],
+      success: [put(key, JSON.stringify(record)), ...(also?.success ?? [])],
+      failure: [get(key)],
+    });
     if (res.succeeded) {
       this.endpoints.set(key, record);
-      return record;
+      return { standing: record, withDone: also !== undefined };
     }
-    return decodeRecord<EndpointRecord>(key, res.gets[0]?.value ?? '{}');
+    const found = res.gets[0];
+    if (found === undefined && also !== undefined) return { standing: (await this.createEndpoint(record)).standing, withDone: false };
+    return { standing: decodeRecord<EndpointRecord>(key, found?.value ?? '{}'), withDone: false };
+  }
+
+  /**
+   * CreateEndpoint's record; when ovsnet's IPAM gave the addresses, their reservations now name
+   * the endpoint: in the record's own transaction when the IPAM knows each reservation as it
+   * wrote it (one store round trip), else bound after it, best effort. Refuses an endpoint that
+   * exists with other addresses (or another host's).
+   */
+  async createBound(
+    record: EndpointRecord,
+    pools:
+      | {
+          bindOps?(address: string, endpointId: string): TxnPart | undefined;
+          bindEndpoint(address: string, endpointId: string): Promise<boolean>;
+        }
+      | undefined,
+    bestEffort: (what: string, fn: () => Promise<void>) => Promise<void>,
+  ): Promise<void> {
+    const addresses = [record.address, record.addressV6].filter((a): a is string => a !== undefined && a !== '');
+    const binds = addresses.map((a) => pools?.bindOps?.(a, record.endpointId));
+    const together = binds.length > 0 && binds.every((b) => b !== undefined) ? joinParts(binds) : undefined;
+    const { standing, withDone } = await this.createEndpoint(record, together);
+    if (!this.owns(standing) || standing.address !== record.address || standing.addressV6 !== record.addressV6) {
+      throw new OvsnetError(
+        'ENDPOINT_INVALID',
+        `endpoint ${record.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`,
+      );
+    }
+    if (!withDone)
+      for (const a of addresses)
+        await bestEffort('bind the reservation', async () => void (await pools?.bindEndpoint(a, record.endpointId)));
   }
 
   async updateEndpoint(record: EndpointRecord): Promise<void> {
-    const key = keys.endpoint(record.networkId, record.endpointId);
+    const key = keys.endpoint(this.recordId(record.networkId), record.endpointId);
     this.endpoints.forget(key);
     await this.store.txn({ compares: [], success: [put(key, JSON.stringify(record))] });
     this.endpoints.set(key, record);
   }
 
   async deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
-    const key = keys.endpoint(networkId, endpointId);
+    const key = keys.endpoint(this.recordId(networkId), endpointId);
     this.endpoints.forget(key);
     await this.store.txn({ compares: [], success: [del(key)] });
+  }
+
+  /**
+   * The ID a network's records are kept under: Docker's own, unique per host; a swarm network has
+   * one ID on every node, so each node's records go under the ID and the node's name.
+   */
+  private recordId(networkId: string): string {
+    return isSwarmNetworkId(networkId) ? `${networkId}.${this.host}` : networkId;
   }
 
   private async load<T>(key: string): Promise<T | undefined> {

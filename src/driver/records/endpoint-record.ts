@@ -7,6 +7,7 @@ import { OvsnetError } from '../../errors.js';
 import { macFor, parseCidrAddress } from '../addresses.js';
 import type { CreateEndpointRequest } from '../requests.js';
 import { names, type EndpointRecord } from './records.js';
+import { endpointQos, qosField } from '../qos.js';
 
 /** Refuses a request with no address, or an address not in CIDR form. */
 export function endpointRecord(req: CreateEndpointRequest, networkId: string, host: string, now: Date): EndpointRecord {
@@ -27,6 +28,7 @@ export function endpointRecord(req: CreateEndpointRequest, networkId: string, ho
     hostVeth: names.hostVeth(req.endpointId),
     containerVeth: names.containerVeth(req.endpointId),
     portmap: req.portmap,
+    ...qosField(endpointQos(req.options ?? {})),
     createdAt: now.toISOString(),
   };
 }

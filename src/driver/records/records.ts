@@ -1,5 +1,7 @@
 /** What the network driver keeps in the store, and the names it derives from Docker's IDs. */
 import { createHash } from 'node:crypto';
+import type { Qos } from '../qos.js';
+import type { AllowRule } from '../groups/group-options.js';
 
 export interface IpData {
   /** The subnet, e.g. 10.1.0.0/24. */
@@ -12,17 +14,42 @@ export interface NetworkRecord {
   readonly networkId: string;
   /** The host whose Docker network this is (hosts sharing etcd see each other's records). */
   readonly host?: string;
-  /** Logical network (vxlan) this network is this host's member of, and its VNI. */
+  /** Logical network this network is this host's member of, and its VNI (vxlan). */
   readonly logical?: string;
   readonly vni?: number;
+  /**
+   * A logical network over VLAN (-o ovsnet.encap=vlan): the uplink its tag (the cluster's,
+   * the same on every host) is trunked on.
+   */
+  readonly uplink?: string;
   readonly bridge: string;
   readonly tag: number;
   readonly mtu: number;
   readonly internal: boolean;
   readonly ipv4: readonly IpData[];
   readonly ipv6: readonly IpData[];
+  /** false: no masquerade out (-o com.docker.network.bridge.enable_ip_masquerade=false); absent = true. */
+  readonly masquerade?: false;
+  /** Host address of published ports that name none (-o com.docker.network.bridge.host_binding_ipv4). */
+  readonly hostBinding?: string;
+  /** -o ovsnet.infra=true: the host's own port on the network and its addresses from the pool (infra.ts). */
+  readonly infra?: { readonly port: string; readonly addresses: readonly string[] };
   /** OVS internal port holding the gateway addresses on the host; absent for --internal. */
   readonly gatewayPort?: string;
+  /** -o ovsnet.bandwidth, ovsnet.burst, ovsnet.dscp: every endpoint's unless its own say otherwise. */
+  readonly qos?: Qos;
+  /**
+   * -o ovsnet.network=NAME without ovsnet.encap: a one-host network named for its endpoint groups
+   * to give as their parent (groups/group-network.ts).
+   */
+  readonly groupsName?: string;
+  /**
+   * -o ovsnet.group=NAME: this network is an endpoint group of `parent` (its NetworkID, on this
+   * host): the parent's subnet, pool and gateway, a tag of its own; `allow` as the user gave it.
+   */
+  readonly group?: { readonly name: string; readonly parent: string; readonly allow: readonly AllowRule[] };
+  /** -o ovsnet.allow on a parent: the groups whose containers may open connections into the parent's own. */
+  readonly allow?: readonly AllowRule[];
   readonly createdAt: string;
 }
 
@@ -49,6 +76,8 @@ export interface EndpointRecord {
   readonly portmap: readonly PortBinding[];
   /** The ports published for them, one host port each (ProgramExternalConnectivity). */
   readonly published?: readonly PortBinding[];
+  /** The endpoint's own QoS (--driver-opt), over its network's. */
+  readonly qos?: Qos;
   readonly createdAt: string;
 }
 

@@ -6,6 +6,10 @@
  * the others must agree with it on subnets, encapsulation, --internal and any VNI asked for. The
  * record, members included, is one key changed by compare-and-swap; the last member to leave
  * deletes it and frees the VNI.
+ *
+ * With -o ovsnet.encap=vlan instead, the network goes onto the physical network through each
+ * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
+ * same way, and every member uses that tag on its bridge.
  */
 import { OvsnetError } from '../../errors.js';
 import { decodeRecord } from '../../store/decode.js';
@@ -18,9 +22,12 @@ export interface LogicalMember {
   readonly since: string;
 }
 
+export type Encap = 'vxlan' | 'vlan';
+
 export interface LogicalNetwork {
   readonly name: string;
-  readonly encap: 'vxlan';
+  readonly encap: Encap;
+  /** The ID on the wire: the VNI (vxlan), or the VLAN tag (vlan). */
   readonly vni: number;
   /** Canonical subnets (IPv4 then IPv6), as Docker's IPAM data gave them. */
   readonly subnets: readonly string[];
@@ -28,11 +35,23 @@ export interface LogicalNetwork {
   readonly members: Readonly<Record<string, LogicalMember>>;
   readonly createdBy: string;
   readonly createdAt: string;
+  /**
+   * A Docker swarm network's (swarm.ts): made by AllocateNetwork on a manager, kept while it has
+   * no member, deleted once it is freed (FreeNetwork) and its last member has left.
+   */
+  readonly swarm?: boolean;
+  /** When FreeNetwork freed it (its members still leaving). */
+  readonly freedAt?: string;
 }
 
 export interface JoinRequest {
   readonly name: string;
+  /** vxlan unless said. */
+  readonly encap?: Encap;
+  /** The VNI or VLAN tag asked for. */
   readonly vni: number | undefined;
+  /** VLAN tags this host's networks hold (vlan: a new network's tag must be free here too). */
+  readonly localTags?: ReadonlySet<number>;
   readonly subnets: readonly string[];
   readonly internal: boolean;
   readonly host: string;
@@ -43,37 +62,57 @@ export interface JoinRequest {
    * joining, or whose answer was lost): then the new network takes its place.
    */
   readonly isLeftover?: (networkId: string) => Promise<boolean>;
+  /** A swarm network's node: the record must exist already (the manager allocated it). */
+  readonly swarm?: boolean;
 }
 
 const MAX_RETRIES = 32;
+const MAX_VLAN = 4094;
+
+/** What the wire ID is called, and where it is claimed for the cluster. */
+const idName = (encap: Encap) => (encap === 'vxlan' ? 'VNI' : 'VLAN tag');
+const idKey = (encap: Encap, id: number) => keys.tag(encap === 'vxlan' ? 'vni' : 'uplink-vlan', id);
 
 function describeLogical(n: LogicalNetwork): string {
   const subnets = n.subnets.length === 0 ? 'no subnet' : `subnet ${n.subnets.join(', ')}`;
-  return `logical network ${n.name} is ${n.encap} VNI ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
+  return `logical network ${n.name} is ${n.encap} ${idName(n.encap)} ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
 }
 
 /** What differs between an existing logical network and a request to join it; '' if nothing. */
 function mismatch(n: LogicalNetwork, req: JoinRequest): string {
+  const encap = req.encap ?? 'vxlan';
+  if (encap !== n.encap) return `this request asks for -o ovsnet.encap=${encap}: pass -o ovsnet.encap=${n.encap}`;
   const wanted = [...req.subnets].sort().join(', ');
   if ([...n.subnets].sort().join(', ') !== wanted)
     return `this request has ${wanted === '' ? 'no subnet' : `subnet ${wanted}`}: pass --subnet ${n.subnets.join(' --subnet ')}`;
-  if (req.vni !== undefined && req.vni !== n.vni) return `this request asks for VNI ${req.vni}: omit -o ovsnet.tag or pass ${n.vni}`;
-  if (req.internal !== n.internal)
+  if (req.vni !== undefined && req.vni !== n.vni)
+    return `this request asks for ${idName(n.encap)} ${req.vni}: omit -o ovsnet.tag or pass ${n.vni}`;
+  if (req.internal !== n.internal && n.swarm !== true)
     return `this request is ${req.internal ? '' : 'not '}--internal: ${n.internal ? 'add' : 'drop'} --internal`;
   return '';
+}
+
+/** A swarm network this store holds no allocation of (or a freed one). */
+function notAllocated(name: string): OvsnetError {
+  return new OvsnetError(
+    'SWARM_NOT_ALLOCATED',
+    `swarm network ${name.replace(/^swarm-/, '')} has no allocation in ovsnet's store (never allocated, or removed): every node's ovsnet must share the managers' OVSNET_STORE=etcd://... and have OVSNET_SCOPE=global`,
+  );
 }
 
 /** Makes `req.networkId` this host's member of the logical network, creating it if new. */
 export async function joinLogical(store: Store, req: JoinRequest): Promise<LogicalNetwork> {
   const key = keys.logicalNetwork(req.name);
+  const encap = req.encap ?? 'vxlan';
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
     const kv = await store.get(key);
     const member: LogicalMember = { networkId: req.networkId, since: req.now.toISOString() };
-    if (kv === undefined) {
-      const vni = req.vni ?? (await freeVni(store));
+    if (kv === undefined || (req.swarm === true && decodeRecord<LogicalNetwork>(key, kv.value).freedAt !== undefined)) {
+      if (req.swarm === true) throw notAllocated(req.name);
+      const vni = req.vni ?? (await freeId(store, encap, req.localTags ?? new Set()));
       const record: LogicalNetwork = {
         name: req.name,
-        encap: 'vxlan',
+        encap,
         vni,
         subnets: req.subnets,
         internal: req.internal,
@@ -82,16 +121,16 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
         createdAt: req.now.toISOString(),
       };
       const res = await store.txn({
-        compares: [absent(key), absent(keys.tag('vni', vni))],
-        success: [put(key, JSON.stringify(record)), put(keys.tag('vni', vni), req.name)],
-        failure: [get(keys.tag('vni', vni))],
+        compares: [absent(key), absent(idKey(encap, vni))],
+        success: [put(key, JSON.stringify(record)), put(idKey(encap, vni), req.name)],
+        failure: [get(idKey(encap, vni))],
       });
       if (res.succeeded) return record;
       const holder = res.gets[0]?.value;
       if (req.vni !== undefined && holder !== undefined && holder !== req.name) {
         throw new OvsnetError(
           'TAG_TAKEN',
-          `VNI ${vni} is used by logical network ${holder}: pick another from 1 to ${MAX_VNI}, or omit -o ovsnet.tag`,
+          `${idName(encap)} ${vni} is used by logical network ${holder}: pick another from 1 to ${encap === 'vxlan' ? MAX_VNI : MAX_VLAN}, or omit -o ovsnet.tag`,
         );
       }
       continue;
@@ -124,21 +163,30 @@ export async function leaveLogical(store: Store, name: string, host: string, net
     const mine = current.members[host];
     if (mine === undefined || (networkId !== undefined && mine.networkId !== networkId)) return;
     const members = Object.fromEntries(Object.entries(current.members).filter(([h]) => h !== host));
-    const last = Object.keys(members).length === 0;
+    // A swarm network stays allocated with no member until FreeNetwork (swarm.ts).
+    const last = Object.keys(members).length === 0 && (current.swarm !== true || current.freedAt !== undefined);
     const res = await store.txn({
       compares: [modRevisionIs(key, kv.modRevision)],
-      success: last ? [del(key), del(keys.tag('vni', current.vni))] : [put(key, JSON.stringify({ ...current, members }))],
+      success: last ? [del(key), del(idKey(current.encap, current.vni))] : [put(key, JSON.stringify({ ...current, members }))],
     });
     if (res.succeeded) return;
   }
   throw new OvsnetError('NOT_READY', `logical network ${name} is changing too fast on other hosts; retry`);
 }
 
-/** The lowest VNI no logical network holds. */
-async function freeVni(store: Store): Promise<number> {
-  const used = new Set((await store.list(`${keys.tags}vni/`)).kvs.map((kv) => Number(kv.key.split('/').pop())));
-  let vni = 1;
-  while (used.has(vni)) vni++;
-  if (vni > MAX_VNI) throw new OvsnetError('TAGS_EXHAUSTED', `all ${MAX_VNI} VNIs are in use: remove a logical network first`);
-  return vni;
+/** The lowest VNI (VLAN tag) no logical network holds (and, for a VLAN, no network of this host). */
+export async function freeId(store: Store, encap: Encap, localTags: ReadonlySet<number>): Promise<number> {
+  const used = await clusterIds(store, encap);
+  if (encap === 'vlan') for (const t of localTags) used.add(t);
+  let id = 1;
+  while (used.has(id)) id++;
+  const max = encap === 'vxlan' ? MAX_VNI : MAX_VLAN;
+  if (id > max) throw new OvsnetError('TAGS_EXHAUSTED', `all ${max} ${idName(encap)}s are in use: remove a logical network first`);
+  return id;
+}
+
+/** The VNIs, or the VLAN tags, that logical networks hold for the cluster. */
+export async function clusterIds(store: Store, encap: Encap): Promise<Set<number>> {
+  const prefix = `${keys.tags}${encap === 'vxlan' ? 'vni' : 'uplink-vlan'}/`;
+  return new Set((await store.list(prefix)).kvs.map((kv) => Number(kv.key.split('/').pop())));
 }

@@ -18,7 +18,7 @@ import type { Store } from '../../store/types.js';
 import type { LogicalNetwork } from './logical.js';
 import type { NetworkRecord } from '../records/records.js';
 import type { OvsApi } from '../deps.js';
-import { remoteOf, roleOf, tunnelIds } from '../ovs/external-ids.js';
+import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
 
 export interface Tunnel {
   readonly name: string;
@@ -62,6 +62,8 @@ export interface TunnelDeps {
   readonly hosts: () => ReadonlyMap<string, HostRecord>;
   /** This host's networks. */
   readonly networks: () => Promise<NetworkRecord[]>;
+  /** OVSNET_VXLAN_PORT (absent: 4789). */
+  readonly vxlanPort?: number;
   /**
    * Called after tunnel ports were added, until it succeeds: on the userspace datapath, waits
    * for ovs-vswitchd to apply them and drops its cached flows (see Vswitchd.purgeFlows).
@@ -130,9 +132,10 @@ export class Tunnels {
     const byName = new Map(wanted.map((w) => [w.name, w]));
     const added: string[] = [];
     const removed: string[] = [];
+    const udp = this.deps.vxlanPort ?? VXLAN_PORT;
     for (const port of have) {
       const w = byName.get(port.name);
-      if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag) continue;
+      if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag && portOf(port) === udp) continue;
       await this.deps.ovs.deletePort(port.name);
       removed.push(port.name);
     }
@@ -143,8 +146,13 @@ export class Tunnels {
         tag: w.tag,
         type: 'vxlan',
         protected: true,
-        options: { remote_ip: w.remoteIp, key: String(w.vni), ...(self.vtepIp === '' ? {} : { local_ip: self.vtepIp }) },
-        externalIds: tunnelIds(w.peer, w.remoteIp, w.vni),
+        options: {
+          remote_ip: w.remoteIp,
+          key: String(w.vni),
+          ...(self.vtepIp === '' ? {} : { local_ip: self.vtepIp }),
+          ...(udp === VXLAN_PORT ? {} : { dst_port: String(udp) }),
+        },
+        externalIds: tunnelIds(w.peer, w.remoteIp, w.vni, udp),
       });
       added.push(w.name);
     }

@@ -31,6 +31,7 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   // A leftover member of h1 (a create whose answer was lost): the real one takes its place.
   await joinLogical(h1.store, {
     name: 'blue',
+    encap: 'vxlan',
     vni: undefined,
     subnets: ['10.80.0.0/24'],
     internal: false,

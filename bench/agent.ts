@@ -1,0 +1,113 @@
+/**
+ * One host of the 200-host benchmark (bench/hosts.ts), in this process: its own etcd client,
+ * doing what ovsnet does for the cluster and nothing else: the host registry (a lease and a
+ * record), membership of one logical network, and the tunnels (Tunnels, as in the daemon). A
+ * light agent's OVS is in memory (FakeOvs); a full host's is a real Open vSwitch
+ * (bench/full-host.ts).
+ */
+import type { OvsApi } from '../src/driver/deps.js';
+import { joinLogical } from '../src/driver/vxlan/logical.js';
+import { Tunnels } from '../src/driver/vxlan/tunnels.js';
+import type { NetworkRecord } from '../src/driver/records/records.js';
+import { createLogger } from '../src/log.js';
+import { EtcdStore } from '../src/store/etcd.js';
+import { HostRegistry } from '../src/store/hosts.js';
+import type { Store } from '../src/store/types.js';
+
+const log = createLogger('silent');
+
+/** What a host's watches delivered: events, bytes (keys and values), when the last one came (performance.now()). */
+export interface Seen {
+  events: number;
+  bytes: number;
+  lastEventAt: number;
+}
+
+/** A store that counts the watch events and bytes it delivers. */
+function counted(inner: Store, seen: Seen): Store {
+  return new Proxy(inner, {
+    get(target, prop, receiver) {
+      if (prop !== 'watch') return Reflect.get(target, prop, receiver) as unknown;
+      const watch: Store['watch'] = (prefix, from, handlers) =>
+        target.watch(prefix, from, {
+          ...handlers,
+          onEvents: (events) => {
+            seen.events += events.length;
+            seen.lastEventAt = performance.now();
+            for (const e of events) seen.bytes += e.kv.key.length + e.kv.value.length;
+            handlers.onEvents(events);
+          },
+        });
+      return watch;
+    },
+  });
+}
+
+export interface Agent<O extends OvsApi = OvsApi> {
+  readonly name: string;
+  readonly ovs: O;
+  readonly seen: Seen;
+  readonly stop: () => Promise<void>;
+}
+
+export interface AgentSpec<O extends OvsApi> {
+  /** Makes the host's name and VTEP address (10.200.x.y) unique. */
+  readonly index: number;
+  readonly name?: string;
+  readonly logical: string;
+  readonly vni: number;
+  readonly ovs: O;
+  /** As the daemon's on the userspace datapath: wait until applied, drop cached flows. */
+  readonly afterAdding?: () => Promise<void>;
+}
+
+/** Registers the host, joins the logical network with a network on br0 (which must exist), starts its tunnels. */
+export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSpec<O>): Promise<Agent<O>> {
+  const i = spec.index;
+  const name = spec.name ?? `scale${i}`;
+  const { logical, vni, ovs } = spec;
+  const seen: Seen = { events: 0, bytes: 0, lastEventAt: 0 };
+  const raw = new EtcdStore({ endpoints, timeoutMs: 10_000 });
+  const store = counted(raw, seen);
+  const vtepIp = `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+  const registry = new HostRegistry({ store, log, self: { name, vtepIp, machineId: `m${i}` }, ttlSeconds: 60 });
+  const networkId = i.toString(16).padStart(64, '0');
+  const network: NetworkRecord = {
+    networkId,
+    host: name,
+    logical,
+    vni,
+    bridge: 'br0',
+    tag: 1,
+    mtu: 1450,
+    internal: false,
+    ipv4: [],
+    ipv6: [],
+    createdAt: new Date().toISOString(),
+  };
+  const tunnels = new Tunnels({
+    store,
+    log,
+    ovs,
+    self: () => ({ name, vtepIp }),
+    hosts: () => registry.hosts(),
+    networks: () => Promise.resolve([network]),
+    ...(spec.afterAdding === undefined ? {} : { afterAdding: spec.afterAdding }),
+  });
+  registry.onChange = () => tunnels.schedule();
+  const stop = async () => {
+    await tunnels.stop();
+    await registry.stop(true);
+    await raw.close();
+  };
+  try {
+    await registry.start();
+    await joinLogical(store, { name: logical, vni, subnets: [], internal: false, host: name, networkId, now: new Date() });
+    await tunnels.start();
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+  tunnels.schedule();
+  return { name, ovs, seen, stop };
+}

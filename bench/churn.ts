@@ -1,0 +1,142 @@
+/**
+ * Churn benchmark, on a simulated host (test/harness), embedded store: a container's driver
+ * calls over the plugin socket (bench/driver-calls.ts) with endpoints 40 ms apart and back to
+ * back (as a CI runner or `docker compose up --scale` makes them), each with spare veths off
+ * (OVSNET_SPARE_VETHS=0: every DeleteEndpoint deletes its veth, and the kernel's RCU grace
+ * period under its link lock delays the next Join) and on (the default: a released pair is kept
+ * and renamed for the next Join). Baseline: the first row (no spares, spaced), same run.
+ * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns).
+ */
+import { DockerHost, IMAGE } from '../test/harness/host.js';
+import { storm, type Storm } from './storm.js';
+import { timeDriverCalls } from './driver-calls.js';
+import { fmt, percentile, table } from './stats.js';
+
+export async function benchChurn(): Promise<void> {
+  const host = await DockerHost.up('benchchurn');
+  const n = Number(process.env.BENCH_N ?? 150);
+  const rows: string[][] = [];
+  let base = NaN;
+  const verdicts: string[] = [];
+  let docker = '';
+  try {
+    let octet = 240;
+    for (const spares of ['0', '16']) {
+      const ovsnet = await host.startOvsnet({ OVSNET_SPARE_VETHS: spares });
+      try {
+        for (const gapMs of [40, 0]) {
+          const calls = await timeDriverCalls(host, n, octet++, gapMs);
+          const join = calls.get('NetworkDriver.Join') ?? [];
+          const del = calls.get('Leave + DeleteEndpoint') ?? [];
+          const rt = calls.get('NetworkDriver.GetCapabilities') ?? [];
+          const j50 = percentile(join, 0.5);
+          const j99 = percentile(join, 0.99);
+          if (Number.isNaN(base)) base = j50;
+          const label = `spare veths ${spares === '0' ? 'off' : spares}, ${gapMs === 0 ? 'back to back' : `${gapMs} ms apart`}`;
+          rows.push([label, fmt(j50, 3), fmt(j99, 3), `${fmt(j50 / base)}x`, fmt(percentile(del, 0.5), 3), fmt(percentile(rt, 0.5), 3)]);
+          if (spares !== '0' && gapMs === 0)
+            verdicts.push(
+              `back to back with spares: Join p50 ${fmt(j50, 3)} ms (target <= 5: ${j50 <= 5 ? 'met' : 'NOT met'}), p99 ${fmt(j99, 3)} ms (target <= 15: ${j99 <= 15 ? 'met' : 'NOT met'})`,
+            );
+        }
+      } finally {
+        await ovsnet.kill('SIGTERM');
+      }
+    }
+    const ovsnet = await host.startOvsnet();
+    try {
+      docker = await dockerRuns(host);
+    } finally {
+      await ovsnet.kill('SIGTERM');
+    }
+  } finally {
+    await host.down();
+  }
+  console.log(`Join under churn: ${n} endpoints per row after 20 warm-up, one at a time over the socket, embedded store\n`);
+  console.log(
+    table(['endpoints', 'Join p50 ms', 'Join p99 ms', 'p50 vs first row', 'Leave+DeleteEndpoint p50 ms', 'HTTP round trip p50 ms'], rows),
+  );
+  console.log(`\n${verdicts.join('\n')}`);
+  console.log(`\n${docker}`);
+}
+
+/**
+ * On the same host and dockerd, ovsnet (its IPAM, spare veths on) against a user-defined bridge:
+ * BENCH_STORM (100) parallel `docker run -d`, each network in turn; and `docker run --rm`
+ * alternating over ovsnet, the bridge and `--network none` (the floor: no network at all).
+ */
+async function dockerRuns(host: DockerHost): Promise<string> {
+  await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.249.0.0/20', 'stormovs']);
+  await host.dockerOk(['network', 'create', '-d', 'bridge', '--subnet', '10.248.0.0/20', 'stormbr']);
+  const n = Number(process.env.BENCH_STORM ?? 100);
+  const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
+  const ovs: Storm[] = [];
+  const br: Storm[] = [];
+  for (let r = 0; r < rounds; r++) {
+    // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
+    const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
+    for (const which of order) {
+      if (which === 'ovs') ovs.push(await storm(host, 'stormovs', n, `so${r}x`));
+      else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
+    }
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
+  const wo = median(ovs.map((s) => s.wallMs));
+  const wb = median(br.map((s) => s.wallMs));
+  const fails = (ss: Storm[]) => ss.reduce((a, s) => a + s.failures, 0);
+  const errors = [...ovs, ...br].flatMap((s) => (s.firstError === undefined ? [] : [s.firstError]));
+
+  const runs = Number(process.env.BENCH_RUNS ?? 10);
+  const rm: Record<string, number[]> = { ovs: [], br: [], none: [] };
+  const before = await dockerCalls(host);
+  const args: Record<string, string[]> = { ovs: ['--network', 'stormovs'], br: ['--network', 'stormbr'], none: ['--network', 'none'] };
+  for (let i = 0; i < runs + 2; i++) {
+    for (const k of ['none', 'ovs', 'br']) {
+      const t0 = process.hrtime.bigint();
+      await host.dockerOk(['run', '--rm', ...(args[k] ?? []), IMAGE, 'true']);
+      if (i >= 2) rm[k]?.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  }
+  const after = await dockerCalls(host);
+  // What ovsnet itself spends per `docker run --rm` (every Docker call it answered, summed),
+  // beside what the run costs over none.
+  const ownMs = ((after.seconds - before.seconds) * 1000) / (runs + 2);
+  const callsPerRun = (after.count - before.count) / (runs + 2);
+  const [mn, mo, mb] = ['none', 'ovs', 'br'].map((k) => median(rm[k] ?? []));
+  const costO = (mo ?? NaN) - (mn ?? NaN);
+  const costB = (mb ?? NaN) - (mn ?? NaN);
+  return [
+    `${n} parallel docker run -d, ${rounds} rounds each, alternating which network goes first; target: 0 failures, ovsnet <= 1.00x of the bridge\n`,
+    table(
+      ['network', 'median wall ms', 'failures', 'vs bridge'],
+      [
+        ['user-defined bridge [baseline]', fmt(wb, 0), String(fails(br)), '1.00x'],
+        ['ovsnet (OVS, ovsnet IPAM)', fmt(wo, 0), String(fails(ovs)), `${fmt(wo / wb)}x`],
+      ],
+    ),
+    ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
+    `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
+    `\ndocker run --rm ... true, ${runs} runs each after 2 warm-up, alternating; target: ovsnet's cost over none <= 0.8x the bridge's\n`,
+    table(
+      ['network', 'median ms', 'cost over none ms', 'cost vs bridge'],
+      [
+        ['--network none [floor]', fmt(mn ?? NaN, 1), '0', ''],
+        ['user-defined bridge [baseline]', fmt(mb ?? NaN, 1), fmt(costB, 1), '1.00x'],
+        ['ovsnet', fmt(mo ?? NaN, 1), fmt(costO, 1), `${fmt(costO / costB)}x`],
+      ],
+    ),
+    `ovsnet's own handling per run: ${fmt(ownMs, 1)} ms in ${fmt(callsPerRun, 1)} Docker calls (its handlers' durations summed, from its metrics); dockerd waits for each call, but works beside some, so this is not a part of the cost over none`,
+    `run --rm: ${costO / costB <= 0.8 ? 'met' : 'NOT met'}`,
+  ].join('\n');
+}
+
+/** The sum and count of ovsnet's Docker call durations so far (its /metrics, in the host). */
+async function dockerCalls(host: DockerHost): Promise<{ seconds: number; count: number }> {
+  const text = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  const total = (suffix: string) =>
+    [...text.matchAll(new RegExp(`^ovsnet_docker_call_duration_seconds_${suffix}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce(
+      (a, m) => a + Number(m[1]),
+      0,
+    );
+  return { seconds: total('sum'), count: total('count') };
+}

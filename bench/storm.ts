@@ -1,0 +1,76 @@
+/**
+ * Container storms for the churn and cluster benchmarks: `n` parallel `docker run -d` on one
+ * host, timed; and what one ovsnet spent meanwhile (CPU from /proc, store calls from /metrics).
+ */
+import fs from 'node:fs';
+import { IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+
+export interface Storm {
+  readonly wallMs: number;
+  readonly failures: number;
+  /** The first failure's message, if any. */
+  readonly firstError?: string;
+}
+
+/**
+ * `n` parallel `docker run -d` on `network`, then `afterStart`, then every container removed (not
+ * timed). Each docker command is bounded (3 min): dockerd 20.10 can deadlock under such cycling
+ * (libnetwork's processEndpointDelete against getSvcRecords, moby/moby#42545), and a storm that
+ * hangs is reported as failures, not waited for.
+ */
+export async function storm(
+  host: DockerHost,
+  network: string,
+  n: number,
+  prefix: string,
+  afterStart?: () => Promise<void>,
+): Promise<Storm> {
+  const names = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  const t0 = process.hrtime.bigint();
+  const runs = await Promise.all(
+    names.map((name) => host.docker(['run', '-d', '--name', name, '--network', network, IMAGE, 'sleep', '600'], 180_000)),
+  );
+  const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
+  await afterStart?.();
+  await host.docker(['rm', '-f', ...names], 180_000);
+  const failed = runs.filter((r) => r.code !== 0);
+  return { wallMs, failures: failed.length, ...(failed[0] === undefined ? {} : { firstError: failed[0].stderr.trim() }) };
+}
+
+/** CPU seconds (user + system) the ovsnet process has used so far, from /proc/<pid>/stat. */
+export function cpuSeconds(ovsnet: Ovsnet): number {
+  const pid = servePid(ovsnet.child.pid ?? 0);
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  // Fields 14 and 15 of the whole line (utime, stime) are 12 and 13 after "pid (comm) ".
+  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+}
+
+/** The `ovsnet serve` process: `pid` itself, or its child when started through a wrapper that forks. */
+function servePid(pid: number): number {
+  const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+  if (cmd.includes('serve')) return pid;
+  const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean);
+  for (const c of children) {
+    try {
+      return servePid(Number(c));
+    } catch {
+      // not under this one
+    }
+  }
+  throw new Error(`no ovsnet serve process under pid ${pid}`);
+}
+
+/** Store round trips ovsnet made so far (get, range, list, txn: not watches or lease keep-alives), from its /metrics. */
+export async function storeCalls(host: DockerHost, port: number): Promise<Record<string, number>> {
+  const text = (await host.exec(['wget', '-q', '-O', '-', '-T', '5', `http://127.0.0.1:${port}/metrics`])).stdout;
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^ovsnet_store_request_duration_seconds_count\{op="(\w+)",outcome="\w+"\} (\d+)/gm)) {
+    const op = m[1] ?? '';
+    if (['get', 'range', 'list', 'txn'].includes(op)) out[op] = (out[op] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
+export const callsBetween = (before: Record<string, number>, after: Record<string, number>): number =>
+  Object.keys(after).reduce((s, k) => s + (after[k] ?? 0) - (before[k] ?? 0), 0);

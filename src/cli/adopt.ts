@@ -1,0 +1,134 @@
+/**
+ * `ovsnet ipam adopt`: takes over the addresses another allocator handed out, so that ovsnet
+ * never hands them out again and their holders keep them when they move to ovsnet:
+ *
+ * - `host-local NAME`: the CNI host-local IPAM's files under /var/lib/cni/networks/NAME (one
+ *   file per address, named by it, holding the container ID and, since CNI plugins 0.8, the
+ *   interface name on a second line). Each becomes a reservation of holder
+ *   `cni/<containerID>/<ifname>`: ovsnet's CNI ADD of that attachment gets the same address.
+ * - `docker NETWORK`: the addresses Docker's IPAM gave the running containers of a network being
+ *   moved to ovsnet (`docker network inspect`). Holder `adopted/docker/<containerID>`; the
+ *   container's request for exactly that address (`docker network connect --ip`) takes it over.
+ *
+ * Each address goes into the ovsnet pool of this host holding it (create-if-absent: an address
+ * someone else holds is reported, never given twice). Adopting again changes nothing.
+ */
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import { parseAddress } from '../cidr.js';
+import { OvsnetError, messageOf } from '../errors.js';
+import { holders } from '../ipam-driver/holders.js';
+import type { Ipam } from '../ipam-driver/ipam.js';
+import { describeHolder } from '../ipam-driver/records.js';
+
+/** One address another allocator handed out, and to whom. */
+export interface Foreign {
+  readonly address: string;
+  readonly holder: string;
+  readonly name?: string;
+  /** Something the operator should know about this one. */
+  readonly note?: string;
+}
+
+export interface AdoptRow {
+  address: string;
+  holder: string;
+  outcome: 'adopted' | 'held' | 'taken' | 'no pool';
+  detail: string;
+}
+
+export const HOST_LOCAL_DIR = '/var/lib/cni/networks';
+
+/** The host-local IPAM's reservations of network `name` under `dir` (the store's layout, disk/backend.go). */
+export function readHostLocal(dir: string, name: string): Foreign[] {
+  const where = path.join(dir, name);
+  if (!fs.existsSync(where)) {
+    throw new OvsnetError(
+      'IPAM_ADOPT_SOURCE_INVALID',
+      `no host-local network ${name}: ${where} does not exist; give the name of a directory under ${dir}`,
+    );
+  }
+  const found: Foreign[] = [];
+  for (const file of fs.readdirSync(where).sort()) {
+    try {
+      parseAddress(file);
+    } catch {
+      continue; // lock, last_reserved_ip.N: not reservations
+    }
+    const [id = '', ifname] = fs
+      .readFileSync(path.join(where, file), 'utf8')
+      .split(/\r?\n/)
+      .map((l) => l.trim());
+    if (id === '') continue;
+    found.push({
+      address: file,
+      holder: holders.cni(id, ifname === undefined || ifname === '' ? 'eth0' : ifname),
+      ...(ifname === undefined || ifname === '' ? { note: 'no interface name in the file (host-local before 0.8): eth0 assumed' } : {}),
+    });
+  }
+  return found;
+}
+
+interface DockerNetwork {
+  Name?: string;
+  Containers?: Record<string, { Name?: string; IPv4Address?: string; IPv6Address?: string }>;
+}
+
+/** The running containers of a Docker network and their addresses (GET /networks/NAME). */
+export async function readDocker(dockerSocket: string, network: string): Promise<Foreign[]> {
+  const { status, body } = await dockerGet(dockerSocket, `/networks/${encodeURIComponent(network)}`);
+  if (status === 404)
+    throw new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker has no network ${network}: give a name or ID from docker network ls`);
+  if (status !== 200)
+    throw new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker answered ${status} for network ${network}: ${body.slice(0, 200)}`);
+  const net = JSON.parse(body) as DockerNetwork;
+  const found: Foreign[] = [];
+  for (const [id, c] of Object.entries(net.Containers ?? {})) {
+    for (const a of [c.IPv4Address, c.IPv6Address]) {
+      if (a === undefined || a === '') continue;
+      found.push({ address: a.split('/')[0] ?? '', holder: holders.adoptedDocker(id), ...(c.Name === undefined ? {} : { name: c.Name }) });
+    }
+  }
+  return found;
+}
+
+function dockerGet(socket: string, url: string): Promise<{ status: number; body: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ socketPath: socket, path: url, method: 'GET', timeout: 5000 }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on('error', (err) =>
+      reject(
+        new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker is not reachable at ${socket} (${messageOf(err)}): start dockerd`, {
+          cause: err,
+        }),
+      ),
+    );
+    req.on('timeout', () => req.destroy(new Error('no answer within 5 s')));
+    req.end();
+  });
+}
+
+/** Adopts each address into this host's ovsnet pool holding it. */
+export async function adopt(ipam: Ipam, from: string, foreign: readonly Foreign[]): Promise<AdoptRow[]> {
+  const rows: AdoptRow[] = [];
+  for (const f of foreign) {
+    const res = await ipam.adopt(f.address, f.holder, from, f.name);
+    const note = f.note === undefined ? '' : `; ${f.note}`;
+    rows.push({
+      address: f.address,
+      holder: f.holder,
+      outcome: res.outcome,
+      detail:
+        res.outcome === 'no pool'
+          ? `no ovsnet pool of this host holds it: create the ovsnet network of this subnet first (--ipam-driver ovsnet --subnet ...)`
+          : res.outcome === 'taken'
+            ? `in pool ${res.pool}, already reserved by ${describeHolder(res.by)}: not adopted`
+            : `pool ${res.pool}${note}`,
+    });
+  }
+  return rows;
+}

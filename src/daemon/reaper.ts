@@ -1,0 +1,87 @@
+/**
+ * The reaper's view of the driver (src/ipam-driver/reap.ts): IPAM does not read the driver's
+ * records, so the daemon hands it the endpoints of every host and this host's ovsnet subnets.
+ *
+ * It also removes this host's endpoints that left their container while ovsnet was down: when
+ * a container goes, Docker moves the container end of its veth back to the host under the name
+ * the driver gave it (ovc...), then calls Leave and DeleteEndpoint; if those found no plugin, the
+ * endpoint's record, OVS port and veth stay, and its reservation with them. A container end
+ * seen in the host's namespace on two looks at least the grace period apart (Docker moves it
+ * into the container within milliseconds of Join) is such an endpoint: it is deleted as
+ * DeleteEndpoint would, and the reaper then finds its reservation's endpoint gone.
+ */
+import type { Config } from '../config.js';
+import type { LinksApi } from '../driver/deps.js';
+import type { NetworkDriver } from '../driver/network-driver.js';
+import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import { messageOf } from '../errors.js';
+import type { Ipam } from '../ipam-driver/ipam.js';
+import { Reaper } from '../ipam-driver/reap.js';
+import type { Logger } from '../log.js';
+import type { Metrics } from '../metrics.js';
+import type { Store } from '../store/types.js';
+
+const plain = (cidr: string) => cidr.split('/')[0] ?? '';
+
+export interface ReaperParts {
+  readonly config: Config;
+  readonly store: Store;
+  readonly log: Logger;
+  readonly host: string;
+  readonly ipam: Ipam;
+  readonly driver: Pick<NetworkDriver, 'deleteEndpoint'>;
+  readonly links: Pick<LinksApi, 'exists'>;
+  readonly metrics: Metrics | undefined;
+}
+
+export function makeReaper(p: ReaperParts): Reaper {
+  const graceMs = p.config.reapGraceSeconds * 1000;
+  /** This host's endpoints whose container end was seen in the host's namespace: since when. */
+  const left = new Map<string, number>();
+  const removeLeft = async (): Promise<void> => {
+    const now = Date.now();
+    const seen = new Set<string>();
+    for (const ep of await listEndpoints(p.store)) {
+      if ((ep.host ?? p.host) !== p.host || !(await p.links.exists(ep.containerVeth))) continue;
+      seen.add(ep.endpointId);
+      const since = left.get(ep.endpointId) ?? now;
+      left.set(ep.endpointId, since);
+      if (now - since < graceMs) continue;
+      try {
+        await p.driver.deleteEndpoint(ep.networkId, ep.endpointId);
+        p.log.warn(
+          { networkId: ep.networkId, endpointId: ep.endpointId, veth: ep.containerVeth },
+          `endpoint ${ep.endpointId.slice(0, 12)} left its container while ovsnet was down (its container end ${ep.containerVeth} is back on the host): removed`,
+        );
+      } catch (err) {
+        p.log.warn({ err, endpointId: ep.endpointId }, `cannot remove endpoint ${ep.endpointId.slice(0, 12)} yet: ${messageOf(err)}`);
+      }
+    }
+    for (const id of left.keys()) if (!seen.has(id)) left.delete(id);
+  };
+  return new Reaper({
+    store: p.store,
+    log: p.log,
+    host: p.host,
+    graceMs,
+    endpoints: async () => {
+      await removeLeft();
+      const all = await listEndpoints(p.store);
+      return {
+        ids: new Set(all.map((e) => e.endpointId)),
+        addresses: new Set(all.flatMap((e) => [e.address, e.addressV6].flatMap((a) => (a === undefined ? [] : [plain(a)])))),
+      };
+    },
+    driverPools: async () =>
+      new Set(
+        (await listNetworks(p.store))
+          .filter((n) => (n.host ?? p.host) === p.host)
+          .flatMap((n) => [...n.ipv4, ...n.ipv6].map((d) => d.pool)),
+      ),
+    release: (poolId, address, onlyIf) => p.ipam.releaseIf(poolId, address, onlyIf),
+    onReaped: (reason) => p.metrics?.observeReaped(reason),
+  });
+}
+
+/** How often the reaper sweeps: a third of the grace period, 1 to 30 s. */
+export const reapIntervalMs = (config: Config) => Math.min(Math.max(config.reapGraceSeconds * 333, 1000), 30_000);

@@ -1,0 +1,180 @@
+/**
+ * Endpoint groups in the driver (issue 13, item 2). A group (-o ovsnet.group=NAME
+ * -o ovsnet.network=PARENT) is a network of its own tag on this host sharing its parent's
+ * subnet, pool (ipam-driver/group-pool.ts) and gateway: Join gives its containers the parent's
+ * gateway, and the parent's OpenFlow plan (group-plan.ts -> ovs/group-flows.ts) follows the
+ * records: after a group or an endpoint of the family comes or goes, at reconcile, and from the
+ * periodic check once ovs-vswitchd lost it. A parent without groups has no such flows at all.
+ */
+import { messageOf, OvsnetError } from '../../errors.js';
+import type { DriverDeps } from '../deps.js';
+import { keys } from '../../store/keys.js';
+import type { NetworkOptions } from '../options.js';
+import type { DriverRecords } from '../records/driver-records.js';
+import type { IpData, NetworkRecord } from '../records/records.js';
+import type { CreateNetworkRequest } from '../requests.js';
+import { planGroups, type GroupNetwork } from './group-plan.js';
+
+export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store'>;
+type Records = Pick<DriverRecords, 'localNetworks' | 'endpointsOf' | 'network'>;
+
+/** The parent of a network's family: a group's parent, a named network itself; undefined for others. */
+function familyParent(n: NetworkRecord): string | undefined {
+  return n.group?.parent ?? (n.groupsName === undefined ? undefined : n.networkId);
+}
+
+export class GroupWiring {
+  constructor(
+    private readonly deps: GroupWiringDeps,
+    private readonly records: Records,
+  ) {}
+
+  /**
+   * CreateNetwork's checks of a group against its parent on this host, before anything is made:
+   * returns the options with the parent's NetworkID in place of its name (unchanged for a network
+   * that is no group). Throws with what to give instead.
+   */
+  async resolve(req: CreateNetworkRequest, opts: NetworkOptions): Promise<NetworkOptions> {
+    const named = opts.groupsName;
+    // The likely slip: a host's network meant to join a logical network, its -o ovsnet.encap forgotten.
+    if (named !== undefined && (await this.deps.store.get(keys.logicalNetwork(named))) !== undefined) {
+      throw new OvsnetError(
+        'NETWORK_OPTION_INVALID',
+        `-o ovsnet.network=${named} without -o ovsnet.encap names a network of this host only, and hosts sharing this store have a logical network ${named}: add its -o ovsnet.encap (vxlan or vlan) to join it, or choose another name`,
+      );
+    }
+    const g = opts.group;
+    if (g === undefined) return opts;
+    const refuse = (why: string) => new OvsnetError('NETWORK_OPTION_INVALID', `-o ovsnet.group=${g.name}: ${why}`);
+    if (this.deps.groups === undefined || this.deps.qos === undefined) {
+      throw refuse('this ovsnet was built without OpenFlow access, which endpoint groups need');
+    }
+    if (opts.internal) throw refuse("a group's containers leave through its parent's gateway: drop --internal");
+    if (opts.infra) throw refuse('give -o ovsnet.infra=true to the parent, whose gateway and pool the group shares');
+    if (req.ipv6.length > 0) throw refuse('endpoint groups are IPv4 only: create the group without --ipv6');
+    const networks = await this.records.localNetworks();
+    const parent = networks.find((n) => n.groupsName === g.parent);
+    if (parent === undefined) {
+      throw new OvsnetError(
+        'NETWORK_NOT_FOUND',
+        `-o ovsnet.network=${g.parent}: no network on this host has that name; create the parent first (docker network create -d ovsnet --ipam-driver ovsnet --subnet SUBNET -o ovsnet.network=${g.parent} NAME), then its groups`,
+      );
+    }
+    const gw = parent.ipv4.find((d) => d.gateway !== undefined);
+    if (parent.gatewayPort === undefined || gw === undefined) {
+      throw refuse(`its parent ${g.parent} has no gateway (--internal, or no IPv4 subnet), and groups reach each other through it`);
+    }
+    const mine = req.ipv4.map((d: IpData) => d.pool);
+    if (mine.length !== 1 || mine[0] !== gw.pool || req.ipv4[0]?.gateway !== gw.gateway) {
+      throw refuse(
+        `a group shares its parent's subnet and gateway: give --subnet ${gw.pool} --ipam-driver ovsnet --ipam-opt ovsnet.group=${g.name} (this request has ${req.ipv4.map((d) => `${d.pool} gateway ${d.gateway ?? 'none'}`).join(', ') || 'no IPv4 subnet'})`,
+      );
+    }
+    if (networks.some((n) => n.group?.parent === parent.networkId && n.group.name === g.name)) {
+      throw new OvsnetError(
+        'NETWORK_GROUP_EXISTS',
+        `-o ovsnet.group=${g.name}: ${g.parent} has a group of that name already; choose another name`,
+      );
+    }
+    return { ...opts, group: { ...g, parent: parent.networkId } };
+  }
+
+  /** The gateway a group's Join hands out: its parent's (undefined once the parent is gone). */
+  async gatewayOf(n: NetworkRecord): Promise<NetworkRecord | undefined> {
+    return n.group === undefined ? n : this.records.network(n.group.parent);
+  }
+
+  /**
+   * Brings the flows of the family of `parentId` in line with the records: none without groups
+   * (removed, unless `endpointOnly`: an endpoint came or went, so the groups did not change).
+   */
+  async refresh(parentId: string, endpointOnly = false): Promise<void> {
+    const { groups: api, qos } = this.deps;
+    if (api === undefined || qos === undefined) return;
+    const networks = await this.records.localNetworks();
+    const parent = networks.find((n) => n.networkId === parentId);
+    if (parent === undefined) return;
+    const members = networks.filter((n) => n.group?.parent === parentId);
+    const gw = parent.ipv4.find((d) => d.gateway !== undefined)?.gateway;
+    if (members.length === 0 && endpointOnly) return;
+    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) return api.remove(parent.bridge, parent.tag);
+    await this.deps.ovs.waitApplied(); // a port just added has its OpenFlow number once applied
+    const family: GroupNetwork[] = await Promise.all(
+      [parent, ...members].map(async (n) => ({
+        name: n.group?.name ?? parent.groupsName ?? '',
+        tag: n.tag,
+        allow: n.group?.allow ?? n.allow ?? [],
+        ...(n.qos === undefined ? {} : { qos: n.qos }),
+        endpoints: await this.records.endpointsOf(n.networkId),
+      })),
+    );
+    const gateway = { port: parent.gatewayPort, mac: await api.mac(parent.gatewayPort), cidr: gw };
+    const planned = planGroups(parent.tag, gateway, family, await qos.ofports(parent.bridge));
+    if (planned === undefined) {
+      throw new OvsnetError(
+        'OVS_FAILED',
+        `gateway port ${parent.gatewayPort} of ${parent.groupsName ?? parentId} has no OpenFlow number on bridge ${parent.bridge}: cannot apply its groups' rules`,
+      );
+    }
+    await api.apply(parent.bridge, planned.plan);
+    if (planned.unknown.length > 0)
+      this.deps.log.info({ unknown: planned.unknown }, 'ovsnet.allow names groups that do not exist (yet): they allow nothing');
+  }
+
+  /** Join's step, after the port is up: its family's rules with it (none for other networks). */
+  async joined(n: NetworkRecord): Promise<void> {
+    const family = familyParent(n);
+    if (family !== undefined) await this.refresh(family, true);
+  }
+
+  /** refresh(), a failure logged: the periodic check puts lost flows back. */
+  async refreshLogged(parentId: string, endpointOnly = false): Promise<void> {
+    await this.refresh(parentId, endpointOnly).catch((err: unknown) => this.warn("apply the endpoint groups' rules", err));
+  }
+
+  /** DeleteEndpoint's step, after the record went: its family's rules without it. */
+  async endpointGone(networkId: string): Promise<void> {
+    const network = await this.records.network(networkId);
+    const family = network === undefined ? undefined : familyParent(network);
+    if (family !== undefined) await this.refreshLogged(family, true);
+  }
+
+  /** DeleteNetwork's step: a group leaves its parent's rules; a parent takes them with it, orphaning groups left (logged). */
+  async leave(record: NetworkRecord): Promise<void> {
+    if (record.group !== undefined) return this.refreshLogged(record.group.parent);
+    if (record.groupsName === undefined) return;
+    await this.deps.groups?.remove(record.bridge, record.tag).catch((err: unknown) => this.warn("remove the endpoint groups' rules", err));
+    const left = (await this.records.localNetworks()).filter((n) => n.group?.parent === record.networkId).map((n) => n.group?.name);
+    if (left.length > 0) {
+      this.deps.log.warn(
+        { groups: left },
+        `network ${record.groupsName} removed before its endpoint groups, which have no gateway now: remove them too`,
+      );
+    }
+  }
+
+  private warn(what: string, err: unknown): void {
+    this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`);
+  }
+
+  /**
+   * Every family's flows again (reconcile: `all`), or only those the bridge lost (the periodic
+   * check, after ovs-vswitchd restarted). Returns what it put back.
+   */
+  async converge(all: boolean): Promise<string[]> {
+    return this.convergeOnce(all).catch((err: unknown) => (this.warn('reconcile endpoint groups', err), []));
+  }
+
+  private async convergeOnce(all: boolean): Promise<string[]> {
+    const api = this.deps.groups;
+    if (api === undefined) return [];
+    const networks = await this.records.localNetworks();
+    const done: string[] = [];
+    for (const p of networks.filter((n) => networks.some((g) => g.group?.parent === n.networkId))) {
+      if (!all && (await api.count(p.bridge, p.tag)) > 0) continue;
+      await this.refresh(p.networkId);
+      done.push(`endpoint groups of ${p.groupsName ?? p.networkId.slice(0, 12)}`);
+    }
+    return done;
+  }
+}

@@ -1,0 +1,200 @@
+/**
+ * Endpoint groups on the bridge (issue 13, item 2): the OpenFlow rules that make a parent
+ * network's groups one subnet split at layer 2, with traffic between groups going through the
+ * parent's gateway and dropped unless the receiving group allows the sender.
+ *
+ * Members of every group sit on access ports of their group's tag; the gateway port on the
+ * parent's. Tags alone would keep a member from reaching the gateway at all, so per member:
+ *
+ * - ARP requests it sends go to table 41 with its group (reg6) and parent (reg7): a target of
+ *   its own group is switched as before (NORMAL, on its tag); any other address of the subnet
+ *   is answered by the flow itself with the gateway's MAC (proxy ARP), so cross-group traffic is
+ *   sent to the gateway; addresses outside the subnet take NORMAL.
+ * - IPv4 it sends to the gateway's MAC goes through conntrack (zone: the parent's tag) to table
+ *   43, where a new connection is committed with its group in ct_mark, then out the gateway
+ *   port. ARP replies to the gateway go straight to it.
+ * - The gateway's ARP requests for its address, and frames to its MAC, go out its port; IPv4
+ *   to it goes through conntrack to table 42 (reg5: its port), where established and related
+ *   packets pass, new connections pass if they come from outside the parent's groups
+ *   (ct_mark 0: the host, published ports, the internet) or from a group the member's group
+ *   allows (with the port and protocol the allow names), and the rest is dropped.
+ *
+ * Conntrack and registers work on both datapaths (userspace conntrack since OVS 2.6). The
+ * parent network is a group of its own (its tag is its group). Every flow carries the
+ * parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one. IPv4 only.
+ */
+import { readFile } from 'node:fs/promises';
+import { messageOf, OvsnetError } from '../../errors.js';
+import { exec, type ExecResult } from '../exec.js';
+import type { Qos } from '../qos.js';
+
+const COOKIE_PREFIX = 0x0f60n << 48n;
+/** Above NORMAL (0), the gateway guard (100) and endpoint QoS (300). */
+const PRIORITY = 400;
+export const ARP_TABLE = 41;
+export const TO_MEMBER_TABLE = 42;
+export const TO_GATEWAY_TABLE = 43;
+
+/**
+ * A parent's flows carry its cookie: a prefix, the parent's tag, and a generation bit (bit 32)
+ * that apply() flips, so that a new plan replaces the old one in place (a flow with the same
+ * match and priority is modified, cookie included) and only the flows the new plan no longer has
+ * keep the old generation and are deleted: no moment without flows for the members that stay.
+ */
+export const groupCookie = (parentTag: number, gen: 0 | 1 = 0) =>
+  `0x${(COOKIE_PREFIX | (BigInt(gen) << 32n) | BigInt(parentTag)).toString(16)}`;
+/** Every generation of a parent's cookie. */
+const ANY_GEN = '0xfffffffeffffffff';
+
+/** An endpoint of the parent or of one of its groups, on this bridge. */
+export interface GroupMember {
+  readonly ofport: number;
+  readonly mac: string;
+  /** Its IPv4 address, without prefix length. */
+  readonly address: string;
+  /** Its network's tag: the group it is in (the parent's tag for the parent's own endpoints). */
+  readonly group: number;
+  /**
+   * Its QoS (qos.ts's effectiveQos), if any: these flows take its IPv4 to the gateway ahead of
+   * qos-flows.ts's, so they meter (with the meter qos-flows.ts installed, numbered by the port:
+   * apply the endpoint's QoS first) and mark it too.
+   */
+  readonly qos?: Qos;
+}
+
+/** New connections from group `from` to group `to` pass (all IPv4, or one port of tcp/udp). */
+export interface GroupAllow {
+  readonly to: number;
+  readonly from: number;
+  readonly port?: { readonly number: number; readonly proto: 'tcp' | 'udp' };
+}
+
+export interface GroupPlan {
+  readonly parentTag: number;
+  readonly gateway: { readonly ofport: number; readonly mac: string; readonly address: string };
+  /** The parent's IPv4 subnet (CIDR), shared by its groups. */
+  readonly subnet: string;
+  /** Every group's tag, the parent's included: a group reaches itself through the gateway too. */
+  readonly groups: readonly number[];
+  readonly members: readonly GroupMember[];
+  readonly allows: readonly GroupAllow[];
+}
+
+/** The proxy ARP reply: the request turned around, with `mac` as the asked address's. */
+function arpReply(mac: string): string {
+  return [
+    'move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]',
+    `mod_dl_src:${mac}`,
+    'load:0x2->NXM_OF_ARP_OP[]',
+    'move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]',
+    `set_field:${mac}->arp_sha`,
+    'move:NXM_OF_ARP_TPA[]->NXM_NX_REG2[]',
+    'move:NXM_OF_ARP_SPA[]->NXM_OF_ARP_TPA[]',
+    'move:NXM_NX_REG2[]->NXM_OF_ARP_SPA[]',
+    'IN_PORT',
+  ].join(',');
+}
+
+/** Every flow of a parent and its groups. Pure. */
+export function groupFlows(plan: GroupPlan, gen: 0 | 1 = 0): string[] {
+  const { parentTag: p, gateway: gw } = plan;
+  const cookie = `cookie=${groupCookie(p, gen)}`;
+  const at = (table: number, priority: number) => `${cookie},table=${table},priority=${priority},reg7=${p}`;
+  const head = `${cookie},priority=${PRIORITY}`;
+  const mark = (m: GroupMember) => `load:${m.group}->NXM_NX_REG6[],load:${p}->NXM_NX_REG7[]`;
+  const qos = (m: GroupMember) =>
+    (m.qos?.rateKbps === undefined ? '' : `meter:${m.ofport},`) + (m.qos?.dscp === undefined ? '' : `set_field:${m.qos.dscp}->ip_dscp,`);
+  // The gateway routes between groups out of the port it came in by: its ICMP redirects ("send
+  // to the neighbour directly") would point a member past the rules; they stay on the bridge.
+  const flows: string[] = [`${cookie},priority=${PRIORITY + 1},in_port=${gw.ofport},icmp,icmp_type=5,actions=drop`];
+  for (const m of plan.members) {
+    flows.push(
+      `${head},in_port=${m.ofport},arp,arp_op=1,actions=${mark(m)},resubmit(,${ARP_TABLE})`,
+      `${head},in_port=${m.ofport},arp,dl_dst=${gw.mac},actions=output:${gw.ofport}`,
+      `${head},in_port=${m.ofport},ip,dl_dst=${gw.mac},actions=${qos(m)}${mark(m)},ct(zone=${p},table=${TO_GATEWAY_TABLE})`,
+      `${head},in_port=${gw.ofport},arp,arp_op=1,arp_tpa=${m.address},actions=output:${m.ofport}`,
+      `${head},in_port=${gw.ofport},arp,dl_dst=${m.mac},actions=output:${m.ofport}`,
+      `${head},in_port=${gw.ofport},ip,dl_dst=${m.mac},actions=${mark(m)},load:${m.ofport}->NXM_NX_REG5[],ct(zone=${p},table=${TO_MEMBER_TABLE})`,
+      `${at(ARP_TABLE, 20)},reg6=${m.group},arp,arp_tpa=${m.address},actions=NORMAL`,
+    );
+  }
+  flows.push(
+    `${at(ARP_TABLE, 10)},arp,arp_tpa=${plan.subnet},actions=${arpReply(gw.mac)}`,
+    `${at(ARP_TABLE, 1)},actions=NORMAL`,
+    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+new+trk,ip,actions=ct(commit,zone=${p},exec(move:NXM_NX_REG6[]->NXM_NX_CT_MARK[])),output:${gw.ofport}`,
+    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+est+trk,ip,actions=output:${gw.ofport}`,
+    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+rel+trk,ip,actions=output:${gw.ofport}`,
+    `${at(TO_GATEWAY_TABLE, 1)},actions=drop`,
+    `${at(TO_MEMBER_TABLE, 30)},ct_state=+est+trk,ip,actions=output:NXM_NX_REG5[]`,
+    `${at(TO_MEMBER_TABLE, 30)},ct_state=+rel+trk,ip,actions=output:NXM_NX_REG5[]`,
+    `${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,ct_mark=0,ip,actions=ct(commit,zone=${p}),output:NXM_NX_REG5[]`,
+  );
+  const pass = `actions=output:NXM_NX_REG5[]`;
+  for (const g of plan.groups) flows.push(`${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,reg6=${g},ct_mark=${g},ip,${pass}`);
+  for (const a of plan.allows) {
+    const match = a.port === undefined ? 'ip' : `${a.port.proto},tp_dst=${a.port.number}`;
+    flows.push(`${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,reg6=${a.to},ct_mark=${a.from},${match},${pass}`);
+  }
+  flows.push(`${at(TO_MEMBER_TABLE, 1)},actions=drop`);
+  return flows;
+}
+
+type Run = (cmd: string, args: readonly string[], input?: string) => Promise<ExecResult>;
+
+export class GroupFlows {
+  /** The generation of each parent's flows on each bridge, as this process last wrote them. */
+  private readonly gens = new Map<string, 0 | 1>();
+
+  constructor(private readonly run: Run = (cmd, args, input) => exec(cmd, args, 10_000, input)) {}
+
+  /**
+   * Makes the bridge hold exactly `plan`'s flows for its parent, in two ovs-ofctl runs: the
+   * plan's flows added in the other generation (replacing the same flows in place), then the
+   * old generation's deleted (members that left, allows dropped). The first apply of a parent
+   * in this process starts from none. Idempotent; remove() undoes it.
+   */
+  async apply(bridge: string, plan: GroupPlan): Promise<void> {
+    const key = `${bridge}\0${plan.parentTag}`;
+    const last = this.gens.get(key);
+    if (last === undefined) await this.remove(bridge, plan.parentTag);
+    const gen = last === 1 ? 0 : 1;
+    await this.ofctl(['add-flows', bridge, '-'], groupFlows(plan, gen).join('\n') + '\n');
+    if (last !== undefined) await this.ofctl(['del-flows', bridge, `cookie=${groupCookie(plan.parentTag, last)}/-1`]);
+    this.gens.set(key, gen);
+  }
+
+  /** Removes every flow of the parent and its groups. Idempotent: none left is done. */
+  async remove(bridge: string, parentTag: number): Promise<void> {
+    await this.ofctl(['del-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`]);
+    this.gens.delete(`${bridge}\0${parentTag}`);
+  }
+
+  /** A host link's MAC address (the parent's gateway port, whose MAC the plan answers ARP with). A read. */
+  async mac(link: string): Promise<string> {
+    try {
+      return (await readFile(`/sys/class/net/${link}/address`, 'utf8')).trim();
+    } catch (err) {
+      throw new OvsnetError('OVS_FAILED', `cannot read the MAC address of ${link} (${messageOf(err)}): does the gateway port exist?`);
+    }
+  }
+
+  /** How many of the parent's flows the bridge has now (0 after ovs-vswitchd restarted). A read. */
+  async count(bridge: string, parentTag: number): Promise<number> {
+    const args = ['dump-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`];
+    const r = await this.run('ovs-ofctl', ['-O', 'OpenFlow13', ...args]);
+    if (r.code !== 0) throw ofctlError(args, r);
+    return r.stdout.split('\n').filter((l) => l.includes('cookie=')).length;
+  }
+
+  private async ofctl(args: readonly string[], input?: string): Promise<void> {
+    const r = await this.run('ovs-ofctl', ['-O', 'OpenFlow13', ...args], input);
+    if (r.code !== 0) throw ofctlError(args, r);
+  }
+}
+
+function ofctlError(args: readonly string[], r: ExecResult): OvsnetError {
+  return new OvsnetError(
+    'OVS_FAILED',
+    `ovs-ofctl -O OpenFlow13 ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running, and does the bridge allow OpenFlow13?`,
+  );
+}

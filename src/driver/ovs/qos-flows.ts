@@ -1,0 +1,115 @@
+/**
+ * An endpoint's QoS on the bridge (issue 13, item 3): an OpenFlow 1.3 meter (a drop band at the
+ * rate, with its burst) on traffic the container sends, and DSCP marking of its IPv4 and IPv6
+ * packets, by flows matching the endpoint's OpenFlow port. Meters work on both datapaths (the
+ * userspace one since OVS 2.7, the kernel one since OVS 2.10 with Linux 4.15), unlike ingress
+ * policing, which the userspace datapath does not do. The meter ID is the port's OpenFlow
+ * number, unique on the bridge; the flows carry a cookie of their own (a prefix + that number)
+ * so that they are found again. ovs-vswitchd keeps neither meters nor flows across a restart:
+ * reconcile and the periodic check put them back (see Reconciler).
+ *
+ * ovs-ofctl is run here only for endpoints that have QoS, on their Join and DeleteEndpoint.
+ */
+import { OvsnetError } from '../../errors.js';
+import { exec, type ExecResult } from '../exec.js';
+import type { Qos } from '../qos.js';
+
+const OF13 = ['-O', 'OpenFlow13'];
+const COOKIE_PREFIX = 0x0f5dn << 48n;
+const COOKIE_MASK = '0xffff000000000000';
+/** Above NORMAL (0) and the gateway guard (100), which matches tunnel traffic only. */
+const PRIORITY = 300;
+
+export const qosCookie = (ofport: number) => `0x${(COOKIE_PREFIX | BigInt(ofport)).toString(16)}`;
+
+/** The meter of an endpoint on port `ofport`, as add-meter takes it; undefined without a rate. Pure. */
+export function meterSpec(ofport: number, qos: Qos): string | undefined {
+  if (qos.rateKbps === undefined) return undefined;
+  return `meter=${ofport},kbps,burst,stats,bands=type=drop,rate=${qos.rateKbps},burst_size=${qos.burstKbit ?? qos.rateKbps}`;
+}
+
+/** The flows of an endpoint on port `ofport`: meter and mark its IP packets, meter the rest. Pure. */
+export function qosFlows(ofport: number, qos: Qos): string[] {
+  const head = `cookie=${qosCookie(ofport)},priority=${PRIORITY},in_port=${ofport}`;
+  const meter = qos.rateKbps === undefined ? '' : `meter:${ofport},`;
+  if (qos.dscp === undefined) return [`${head},actions=${meter}NORMAL`];
+  const mark = `${meter}set_field:${qos.dscp}->ip_dscp,NORMAL`;
+  return [
+    `${head},ip,actions=${mark}`,
+    `${head},ipv6,actions=${mark}`,
+    ...(meter === '' ? [] : [`cookie=${qosCookie(ofport)},priority=${PRIORITY - 1},in_port=${ofport},actions=${meter}NORMAL`]),
+  ];
+}
+
+/** What the bridge holds of ovsnet's QoS: flow counts and meters by OpenFlow port. */
+export interface QosState {
+  readonly flows: ReadonlyMap<number, number>;
+  readonly meters: ReadonlySet<number>;
+}
+
+export class QosFlows {
+  constructor(private readonly run: (cmd: string, args: readonly string[]) => Promise<ExecResult> = exec) {}
+
+  /** The OpenFlow number of every port of the bridge, by name. A read. */
+  async ofports(bridge: string): Promise<Map<string, number>> {
+    const r = await this.run('ovs-ofctl', [...OF13, 'dump-ports-desc', bridge]);
+    if (r.code !== 0) throw ofctlError(['dump-ports-desc', bridge], r);
+    return new Map([...r.stdout.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
+  }
+
+  /**
+   * Installs the meter and flows of the endpoint on `ofport`, replacing any it had (a changed
+   * rate is modified in place). Idempotent; remove() undoes it.
+   */
+  async apply(bridge: string, ofport: number, qos: Qos): Promise<void> {
+    const meter = meterSpec(ofport, qos);
+    if (meter !== undefined) {
+      const added = await this.run('ovs-ofctl', [...OF13, 'add-meter', bridge, meter]);
+      if (added.code !== 0) {
+        if (!/METER_EXISTS|exists/i.test(added.stderr)) throw ofctlError(['add-meter', bridge, meter], added);
+        await this.ofctl(['mod-meter', bridge, meter]);
+      }
+    }
+    // Flows of an earlier QoS of this port (dscp dropped, say) go first; add-flow replaces the same match.
+    await this.ofctl(['del-flows', bridge, `cookie=${qosCookie(ofport)}/-1`]);
+    for (const flow of qosFlows(ofport, qos)) await this.ofctl(['add-flow', bridge, flow]);
+    if (meter === undefined) await this.deleteMeter(bridge, ofport);
+  }
+
+  /** Removes the endpoint's flows and meter. Idempotent: none left is done. */
+  async remove(bridge: string, ofport: number): Promise<void> {
+    await this.ofctl(['del-flows', bridge, `cookie=${qosCookie(ofport)}/-1`]);
+    await this.deleteMeter(bridge, ofport);
+  }
+
+  /** The QoS flows (counted by port) and meters the bridge has now. A read. */
+  async state(bridge: string): Promise<QosState> {
+    const f = await this.run('ovs-ofctl', [...OF13, 'dump-flows', bridge, `cookie=${qosCookie(0)}/${COOKIE_MASK}`]);
+    if (f.code !== 0) throw ofctlError(['dump-flows', bridge], f);
+    const flows = new Map<number, number>();
+    for (const m of f.stdout.matchAll(/cookie=0x([0-9a-f]+)/g)) {
+      const port = Number(BigInt(`0x${m[1] ?? '0'}`) & 0xffffffffn);
+      flows.set(port, (flows.get(port) ?? 0) + 1);
+    }
+    const d = await this.run('ovs-ofctl', [...OF13, 'dump-meters', bridge]);
+    if (d.code !== 0) throw ofctlError(['dump-meters', bridge], d);
+    const meters = new Set([...d.stdout.matchAll(/meter=(\d+)/g)].map((m) => Number(m[1])));
+    return { flows, meters };
+  }
+
+  private async deleteMeter(bridge: string, ofport: number): Promise<void> {
+    await this.ofctl(['del-meter', bridge, `meter=${ofport}`]);
+  }
+
+  private async ofctl(args: readonly string[]): Promise<void> {
+    const r = await this.run('ovs-ofctl', [...OF13, ...args]);
+    if (r.code !== 0) throw ofctlError(args, r);
+  }
+}
+
+function ofctlError(args: readonly string[], r: ExecResult): OvsnetError {
+  return new OvsnetError(
+    'OVS_FAILED',
+    `ovs-ofctl -O OpenFlow13 ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running, and does the bridge allow OpenFlow13 (ovs-vsctl get bridge BRIDGE protocols: [] or one listing OpenFlow13)?`,
+  );
+}

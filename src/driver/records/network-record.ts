@@ -1,0 +1,49 @@
+/**
+ * The record CreateNetwork writes, built from Docker's request and the steps before it (pure):
+ * the segment joined (a VXLAN VNI or an uplink VLAN), the tag claimed, the gateway's port name.
+ */
+import type { NetworkOptions } from '../options.js';
+import { qosField } from '../qos.js';
+import type { CreateNetworkRequest } from '../requests.js';
+import { segmentMtu, type Segment } from '../vxlan/segment.js';
+import type { NetworkRecord } from './records.js';
+
+export interface NetworkRecordParts {
+  readonly req: CreateNetworkRequest;
+  readonly opts: NetworkOptions;
+  readonly tag: number;
+  readonly segment: Segment;
+  readonly host: string;
+  readonly bridge: string;
+  /** The uplink interface (OVSNET_UPLINK), for a VLAN network on it. */
+  readonly uplink: string;
+  readonly gatewayPort: string | undefined;
+  /** The MTU a segment gets when the network asks none (segmentMtu's deps). */
+  readonly mtuDeps: Parameters<typeof segmentMtu>[2];
+  readonly now: Date;
+}
+
+export function networkRecord(p: NetworkRecordParts): NetworkRecord {
+  const { req, opts, segment } = p;
+  const { vni, vlan } = segment;
+  return {
+    networkId: req.networkId,
+    host: p.host,
+    ...(opts.logical === undefined || vni === undefined ? {} : { logical: opts.logical, vni }),
+    ...(opts.logical === undefined || vlan === undefined ? {} : { logical: opts.logical, uplink: p.uplink }),
+    bridge: p.bridge,
+    tag: p.tag,
+    mtu: segmentMtu(opts.mtu, segment, p.mtuDeps),
+    internal: opts.internal,
+    ipv4: req.ipv4,
+    ipv6: req.ipv6,
+    ...(p.gatewayPort === undefined ? {} : { gatewayPort: p.gatewayPort }),
+    ...(opts.masquerade ? {} : { masquerade: false as const }),
+    ...(opts.hostBinding === undefined ? {} : { hostBinding: opts.hostBinding }),
+    ...qosField(opts.qos),
+    ...(opts.groupsName === undefined ? {} : { groupsName: opts.groupsName }),
+    ...(opts.group === undefined ? {} : { group: opts.group }),
+    ...(opts.allow.length === 0 ? {} : { allow: opts.allow }),
+    createdAt: p.now.toISOString(),
+  };
+}

@@ -1,0 +1,189 @@
+/**
+ * Docker swarm networks (OVSNET_SCOPE=global). In swarm mode a network has one ID on every node
+ * (swarmkit's, 25 base-36 characters, not Docker's 64 hex). The leading manager's allocator calls
+ * AllocateNetwork once for the cluster (again after a leader change: it must be idempotent) and
+ * hands every worker the options it returned, with which the worker's Docker calls CreateNetwork;
+ * FreeNetwork comes when the network is removed. The swarm manager allocates the pool, the
+ * gateway, the VIPs and every task's address itself (Docker's IPAM, run for the whole swarm).
+ *
+ * A swarm network is a logical network (logical.ts) named `swarm-<ID>`: AllocateNetwork makes
+ * its record and claims its VNI (or -o ovsnet.tag); each node's CreateNetwork joins it as a
+ * member, so tunnels (tunnels.ts) follow the nodes that have tasks on it. The record outlives its
+ * members until FreeNetwork, which deletes it, or marks it freed for its last member to delete.
+ */
+import { OvsnetError } from '../../errors.js';
+import { formatPrefix, parseCidr } from '../../cidr.js';
+import { decodeRecord } from '../../store/decode.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, modRevisionIs, put, type Store } from '../../store/types.js';
+import { MAX_VNI } from '../options.js';
+import { freeId, type LogicalNetwork } from './logical.js';
+
+const GENERIC = 'com.docker.network.generic';
+const MTU_OPTION = 'com.docker.network.driver.mtu';
+const MAX_RETRIES = 32;
+
+/** swarmkit's network IDs (identity.NewID); Docker's own are 64 hex. */
+export const isSwarmNetworkId = (id: string): boolean => /^[0-9a-z]{25}$/.test(id);
+
+/** The logical network a swarm network is. */
+export const swarmLogicalName = (networkId: string): string => `swarm-${networkId}`;
+
+const unsupported = (message: string) => new OvsnetError('SWARM_UNSUPPORTED', message);
+
+export interface AllocateRequest {
+  readonly networkId: string;
+  /** The network's `-o` options and the options an earlier allocation returned, flat (swarmkit merges them). */
+  readonly options: Readonly<Record<string, string>>;
+  /** IPv4 subnets the manager's IPAM allocated (swarmkit sends no IPv6 data). */
+  readonly subnets: readonly string[];
+  readonly host: string;
+  readonly now: Date;
+}
+
+/**
+ * Which options a swarm network may have. Everything not listed under `ovsnet.` is refused by
+ * the workers' parse too; `encrypted` (Docker overlay's IPsec) is refused here, where the user's
+ * options are seen: ovsnet's VXLAN is not encrypted, and a network that says it is must not start.
+ */
+function checkOptions(networkId: string, options: Readonly<Record<string, string>>): number | undefined {
+  if ('encrypted' in options) {
+    throw unsupported(
+      "--opt encrypted: ovsnet does not encrypt its VXLAN tunnels; for encrypted traffic between nodes use Docker's overlay driver (-d overlay --opt encrypted), or encrypt in the application (TLS)",
+    );
+  }
+  const encap = options['ovsnet.encap'];
+  if (encap !== undefined && encap !== 'vxlan') {
+    throw unsupported(`-o ovsnet.encap=${encap}: a swarm network spans the swarm's nodes over VXLAN; drop -o ovsnet.encap`);
+  }
+  const logical = options['ovsnet.network'];
+  if (logical !== undefined && logical !== swarmLogicalName(networkId)) {
+    throw unsupported(
+      `-o ovsnet.network=${logical}: a swarm network is one network across the swarm by itself; drop -o ovsnet.network (logical networks are for standalone Docker hosts)`,
+    );
+  }
+  const tag = options['ovsnet.tag'];
+  if (tag === undefined) return undefined;
+  if (!/^\d+$/.test(tag) || Number(tag) < 1 || Number(tag) > MAX_VNI) {
+    throw new OvsnetError('NETWORK_OPTION_INVALID', `-o ovsnet.tag=${tag} is not valid: expected a VNI from 1 to ${MAX_VNI}`);
+  }
+  return Number(tag);
+}
+
+/** What the workers' CreateNetwork gets (as `-o` options): the VNI, and the MTU when one was asked for. */
+function allocated(record: LogicalNetwork, options: Readonly<Record<string, string>>): Record<string, string> {
+  const mtu = options[MTU_OPTION];
+  return { 'ovsnet.encap': 'vxlan', 'ovsnet.tag': String(record.vni), ...(mtu === undefined ? {} : { [MTU_OPTION]: mtu }) };
+}
+
+/** AllocateNetwork: claims the network's VNI in the shared store; the same answer when asked again. */
+export async function allocateSwarmNetwork(store: Store, req: AllocateRequest, scope: 'local' | 'global'): Promise<Record<string, string>> {
+  // Only a swarm manager allocates, and only for a driver of global scope: anything else asking
+  // changes nothing (Docker never does; a hand-made request must not claim a VNI).
+  if (scope !== 'global') {
+    throw unsupported(
+      `AllocateNetwork is a swarm manager's call, and this ovsnet has OVSNET_SCOPE=local: set OVSNET_SCOPE=global on every node (docker plugin set ovsnet OVSNET_SCOPE=global OVSNET_STORE=etcd://...) to serve swarm networks`,
+    );
+  }
+  if (!isSwarmNetworkId(req.networkId)) {
+    throw unsupported(
+      `AllocateNetwork for ${req.networkId.slice(0, 64)}: swarm network IDs are 25 lowercase letters and digits, as the swarm manager makes them`,
+    );
+  }
+  const vni = checkOptions(req.networkId, req.options);
+  const name = swarmLogicalName(req.networkId);
+  const key = keys.logicalNetwork(name);
+  const subnets = req.subnets.map((s) => formatPrefix(parseCidr(s)));
+  for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+    const kv = await store.get(key);
+    if (kv !== undefined) {
+      const current = decodeRecord<LogicalNetwork>(key, kv.value);
+      if (vni !== undefined && vni !== current.vni) {
+        throw new OvsnetError(
+          'TAG_TAKEN',
+          `swarm network ${req.networkId} has VNI ${current.vni} already: omit -o ovsnet.tag or pass ${current.vni}`,
+        );
+      }
+      if (current.freedAt === undefined) return allocated(current, req.options);
+      // Allocated again after FreeNetwork while members were leaving: it stands again.
+      const { freedAt: _freed, ...again } = current;
+      const res = await store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, JSON.stringify(again))] });
+      if (res.succeeded) return allocated(again, req.options);
+      continue;
+    }
+    const chosen = vni ?? (await freeId(store, 'vxlan', new Set()));
+    const record: LogicalNetwork = {
+      name,
+      encap: 'vxlan',
+      vni: chosen,
+      subnets,
+      internal: false, // swarm's --internal reaches the workers' CreateNetwork, not AllocateNetwork
+      members: {},
+      createdBy: req.host,
+      createdAt: req.now.toISOString(),
+      swarm: true,
+    };
+    const res = await store.txn({
+      compares: [absent(key), absent(keys.tag('vni', chosen))],
+      success: [put(key, JSON.stringify(record)), put(keys.tag('vni', chosen), name)],
+    });
+    if (res.succeeded) return allocated(record, req.options);
+    if (vni !== undefined && (await store.get(key)) === undefined) {
+      const holder = (await store.get(keys.tag('vni', chosen)))?.value ?? 'another network';
+      throw new OvsnetError(
+        'TAG_TAKEN',
+        `VNI ${chosen} is used by logical network ${holder}: pick another from 1 to ${MAX_VNI}, or omit -o ovsnet.tag`,
+      );
+    }
+  }
+  throw new OvsnetError('NOT_READY', `swarm network ${req.networkId}: VNIs are changing too fast on other hosts; the manager retries`);
+}
+
+/** FreeNetwork: the VNI goes with the record, now or when the last node's network goes. Idempotent. */
+export async function freeSwarmNetwork(store: Store, networkId: string, now: Date): Promise<void> {
+  const key = keys.logicalNetwork(swarmLogicalName(networkId));
+  for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+    const kv = await store.get(key);
+    if (kv === undefined) return;
+    const current = decodeRecord<LogicalNetwork>(key, kv.value);
+    if (current.freedAt !== undefined) return;
+    const gone = Object.keys(current.members).length === 0;
+    const res = await store.txn({
+      compares: [modRevisionIs(key, kv.modRevision)],
+      success: gone
+        ? [del(key), del(keys.tag('vni', current.vni))]
+        : [put(key, JSON.stringify({ ...current, freedAt: now.toISOString() }))],
+    });
+    if (res.succeeded) return;
+  }
+  throw new OvsnetError('NOT_READY', `swarm network ${networkId} is changing too fast on other hosts; the manager retries`);
+}
+
+/**
+ * A worker's CreateNetwork options, checked against the scope: a swarm network needs
+ * OVSNET_SCOPE=global (else Docker gives its tasks addresses from each node's own pools: a
+ * deployment that looks as if it worked), and a global ovsnet serves swarm networks only.
+ * Returns the options with the swarm network's logical name added.
+ */
+export function swarmScopeOptions(networkId: string, options: Record<string, unknown>, scope: 'local' | 'global'): Record<string, unknown> {
+  const swarm = isSwarmNetworkId(networkId);
+  if (swarm && scope === 'local') {
+    throw unsupported(
+      `network ${networkId} is a swarm network (--scope swarm), and this ovsnet has OVSNET_SCOPE=local: the swarm manager would leave its addresses to each node, which hands out the same ones. Set OVSNET_SCOPE=global on every node (docker plugin set ovsnet OVSNET_SCOPE=global OVSNET_STORE=etcd://...), or create the network without --scope swarm`,
+    );
+  }
+  if (!swarm && scope === 'global') {
+    throw unsupported(
+      `this ovsnet has OVSNET_SCOPE=global and serves Docker swarm networks only: create the network on a swarm manager (docker network create -d ovsnet:latest --scope swarm --attachable ...), or use a plugin with OVSNET_SCOPE=local for networks of one host`,
+    );
+  }
+  if (!swarm) return options;
+  const raw = options[GENERIC];
+  const generic = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
+  if (generic['ovsnet.tag'] === undefined) {
+    throw unsupported(
+      `swarm network ${networkId} came without the VNI its allocation gives (ovsnet.tag): was it allocated by an ovsnet with OVSNET_SCOPE=global?`,
+    );
+  }
+  return { ...options, [GENERIC]: { ...generic, 'ovsnet.network': swarmLogicalName(networkId) } };
+}

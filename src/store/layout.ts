@@ -1,0 +1,92 @@
+/**
+ * The store's layout version (issue 15, item 4). Keys live under a versioned prefix
+ * (/ovsnet/v1/, keys.ts); which layout a store holds is said by one key outside it,
+ * /ovsnet/layout, so that a daemon of an older layout, which would see an empty /ovsnet/v1/ in a
+ * store already moved to /ovsnet/v2/, refuses to start instead of handing out addresses again.
+ *
+ * Layout 1 is every version so far: 0.1.0 wrote no layout key, and what later versions added
+ * (key families for keyed IPAM, sticky keys, CNI attachments, uplink VLAN tags; optional record
+ * fields) are additions an older reader never misreads. A store without the key is layout 1 and
+ * gets it written at start. A change that older versions would misread bumps LAYOUT_VERSION and
+ * brings its migration here (run when the key says an older layout).
+ */
+import { OvsnetError } from '../errors.js';
+import { keepTrying } from '../retry.js';
+import { VERSION } from '../version.js';
+import type { Store } from './types.js';
+
+export const LAYOUT_VERSION = 1;
+export const LAYOUT_KEY = '/ovsnet/layout';
+
+interface LayoutRecord {
+  readonly layout: number;
+  /** The ovsnet version that wrote the record (for the message of a refusal). */
+  readonly writtenBy: string;
+}
+
+function parse(value: string): LayoutRecord {
+  let record: unknown;
+  try {
+    record = JSON.parse(value);
+  } catch {
+    record = undefined;
+  }
+  const r = record as Partial<LayoutRecord> | undefined;
+  if (typeof r !== 'object' || r === null || !Number.isInteger(r.layout) || (r.layout ?? 0) < 1) {
+    throw new OvsnetError(
+      'STORE_RECORD_INVALID',
+      `the store's layout record ${LAYOUT_KEY} is ${JSON.stringify(value)}: expected {"layout": N, "writtenBy": "VERSION"} with N a whole number from 1`,
+    );
+  }
+  return { layout: r.layout as number, writtenBy: typeof r.writtenBy === 'string' ? r.writtenBy : 'an unknown version' };
+}
+
+/**
+ * Checks the layout of the store: writes this version's when it has none (atomically: two
+ * daemons starting on one etcd write it once), refuses one newer than this version reads.
+ * Returns what the store held before (undefined: no layout key, a 0.1.0 store or a new one).
+ */
+export async function checkLayout(store: Store): Promise<number | undefined> {
+  const ours = JSON.stringify({ layout: LAYOUT_VERSION, writtenBy: VERSION } satisfies LayoutRecord);
+  const res = await store.txn({
+    compares: [{ key: LAYOUT_KEY, target: 'absent' }],
+    success: [{ type: 'put', key: LAYOUT_KEY, value: ours }],
+    failure: [{ type: 'get', key: LAYOUT_KEY }],
+  });
+  if (res.succeeded) return undefined;
+  const held = res.gets[0];
+  if (held === undefined) return checkLayout(store); // removed meanwhile: write ours
+  const found = parse(held.value);
+  if (found.layout > LAYOUT_VERSION) {
+    throw new OvsnetError(
+      'STORE_LAYOUT_NEWER',
+      `the store holds state of layout ${found.layout} (written by ovsnet ${found.writtenBy}); ovsnet ${VERSION} reads layout ${LAYOUT_VERSION} only: ` +
+        `run ovsnet ${found.writtenBy} or later on this store (a downgrade across a layout change is not supported), or point OVSNET_STORE at another store`,
+    );
+  }
+  return found.layout;
+}
+
+/**
+ * Checks the layout once the store answers (retried like every background task while it does
+ * not), before the daemon's background work reads or writes it: resolves true when that work
+ * may start; false when the layout is refused (`refuse` has been called with why) or the daemon
+ * stops first.
+ */
+export async function layoutChecked(
+  store: Store,
+  refuse: (err: unknown) => void,
+  o: { readonly signal: AbortSignal; readonly onFailure: (err: unknown) => void },
+): Promise<boolean> {
+  let refused = false;
+  const ok = await keepTrying(
+    () =>
+      checkLayout(store).catch((err: unknown) => {
+        if (!(err instanceof OvsnetError) || (err.code !== 'STORE_LAYOUT_NEWER' && err.code !== 'STORE_RECORD_INVALID')) throw err;
+        refused = true;
+        refuse(err);
+      }),
+    o,
+  );
+  return ok && !refused;
+}

@@ -1,0 +1,104 @@
+/**
+ * `ovsnet ipam adopt host-local NAME` from files the real host-local CNI IPAM plugin wrote
+ * (/usr/lib/cni/host-local, Debian's containernetworking-plugins), and `ovsnet ipam
+ * --reservations [POOL]`, run as the operator runs them (dist/src/main.js) on an embedded store.
+ */
+import { spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { holders } from '../../src/ipam-driver/holders.js';
+import { SqliteStore } from '../../src/store/sqlite.js';
+import { makeIpam, pool } from '../helpers/ipam.js';
+
+const root = new URL('../../../', import.meta.url).pathname;
+const HOST_LOCAL = '/usr/lib/cni/host-local';
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-adopt-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+const file = path.join(dir, 'state.db');
+const env = { PATH: process.env.PATH ?? '', OVSNET_STORE: `sqlite:${file}`, OVSNET_HOST: 'test-host' };
+
+const ovsnet = (...args: string[]) => spawnSync(process.execPath, [`${root}dist/src/main.js`, ...args], { env, encoding: 'utf8' });
+
+/** One CNI ADD through the real host-local plugin; returns the address it gave. */
+function hostLocalAdd(containerId: string, ifname: string): string {
+  const conf = { cniVersion: '1.0.0', name: 'hl1', type: 'bridge', ipam: { type: 'host-local', subnet: '10.84.0.0/24', dataDir: dir } };
+  const res = spawnSync(HOST_LOCAL, [], {
+    input: JSON.stringify(conf),
+    encoding: 'utf8',
+    env: { CNI_COMMAND: 'ADD', CNI_CONTAINERID: containerId, CNI_NETNS: '/proc/self/ns/net', CNI_IFNAME: ifname, CNI_PATH: '/usr/lib/cni' },
+  });
+  if (res.status !== 0) throw new Error(`host-local failed: ${res.stdout}${res.stderr}`);
+  return ((JSON.parse(res.stdout) as { ips: { address: string }[] }).ips[0]?.address ?? '').split('/')[0] ?? '';
+}
+
+t.test('adopt host-local: each address for its attachment, none handed out twice', async (t) => {
+  if (!fs.existsSync(HOST_LOCAL)) throw new Error(`${HOST_LOCAL} is missing: install containernetworking-plugins`);
+  const store = new SqliteStore({ file });
+  let ipam = makeIpam(store, { host: 'test-host' });
+  const { poolId } = await ipam.requestPool(pool('10.84.0.0/24'));
+  await ipam.requestAddress({ poolId, address: '', gateway: true });
+  // ovsnet already gave 10.84.0.4 to a Docker container: host-local's .4 is a conflict.
+  await ipam.requestAddress({ poolId, address: '10.84.0.4', gateway: false, name: 'web' });
+  await ipam.stop();
+  const given = [hostLocalAdd('cid1', 'eth0'), hostLocalAdd('cid2', 'eth0'), hostLocalAdd('cid3', 'net1')];
+  t.same(given, ['10.84.0.2', '10.84.0.3', '10.84.0.4'], 'host-local handed out .2 to .4');
+
+  const first = ovsnet('ipam', 'adopt', 'host-local', 'hl1', '--dir', dir, '--json');
+  t.equal(first.status, 1, 'exit status 1: one address could not be adopted');
+  t.match(JSON.parse(first.stdout), [
+    { address: '10.84.0.2', holder: 'cni/cid1/eth0', outcome: 'adopted', detail: 'pool 10.84.0.0/24' },
+    { address: '10.84.0.3', holder: 'cni/cid2/eth0', outcome: 'adopted' },
+    {
+      address: '10.84.0.4',
+      holder: 'cni/cid3/net1',
+      outcome: 'taken',
+      detail: /already reserved by a request for this exact address "web" \(host test-host/,
+    },
+  ]);
+  const again = ovsnet('ipam', 'adopt', 'host-local', 'hl1', '--dir', dir, '--json');
+  t.match(
+    (JSON.parse(again.stdout) as { outcome: string }[]).map((r) => r.outcome),
+    ['held', 'held', 'taken'],
+    'adopting again changes nothing',
+  );
+
+  const listed = ovsnet('ipam', '--reservations', '10.84.0.0/24');
+  t.equal(listed.status, 0, listed.stderr);
+  const lines = listed.stdout.trim().split('\n');
+  t.match(lines[0], /^POOL +ADDRESS +KIND +HOLDER +HOST +AGE$/);
+  t.match(lines.slice(1), [
+    /^10\.84\.0\.0\/24 +10\.84\.0\.1 +gateway +docker\/gateway +test-host +\d+s$/,
+    /^10\.84\.0\.0\/24 +10\.84\.0\.2 +static +cni\/cid1\/eth0 +test-host +\d+s$/,
+    /^10\.84\.0\.0\/24 +10\.84\.0\.3 +static +cni\/cid2\/eth0 +test-host +\d+s$/,
+    /^10\.84\.0\.0\/24 +10\.84\.0\.4 +static +docker\/name\/test-host\/web +test-host +\d+s$/,
+  ]);
+  t.equal(lines.length, 5);
+  t.match(JSON.parse(ovsnet('ipam', '--reservations', '--json').stdout), [{ address: '10.84.0.1' }, { adopted: 'host-local hl1' }, {}, {}]);
+
+  // The daemon's IPAM, started afresh: the attachments get their addresses, nobody else does.
+  ipam = makeIpam(store, { host: 'test-host' });
+  t.equal(
+    (await ipam.requestAddress({ poolId, address: '', gateway: false, holder: holders.cni('cid2', 'eth0') })).address,
+    '10.84.0.3/24',
+  );
+  t.equal((await ipam.requestAddress({ poolId, address: '', gateway: false })).address, '10.84.0.5/24', 'dynamic: past the adopted');
+  await ipam.stop();
+  await store.close();
+});
+
+t.test('mistakes say what would be valid', async (t) => {
+  const bad = ovsnet('ipam', 'adopt', 'dhcp', 'x');
+  t.equal(bad.status, 2);
+  t.match(bad.stderr, 'ovsnet: expected ipam adopt host-local NAME or ipam adopt docker NETWORK, not ipam adopt dhcp x');
+  const missing = ovsnet('ipam', 'adopt', 'host-local', 'nope', '--dir', dir);
+  t.equal(missing.status, 1);
+  t.match(missing.stderr, `ovsnet: no host-local network nope: ${dir}/nope does not exist; give the name of a directory under ${dir}`);
+  const noPool = ovsnet('ipam', '--reservations', '10.99.0.0/24');
+  t.equal(noPool.status, 1);
+  t.match(noPool.stderr, 'ovsnet: no ovsnet pool is 10.99.0.0/24: give a subnet or PoolID of one of 10.84.0.0/24');
+  const flag = ovsnet('ipam', '--reservations', '--bogus');
+  t.equal(flag.status, 2);
+  t.match(flag.stderr, "Unknown option '--bogus'");
+});

@@ -1,0 +1,100 @@
+/**
+ * Endpoint groups' flows (pure) and how ovs-ofctl is called; their effect on traffic is
+ * test/e2e/groups-datapath.test.ts.
+ */
+import t from 'tap';
+import { GroupFlows, groupCookie, groupFlows, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+
+const plan: GroupPlan = {
+  parentTag: 10,
+  gateway: { ofport: 1, mac: '02:00:00:00:00:01', address: '10.50.0.1' },
+  subnet: '10.50.0.0/24',
+  groups: [10, 11, 12],
+  members: [
+    { ofport: 2, mac: '02:00:00:00:00:02', address: '10.50.0.11', group: 11 },
+    { ofport: 4, mac: '02:00:00:00:00:04', address: '10.50.0.21', group: 12 },
+  ],
+  allows: [
+    { to: 12, from: 11 },
+    { to: 11, from: 12, port: { number: 443, proto: 'tcp' } },
+  ],
+};
+
+t.test("every flow carries the parent's cookie; members are matched by port", async (t) => {
+  const flows = groupFlows(plan);
+  t.ok(flows.every((f) => f.startsWith(`cookie=${groupCookie(10)},`)));
+  t.not(groupCookie(10), groupCookie(11));
+  t.equal(
+    flows.filter((f) => f.includes('in_port=2,')).length,
+    3,
+    "a member's own frames: ARP requests, ARP to the gateway, IP to the gateway",
+  );
+  t.equal(flows.filter((f) => f.includes('in_port=1,') && f.includes('output:4')).length, 2, "the gateway's ARP to a member");
+  t.ok(
+    flows.includes(`cookie=${groupCookie(10)},table=41,priority=20,reg7=10,reg6=11,arp,arp_tpa=10.50.0.11,actions=NORMAL`),
+    'same group: switched',
+  );
+  t.match(
+    flows.find((f) => f.includes('arp_tpa=10.50.0.0/24')) ?? '',
+    /set_field:02:00:00:00:00:01->arp_sha.*IN_PORT$/,
+    'proxy ARP with the gateway MAC',
+  );
+});
+
+t.test("a member's QoS meters and marks its IPv4 to the gateway, which these flows take ahead of qos-flows.ts's", async (t) => {
+  const withQos = { ...plan, members: [{ ...plan.members[0]!, qos: { rateKbps: 1000, burstKbit: 500, dscp: 46 } }] };
+  t.match(groupFlows(withQos).find((f) => f.includes('in_port=2,ip,')) ?? '', /actions=meter:2,set_field:46->ip_dscp,load:11->NXM_NX_REG6/);
+  t.match(groupFlows(plan).find((f) => f.includes('in_port=2,ip,')) ?? '', /actions=load:11->NXM_NX_REG6/, 'none without QoS');
+});
+
+t.test('allows become new-connection rules of table 42, the port one only for its protocol', async (t) => {
+  const t42 = groupFlows(plan).filter((f) => f.includes('table=42') && f.includes('ct_state=+new'));
+  t.ok(t42.some((f) => f.includes('reg6=12,ct_mark=11,ip,')));
+  t.ok(t42.some((f) => f.includes('reg6=11,ct_mark=12,tcp,tp_dst=443,')));
+  t.notOk(
+    t42.some((f) => f.includes('reg6=11,ct_mark=12,ip,')),
+    'no blanket rule for the port-limited allow',
+  );
+  t.ok(
+    t42.some((f) => f.includes('ct_mark=0,')),
+    'outside the groups (host, routed traffic) passes',
+  );
+  t.match(groupFlows(plan).at(-1) ?? '', /table=42,priority=1,reg7=10,actions=drop$/, 'the rest is dropped');
+});
+
+t.test('apply replaces the parent flows in place by generation, remove deletes them by cookie; a failure names the command', async (t) => {
+  const calls: { args: string[]; input?: string }[] = [];
+  const ok = new GroupFlows(
+    async (_cmd, args, input) => (
+      calls.push({ args: [...args], ...(input === undefined ? {} : { input }) }),
+      { code: 0, stdout: '', stderr: '' }
+    ),
+  );
+  await ok.apply('br0', plan);
+  t.same(
+    calls.map((c) => c.args.slice(2, 4)),
+    [
+      ['del-flows', 'br0'],
+      ['add-flows', 'br0'],
+    ],
+    'the first apply starts from none',
+  );
+  t.match(calls[0]?.args[4], /^cookie=0xf6000000000000a\/0xfffffffeffffffff$/, 'every generation');
+  t.equal(calls[1]?.input, groupFlows(plan, 1).join('\n') + '\n', 'one run adds every flow, from stdin');
+  t.not(groupCookie(10, 1), groupCookie(10, 0));
+  calls.length = 0;
+  await ok.apply('br0', plan);
+  t.same(
+    calls.map((c) => c.args[2]),
+    ['add-flows', 'del-flows'],
+    'then: add the new generation, delete the old',
+  );
+  t.equal(calls[0]?.input, groupFlows(plan, 0).join('\n') + '\n');
+  t.equal(calls[1]?.args[4], `cookie=${groupCookie(10, 1)}/-1`);
+  const failing = new GroupFlows(async () => ({ code: 1, stdout: '', stderr: 'br0 is not a bridge' }));
+  await t.rejects(failing.remove('br0', 10), { code: 'OVS_FAILED', message: /del-flows br0 .*br0 is not a bridge/ });
+});
+
+t.test("the gateway's ICMP redirects stay on the bridge", async (t) => {
+  t.match(groupFlows(plan)[0], /priority=401,in_port=1,icmp,icmp_type=5,actions=drop$/);
+});

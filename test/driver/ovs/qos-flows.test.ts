@@ -1,0 +1,80 @@
+/** How QosFlows calls ovs-ofctl and reads its answers (a scripted ovs-ofctl; the real one runs in test/e2e/driver-qos). */
+import t from 'tap';
+import { QosFlows } from '../../../src/driver/ovs/qos-flows.js';
+
+type Answer = { code: number; stdout: string; stderr: string };
+const ok = (stdout = ''): Answer => ({ code: 0, stdout, stderr: '' });
+
+function scripted(answer: (args: readonly string[]) => Answer) {
+  const calls: string[] = [];
+  const flows = new QosFlows(async (cmd, args) => (calls.push([cmd, ...args].join(' ')), answer(args)));
+  return { flows, calls };
+}
+
+t.test("port numbers from dump-ports-desc (OVS's own text, LOCAL left out)", async (t) => {
+  const { flows } = scripted(() =>
+    ok(
+      'OFPST_PORT_DESC reply (OF1.3) (xid=0x2):\n 1(ovgb8d2972469b8): addr:e2:74:6f:2d:92:d9\n     config:     0\n 12(ovhcf88426ee638): addr:ea:4a:ef:71:65:46\n LOCAL(ovsnet0): addr:9a:87:4a:57:64:49\n',
+    ),
+  );
+  t.same(
+    [...(await flows.ofports('ovsnet0'))],
+    [
+      ['ovgb8d2972469b8', 1],
+      ['ovhcf88426ee638', 12],
+    ],
+  );
+});
+
+t.test("apply: add-meter, or mod-meter when the meter exists; the port's old flows replaced", async (t) => {
+  const { flows, calls } = scripted((args) =>
+    args.includes('add-meter') ? { code: 1, stdout: '', stderr: 'OFPT_ERROR (OF1.3): OFPMMFC_METER_EXISTS\n' } : ok(),
+  );
+  await flows.apply('br0', 5, { rateKbps: 20_000, burstKbit: 10_000, dscp: 46 });
+  t.same(calls, [
+    'ovs-ofctl -O OpenFlow13 add-meter br0 meter=5,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
+    'ovs-ofctl -O OpenFlow13 mod-meter br0 meter=5,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
+    'ovs-ofctl -O OpenFlow13 del-flows br0 cookie=0xf5d000000000005/-1',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ip,actions=meter:5,set_field:46->ip_dscp,NORMAL',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ipv6,actions=meter:5,set_field:46->ip_dscp,NORMAL',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=299,in_port=5,actions=meter:5,NORMAL',
+  ]);
+});
+
+t.test('a marking without a rate drops any meter the port had; remove takes flows and meter', async (t) => {
+  const { flows, calls } = scripted(() => ok());
+  await flows.apply('br0', 5, { dscp: 10 });
+  t.equal(calls.at(-1), 'ovs-ofctl -O OpenFlow13 del-meter br0 meter=5');
+  calls.length = 0;
+  await flows.remove('br0', 5);
+  t.same(calls, ['ovs-ofctl -O OpenFlow13 del-flows br0 cookie=0xf5d000000000005/-1', 'ovs-ofctl -O OpenFlow13 del-meter br0 meter=5']);
+});
+
+t.test("state: ovsnet's QoS flows counted by port, and the meters", async (t) => {
+  const { flows, calls } = scripted((args) =>
+    args.includes('dump-flows')
+      ? ok(
+          ' cookie=0xf5d000000000002, duration=0.4s, table=0, priority=300,ip,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000002, duration=0.3s, table=0, priority=300,ipv6,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000004, duration=1s, table=0, priority=300,in_port=4 actions=meter:4,NORMAL\n',
+        )
+      : ok('OFPST_METER_CONFIG reply (OF1.3) (xid=0x2):\nmeter=4 kbps burst stats bands=\ntype=drop rate=20000 burst_size=10000\n'),
+  );
+  const state = await flows.state('br0');
+  t.same(
+    [...state.flows],
+    [
+      [2, 2],
+      [4, 1],
+    ],
+  );
+  t.same([...state.meters], [4]);
+  t.equal(calls[0], 'ovs-ofctl -O OpenFlow13 dump-flows br0 cookie=0xf5d000000000000/0xffff000000000000');
+});
+
+t.test('a failure names the command, its error and what to check', async (t) => {
+  const { flows } = scripted(() => ({ code: 1, stdout: '', stderr: 'ovs-ofctl: br0: failed to connect to socket (Connection refused)\n' }));
+  await t.rejects(flows.apply('br0', 5, { rateKbps: 100 }), {
+    code: 'OVS_FAILED',
+    message:
+      /^ovs-ofctl -O OpenFlow13 add-meter br0 meter=5,.* failed \(1\): ovs-ofctl: br0: failed to connect to socket \(Connection refused\); is ovs-vswitchd running, and does the bridge allow OpenFlow13/,
+  });
+});

@@ -1,0 +1,163 @@
+/**
+ * QoS by its effect (issue 13, item 3), on the userspace datapath (the harness's hosts have no
+ * openvswitch module), where ingress policing does nothing: TCP out of a container limited to
+ * 20 mbit lands within ±20% of it while an unlimited neighbour sends at the same time; packets
+ * from a container marked DSCP 46 carry it when they reach the host (counted by iptables' dscp
+ * match in the host's INPUT chain: the receiver's view of the wire); endpoint options come
+ * through `docker run --network name=NET,driver-opt=...` and `docker network connect
+ * --driver-opt`, and win over the network's; a restarted ovs-vswitchd (which forgets meters and
+ * flows) gets them back from ovsnet.
+ */
+import { spawn } from 'node:child_process';
+import t from 'tap';
+import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
+
+const host = await DockerHost.up('drvqos');
+let ovsnet: Ovsnet = await host.startOvsnet();
+t.teardown(async () => {
+  await host.down();
+  await ovsnet.kill('SIGTERM');
+});
+
+/**
+ * A TCP sink on the host (in its namespace) at ADDR:PORT: counts what arrives from 1 s to 6 s
+ * after the first byte (the burst allowance and slow start left out) and prints mbit/s.
+ */
+const SINK = `
+const [addr, port] = process.argv.slice(1);
+let total = 0, first, at1, at6;
+require('net').createServer((s) => {
+  s.on('data', (d) => {
+    total += d.length;
+    const now = Date.now();
+    first ??= now;
+    if (at1 === undefined && now - first >= 1000) at1 = { t: now, n: total };
+    if (at6 === undefined && now - first >= 6000) { at6 = { t: now, n: total }; console.log(((at6.n - at1.n) * 8) / ((at6.t - at1.t) / 1000) / 1e6); process.exit(0); }
+  });
+  s.on('error', () => undefined);
+}).listen(Number(port), addr, () => console.log('listening'));
+setTimeout(() => { console.log('timeout: ' + total + ' bytes, first at ' + first); process.exit(1); }, 25000);
+`;
+
+/** Mbit/s from `container` to the sink on the host's ADDR:PORT (started first: the sender is refused otherwise). */
+async function throughput(container: string, addr: string, port: number): Promise<number> {
+  const sink = spawn('ip', ['netns', 'exec', host.name, process.execPath, '-e', SINK, addr, String(port)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  const listening = new Promise<void>((resolve) =>
+    sink.stdout.on('data', (d: Buffer) => ((out += d.toString()), out.includes('listening') && resolve())),
+  );
+  const done = new Promise<void>((resolve) => sink.on('close', () => resolve()));
+  await Promise.race([listening, done]);
+  const send = host.docker(['exec', container, 'sh', '-c', `dd if=/dev/zero bs=64k count=200000 2>/dev/null | nc ${addr} ${port}`], 30_000);
+  await Promise.all([done, send]);
+  const mbit = Number(/^([\d.]+)$/m.exec(out)?.[1]);
+  if (!Number.isFinite(mbit)) throw new Error(`no measurement from ${container}: ${out}`);
+  return mbit;
+}
+
+/** Counts, in the host's INPUT chain, TCP packets (each a SYN answered by a reset: nothing listens) to PORT from SRC with DSCP `dscp` and with any other. */
+async function dscpSeen(
+  container: string,
+  src: string,
+  dst: string,
+  port: number,
+  dscp: number,
+): Promise<{ marked: number; other: number }> {
+  const rule = (m: string[]) => ['-s', src, '-p', 'tcp', '--dport', String(port), '-m', 'dscp', ...m];
+  const ipt = (args: string[]) => host.exec(['iptables', '-w', ...args]);
+  await ipt(['-I', 'INPUT', ...rule(['--dscp', String(dscp)])]);
+  await ipt(['-I', 'INPUT', ...rule(['!', '--dscp', String(dscp)])]);
+  try {
+    await host.docker(['exec', container, 'sh', '-c', `for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 1 ${dst} ${port} </dev/null; done; true`]);
+    const listing = (await ipt(['-L', 'INPUT', '-v', '-x', '-n'])).stdout.split('\n');
+    const count = (neg: boolean) =>
+      Number(
+        listing
+          .find((l) => l.includes(src) && l.includes(`dpt:${port}`) && l.includes('DSCP') && l.includes('!') === neg)
+          ?.trim()
+          .split(/\s+/)[0] ?? NaN,
+      );
+    return { marked: count(false), other: count(true) };
+  } finally {
+    await ipt(['-D', 'INPUT', ...rule(['--dscp', String(dscp)])]);
+    await ipt(['-D', 'INPUT', ...rule(['!', '--dscp', String(dscp)])]);
+  }
+}
+
+const meters = async () => (await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-meters', 'ovsnet0'])).stdout;
+
+/** An ovsnet network with ovsnet's IPAM, and `-o` options. */
+const createNet = (name: string, subnet: string, ...opts: string[]) =>
+  host.dockerOk([
+    'network',
+    'create',
+    '-d',
+    'ovsnet',
+    '--ipam-driver',
+    'ovsnet',
+    '--subnet',
+    subnet,
+    ...opts.flatMap((o) => ['-o', o]),
+    name,
+  ]);
+
+const ipOf = (container: string, net: string) =>
+  host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, container]);
+
+t.test('20 mbit out of one container, within ±20%, while an unlimited neighbour sends at the same time', async (t) => {
+  await createNet('qa', '10.71.0.0/24');
+  await host.dockerOk(['run', '-d', '--name', 'lim', '--network', 'name=qa,driver-opt=ovsnet.bandwidth=20mbit', IMAGE, 'sleep', '600']);
+  await host.dockerOk(['run', '-d', '--name', 'free', '--network', 'qa', IMAGE, 'sleep', '600']);
+  const [limited, neighbour] = await Promise.all([throughput('lim', '10.71.0.1', 5001), throughput('free', '10.71.0.1', 5002)]);
+  t.comment(`limited to 20 mbit: ${limited.toFixed(1)} mbit/s; unlimited neighbour at the same time: ${neighbour.toFixed(1)} mbit/s`);
+  t.ok(limited >= 16 && limited <= 24, `the limited container sends at 20 mbit ±20% (${limited.toFixed(1)})`);
+  t.ok(neighbour > 60, `the neighbour is not limited (${neighbour.toFixed(1)} mbit/s, over three times the limit)`);
+});
+
+t.test("DSCP 46 at the receiver: the endpoint's --driver-opt over the network's -o", async (t) => {
+  await createNet('qm', '10.72.0.0/24', 'ovsnet.dscp=10');
+  await host.dockerOk(['run', '-d', '--name', 'mark', '--network', 'qa', IMAGE, 'sleep', '600']);
+  await host.dockerOk(['network', 'connect', '--driver-opt', 'ovsnet.dscp=46', 'qm', 'mark']);
+  await host.dockerOk(['run', '-d', '--name', 'plain', '--network', 'qm', IMAGE, 'sleep', '600']);
+  const seen = await dscpSeen('mark', await ipOf('mark', 'qm'), '10.72.0.1', 6001, 46);
+  t.same(seen, { marked: 10, other: 0 }, 'every packet from the dscp=46 endpoint arrives with DSCP 46');
+  const fromNetwork = await dscpSeen('plain', await ipOf('plain', 'qm'), '10.72.0.1', 6002, 10);
+  t.same(fromNetwork, { marked: 10, other: 0 }, "a container without its own value gets the network's DSCP 10");
+  const unmarked = await dscpSeen('mark', await ipOf('mark', 'qa'), '10.71.0.1', 6003, 0);
+  t.same(unmarked, { marked: 10, other: 0 }, 'the same container on a network without QoS sends DSCP 0');
+});
+
+t.test('options refused with what would be valid, and nothing left behind', async (t) => {
+  const bad = await host.docker(['network', 'create', '-d', 'ovsnet', '--subnet', '10.73.0.0/24', '-o', 'ovsnet.dscp=64', 'bad']);
+  t.match(bad.stderr, /-o ovsnet\.dscp=64 is not valid: expected the DSCP value \(0-63\)/);
+  t.not((await host.docker(['network', 'inspect', 'bad'])).code, 0, 'no network left');
+  const run1 = await host.docker(['run', '--rm', '--network', 'name=qa,driver-opt=ovsnet.bandwidth=fast', IMAGE, 'true']);
+  t.match(run1.stderr, /--driver-opt ovsnet\.bandwidth=fast is not valid: expected the rate out of each container, from 8kbit to 100gbit/);
+  const run2 = await host.docker(['run', '--rm', '--network', 'name=qa,driver-opt=ovsnet.burst=64kb', IMAGE, 'true']);
+  t.match(run2.stderr, /--driver-opt ovsnet\.burst=64kb needs --driver-opt ovsnet\.bandwidth=RATE beside it/);
+});
+
+t.test('ovs-vswitchd forgets meters and flows when it restarts; ovsnet puts them back, and removes them with the endpoint', async (t) => {
+  await host.vswitchd('restart');
+  // ovsnet restarted reconciles at once (the periodic check would within 10 s).
+  await ovsnet.kill('SIGTERM');
+  ovsnet = await host.startOvsnet();
+  // Reconcile runs in the background of a start: wait for the meter before measuring its effect.
+  for (let i = 0; i < 100 && !/meter=\d+/.test(await meters()); i++) await new Promise((r) => setTimeout(r, 100));
+  const limited = await throughput('lim', '10.71.0.1', 5003);
+  t.comment(`limited to 20 mbit after ovs-vswitchd and ovsnet restarted: ${limited.toFixed(1)} mbit/s`);
+  t.ok(limited >= 16 && limited <= 24, `limited again (${limited.toFixed(1)})`);
+  const seen = await dscpSeen('mark', await ipOf('mark', 'qm'), '10.72.0.1', 6004, 46);
+  t.same(seen, { marked: 10, other: 0 }, 'marked again');
+  t.match(await meters(), /meter=\d+/, 'a meter while the limited container runs');
+  await host.dockerOk(['rm', '-f', 'lim']);
+  t.notMatch(await meters(), /meter=\d+/, 'none once it is gone');
+  const flows = (await host.exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout;
+  t.equal(
+    flows.split('\n').filter((l) => l.includes('cookie=0xf5d')).length,
+    4,
+    "only the marked endpoints' flows are left (ip and ipv6 each)",
+  );
+});

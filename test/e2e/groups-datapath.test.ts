@@ -1,0 +1,209 @@
+/**
+ * Endpoint groups' OpenFlow rules (src/driver/ovs/group-flows.ts) by their effect, on a bridge
+ * of the test's own (own ovsdb-server and ovs-vswitchd in a namespace of the test's, userspace
+ * datapath: this machine has no openvswitch module): namespaces on access ports of a parent's
+ * tag and two groups' tags, one subnet, the gateway an internal port on the parent's tag with
+ * forwarding on. Same-group members talk directly; cross-group ping and TCP are dropped; an
+ * allow lets the allowed group's new connections (to one port only, when it names one) in and
+ * nothing else; removal leaves no flow of the parent's.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { GroupFlows, type GroupAllow, type GroupMember } from '../../src/driver/ovs/group-flows.js';
+import { QosFlows } from '../../src/driver/ovs/qos-flows.js';
+import { must, run } from '../harness/host.js';
+
+const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
+const id = randomBytes(2).toString('hex');
+const sw = `grp-sw-${id}`;
+const dir = path.join('/tmp', `ovsnet-groups-${id}`);
+const env = { ...process.env, OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVS_SYSCONFDIR: dir };
+const inSw = (args: readonly string[]) => must('ip', ['netns', 'exec', sw, ...args], env);
+const vsctl = (args: readonly string[]) => inSw(['ovs-vsctl', `--db=unix:${dir}/db.sock`, ...args]);
+const namespaces: string[] = [];
+
+const PARENT = 10;
+const A = 11;
+const B = 12;
+const GW = '10.50.0.1';
+
+t.teardown(async () => {
+  for (const f of ['ovs-vswitchd.pid', 'ovsdb-server.pid']) {
+    const file = path.join(dir, f);
+    const pid = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8').trim()) : NaN;
+    // Only the daemons this test started: their PID file, in the test's namespace.
+    if (!Number.isInteger(pid) || !fs.existsSync(`/proc/${pid}/ns/net`)) continue;
+    if (fs.statSync(`/proc/${pid}/ns/net`).ino !== fs.statSync(`/run/netns/${sw}`).ino) continue;
+    process.kill(pid, 'SIGTERM');
+    for (let i = 0; i < 50 && fs.existsSync(`/proc/${pid}/ns`); i++) await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const ns of [...namespaces, sw]) await run('ip', ['netns', 'del', ns]);
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+await must('ip', ['netns', 'add', sw]);
+await must('ip', ['-n', sw, 'link', 'set', 'lo', 'up']);
+fs.mkdirSync(dir, { recursive: true });
+await inSw([
+  'sh',
+  '-ec',
+  `ovsdb-tool create ${dir}/conf.db ${SCHEMA}
+   ovsdb-server ${dir}/conf.db --remote=punix:${dir}/db.sock --pidfile=${dir}/ovsdb-server.pid --detach --log-file=${dir}/ovsdb-server.log
+   ovs-vsctl --db=unix:${dir}/db.sock --no-wait init
+   ovs-vswitchd unix:${dir}/db.sock --pidfile=${dir}/ovs-vswitchd.pid --detach --log-file=${dir}/ovs-vswitchd.log
+   ovs-vsctl --db=unix:${dir}/db.sock add-br br0 -- set bridge br0 datapath_type=netdev fail-mode=standalone protocols=OpenFlow10,OpenFlow13
+   ovs-vsctl --db=unix:${dir}/db.sock add-port br0 gw0 tag=${PARENT} -- set interface gw0 type=internal
+   ip addr add ${GW}/24 dev gw0
+   ip link set gw0 up
+   sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.gw0.send_redirects=0`,
+]);
+
+/** The bridge's OpenFlow port numbers by name. */
+async function ofports(): Promise<Map<string, number>> {
+  const out = (await inSw(['ovs-ofctl', 'dump-ports-desc', 'br0'])).stdout;
+  return new Map([...out.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
+}
+const macOf = async (ns: string, dev: string) =>
+  (await must('ip', ['-n', ns, '-j', 'link', 'show', dev])).stdout.match(/"address":"([^"]+)"/)?.[1] ?? '';
+
+/** A member: a namespace whose eth0 (checksum offload off: trap 1 of docs/test-hosts.md) is an access port of `group`. */
+async function member(name: string, group: number, address: string): Promise<GroupMember & { ns: string; port: string }> {
+  const ns = `grp-${name}-${id}`;
+  await must('ip', ['netns', 'add', ns]);
+  namespaces.push(ns);
+  const port = `p-${name}`;
+  await must('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', sw]);
+  // The switch's end takes no part in the namespace's IP stack (as src/driver/links/host-end.ts
+  // does for ovsnet's veths): the userspace datapath reads it over AF_PACKET, the kernel sees its frames too.
+  const conf = `net.ipv4.conf.${port}`;
+  await inSw(['sysctl', '-qw', `${conf}.forwarding=0`, `${conf}.rp_filter=1`, `${conf}.arp_ignore=8`]);
+  await must('ip', ['-n', sw, 'link', 'set', port, 'arp', 'off', 'up']);
+  await vsctl(['add-port', 'br0', port, `tag=${group}`]);
+  await must('ip', ['netns', 'exec', ns, 'ethtool', '-K', 'eth0', 'tx', 'off']);
+  await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
+  await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
+  await must('ip', ['-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0']);
+  await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', GW]);
+  return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, group };
+}
+
+const a1 = await member('a1', A, '10.50.0.11');
+const a2 = await member('a2', A, '10.50.0.12');
+const b1 = await member('b1', B, '10.50.0.21');
+const p1 = await member('p1', PARENT, '10.50.0.31');
+const gateway = { ofport: (await ofports()).get('gw0') ?? NaN, mac: await macOf(sw, 'gw0'), address: GW };
+const flows = new GroupFlows(async (cmd, args, input) => {
+  const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
+  return { ...r, code: r.code ?? -1 };
+});
+const qosFlows = new QosFlows(async (cmd, args) => {
+  const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env });
+  return { ...r, code: r.code ?? -1 };
+});
+const plan = (allows: GroupAllow[]) => ({
+  parentTag: PARENT,
+  gateway,
+  subnet: '10.50.0.0/24',
+  groups: [PARENT, A, B],
+  members: [a1, a2, b1, p1],
+  allows,
+});
+
+/** Whether `from` gets an answer to a ping of `to` (neighbour caches flushed first: each check starts from ARP). */
+async function pings(from: { ns: string }, to: string): Promise<boolean> {
+  for (const m of [a1, a2, b1, p1]) await run('ip', ['-n', m.ns, 'neigh', 'flush', 'all']);
+  return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', '-c', '1', '-W', '1', to])).code === 0;
+}
+
+/** Whether a TCP connection from `from` to `to`:`port` gets the listener's greeting. */
+async function connects(from: { ns: string }, to: { ns: string; address: string }, port: number): Promise<boolean> {
+  const server = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      to.ns,
+      process.execPath,
+      '-e',
+      `require('net').createServer((s) => s.end('hi')).listen(${port}, () => console.log('up'))`,
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  try {
+    await new Promise<void>((resolve) => server.stdout.once('data', () => resolve()));
+    const client = `const s = require('net').connect(${port}, '${to.address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
+    return (await run('ip', ['netns', 'exec', from.ns, process.execPath, '-e', client], { timeoutMs: 5000 })).code === 0;
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('close', r));
+  }
+}
+
+t.test('without flows the tags alone cut every group off the gateway', async (t) => {
+  t.ok(await pings(a1, a2.address), 'same group: switched on its tag');
+  t.notOk(await pings(a1, GW), 'a group member cannot reach the gateway on the parent tag');
+});
+
+t.test('groups: same-group traffic switched, cross-group dropped, the gateway reachable', async (t) => {
+  await flows.apply('br0', plan([]));
+  t.ok(await pings(a1, a2.address), 'a1 -> a2 (same group)');
+  t.ok(await connects(a2, a1, 8080), 'a2 -> a1 TCP (same group)');
+  t.ok(await pings(a1, GW), 'a1 -> gateway');
+  t.ok(await pings(b1, GW), 'b1 -> gateway');
+  t.ok(await pings(p1, GW), 'p1 (the parent) -> gateway');
+  t.notOk(await pings(a1, b1.address), 'a1 -> b1 dropped');
+  t.notOk(await pings(b1, a1.address), 'b1 -> a1 dropped');
+  t.notOk(await pings(p1, a1.address), 'parent -> group A dropped');
+  t.notOk(await pings(a1, p1.address), 'group A -> parent dropped');
+  t.notOk(await connects(a1, b1, 8080), 'a1 -> b1 TCP dropped');
+  const arp = (await must('ip', ['-n', a1.ns, 'neigh', 'show', b1.address])).stdout;
+  t.match(arp, gateway.mac, "a1 resolved b1's address to the gateway's MAC (proxy ARP)");
+});
+
+t.test('allow: B lets A in; B to A stays dropped', async (t) => {
+  await flows.apply('br0', plan([{ to: B, from: A }]));
+  t.ok(await pings(a1, b1.address), 'a1 -> b1 allowed');
+  t.ok(await connects(a2, b1, 8080), 'a2 -> b1 TCP allowed');
+  t.notOk(await pings(b1, a1.address), 'b1 -> a1 still dropped');
+  t.notOk(await connects(b1, a1, 8080), 'b1 -> a1 TCP still dropped');
+  t.notOk(await pings(p1, b1.address), 'the parent -> b1 still dropped');
+});
+
+t.test('allow with :PORT/tcp: that port only', async (t) => {
+  await flows.apply('br0', plan([{ to: B, from: A, port: { number: 8080, proto: 'tcp' } }]));
+  t.ok(await connects(a1, b1, 8080), 'a1 -> b1:8080 allowed');
+  t.notOk(await connects(a1, b1, 8081), 'a1 -> b1:8081 dropped');
+  t.notOk(await pings(a1, b1.address), 'a1 -> b1 ping dropped');
+  t.ok(await pings(a1, a2.address), 'same group unaffected');
+});
+
+t.test("a member's QoS holds for what goes through the gateway: its meter and DSCP mark", async (t) => {
+  const qos = { rateKbps: 10_000, burstKbit: 5000, dscp: 46 };
+  await qosFlows.apply('br0', a1.ofport, qos);
+  await flows.apply('br0', { ...plan([{ to: B, from: A }]), members: [{ ...a1, qos }, a2, b1, p1] });
+  const ipt = (args: string[]) => must('ip', ['netns', 'exec', b1.ns, 'iptables', '-w', ...args]);
+  await ipt(['-A', 'INPUT', '-s', a1.address, '-m', 'dscp', '--dscp', '46']);
+  t.ok(await pings(a1, b1.address), 'a1 -> b1 allowed, through the meter');
+  const line = (await ipt(['-L', 'INPUT', '-v', '-x', '-n'])).stdout.split('\n').find((l) => l.includes('DSCP match 0x2e'));
+  t.ok(Number(line?.trim().split(/\s+/)[0]) >= 1, `b1 saw a1's packets marked DSCP 46: ${line ?? 'no rule'}`);
+  const meters = (await inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'meter-stats', 'br0', `meter=${a1.ofport}`])).stdout;
+  t.match(meters, /packet_in_count:[1-9]/, 'the meter counted them');
+  await qosFlows.remove('br0', a1.ofport);
+});
+
+t.test('remove: no flow of the parent is left', async (t) => {
+  t.ok((await flows.count('br0', PARENT)) > 0);
+  await flows.remove('br0', PARENT);
+  t.equal(await flows.count('br0', PARENT), 0);
+  const rest = (await inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'br0'])).stdout.split('\n').filter((l) => l.includes('cookie='));
+  t.same(
+    rest.map((l) => /priority=(\d+)/.exec(l)?.[1]),
+    ['0'],
+    'only the NORMAL flow of a fresh bridge remains',
+  );
+  t.notOk(await pings(a1, b1.address), 'a1 -> b1: different tags, no path');
+  await flows.remove('br0', PARENT); // idempotent
+});

@@ -1,0 +1,151 @@
+/**
+ * Endpoint groups through Docker, by their effect (issue 13, item 2): a parent network named with
+ * -o ovsnet.network and two groups sharing its subnet and pool, each on a tag of its own. One
+ * pool hands out every address once; a group's containers reach each other and the gateway;
+ * between groups (and the parent) new connections pass only where the receiving group allows the
+ * sender (all of it, or one port); frames sent to another group's MAC directly do not arrive
+ * (separate at layer 2); after ovs-vswitchd restarts, the rules come back; everything goes with
+ * the networks. The OpenFlow rules alone are test/e2e/groups-datapath.test.ts's.
+ */
+import t from 'tap';
+import { DockerHost, IMAGE, MAIN, type Ovsnet } from '../harness/host.js';
+import { until } from './cluster-setup.js';
+
+const host = await DockerHost.up('groups');
+const ovsnet: Ovsnet = await host.startOvsnet();
+t.teardown(async () => {
+  await host.down();
+  await ovsnet.kill('SIGTERM');
+});
+
+const SUBNET = '10.71.0.0/24';
+const create = (name: string, ...args: string[]) =>
+  host.docker(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', SUBNET, ...args, name]);
+/** Group `name` of parent `parent`, on `subnet` (the parent's unless said). */
+const group = (name: string, extra: string[] = [], parent = 'app', subnet = SUBNET) =>
+  host.docker([
+    ...['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', subnet, '--ipam-opt', `ovsnet.group=${name}`],
+    ...['-o', `ovsnet.network=${parent}`, '-o', `ovsnet.group=${name}`, ...extra, name],
+  ]);
+const run = (name: string, network: string, ...cmd: string[]) =>
+  host.dockerOk([
+    'run',
+    '-d',
+    '--name',
+    name,
+    '--cap-add',
+    'NET_ADMIN',
+    '--network',
+    network,
+    IMAGE,
+    ...(cmd.length > 0 ? cmd : ['sleep', '600']),
+  ]);
+const ip = async (c: string, net: string) =>
+  (await host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, c])).trim();
+const ping = async (from: string, to: string) => (await host.docker(['exec', from, 'ping', '-c', '1', '-W', '1', to])).code === 0;
+/** A TCP connection from `from` to `to`:`port` answered by the listener there (nc -l in the container). */
+const tcp = async (from: string, to: string, port: number) =>
+  (await host.docker(['exec', from, 'sh', '-c', `echo hi | nc -w 2 ${to} ${port}`])).stdout.includes('pong');
+const listen = (c: string, port: number) =>
+  host.dockerOk(['exec', '-d', c, 'sh', '-c', `while true; do echo pong | nc -l -p ${port}; done`]);
+
+let addr: Record<string, string> = {};
+
+t.test('a parent and two groups: one pool, own tags, refusals that say what to give', async (t) => {
+  t.equal((await create('app', '-o', 'ovsnet.network=app')).code, 0);
+  const plain = await create('nogroup');
+  t.match(
+    plain.stderr,
+    /overlaps pool 10\.71\.0\.0\/24 .*--ipam-opt ovsnet\.group=NAME/,
+    'a repeat without the group option is an overlap, with the hint',
+  );
+  t.equal((await group('web')).code, 0, 'group web');
+  t.equal((await group('db', ['-o', 'ovsnet.allow=web:5432/tcp'])).code, 0, 'group db lets web in on 5432/tcp');
+  const dup = await group('web');
+  t.match(dup.stderr, /web.*(already|exists)/, 'a second group web is refused');
+  const other = await group('x', [], 'app', '10.72.0.0/24');
+  t.match(other.stderr, /this host has no ovsnet pool 10\.72\.0\.0\/24; create the parent first/, 'another subnet is refused');
+  const orphan = await group('y', [], 'nope');
+  t.match(orphan.stderr, /ovsnet\.network=nope: no network on this host has that name; create the parent first/);
+  for (const [c, net] of [
+    ['w1', 'web'],
+    ['w2', 'web'],
+    ['d1', 'db'],
+    ['p1', 'app'],
+  ] as const) {
+    await run(c, net);
+    addr = { ...addr, [c]: await ip(c, net) };
+  }
+  t.equal(new Set(Object.values(addr)).size, 4, `four distinct addresses from the one pool: ${Object.values(addr).join(' ')}`);
+  const pools = JSON.parse(
+    await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'ipam', '--json']).then((r) => r.stdout),
+  ) as {
+    pool: string;
+    used: number;
+  }[];
+  t.match(
+    pools.filter((p) => p.pool === SUBNET),
+    [{ used: 5 }],
+    'one pool counting the four and the gateway',
+  );
+  const cli = (...args: string[]) =>
+    host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'networks', ...args]);
+  const shown = JSON.parse((await cli('-o', 'json')).stdout) as { groupsName?: string; groups?: { name: string; endpoints: number }[] }[];
+  t.match(
+    shown.find((n) => n.groupsName === 'app')?.groups,
+    [
+      { name: 'db', endpoints: 1 },
+      { name: 'web', endpoints: 2 },
+    ],
+    'ovsnet networks: the groups under their parent, with their endpoint counts',
+  );
+  t.match((await cli()).stdout, /\n└ [0-9a-f]{12} +db\b/, 'and in the table, indented under it');
+});
+
+t.test('within a group, to the gateway, and between groups only what is allowed', async (t) => {
+  await listen('d1', 5432);
+  await listen('d1', 80);
+  await listen('w1', 80);
+  await listen('p1', 80);
+  t.ok(await ping('w1', addr.w2 ?? ''), 'w1 -> w2: same group');
+  t.ok(await ping('w1', '10.71.0.1'), 'w1 -> the gateway');
+  t.ok(await ping('d1', '10.71.0.1'), 'd1 -> the gateway');
+  t.ok(await tcp('w1', addr.d1 ?? '', 5432), 'w1 -> d1:5432/tcp: db allows web on it');
+  t.notOk(await tcp('w1', addr.d1 ?? '', 80), 'w1 -> d1:80/tcp: not allowed');
+  t.notOk(await ping('w1', addr.d1 ?? ''), 'w1 -> d1 ping: not allowed');
+  t.notOk(await tcp('d1', addr.w1 ?? '', 80), 'd1 -> w1:80: web allows nobody');
+  t.notOk(await tcp('p1', addr.w1 ?? '', 80), 'p1 (the parent) -> w1: not allowed either');
+  t.notOk(await tcp('w1', addr.p1 ?? '', 80), 'w1 -> p1: the parent allows nobody');
+});
+
+t.test('separate at layer 2: frames to another group member’s MAC do not arrive', async (t) => {
+  const mac = async (c: string) => (await host.dockerOk(['exec', c, 'cat', '/sys/class/net/eth0/address'])).trim();
+  // w2 sends straight to the member's MAC (a static neighbour entry), past the gateway's proxy ARP.
+  await host.dockerOk(['exec', 'w2', 'busybox', 'arp', '-s', addr.w1 ?? '', await mac('w1')]);
+  t.ok(await tcp('w2', addr.w1 ?? '', 80), 'to a member of its own group: arrives (the method works)');
+  await host.dockerOk(['exec', 'w2', 'busybox', 'arp', '-s', addr.d1 ?? '', await mac('d1')]);
+  t.notOk(await tcp('w2', addr.d1 ?? '', 5432), "to d1's MAC directly, even on the port db allows web: not delivered");
+});
+
+t.test('ovs-vswitchd restarted: the rules come back, and with them what they allow and deny', async (t) => {
+  await host.vswitchd('restart');
+  const back = await until(() => tcp('w1', addr.d1 ?? '', 5432), 30_000);
+  t.ok(back < 30_000, `w1 -> d1:5432 again ${back} ms after the restart (checked every 10 s)`);
+  t.notOk(await ping('w1', addr.d1 ?? ''), 'and w1 -> d1 ping still dropped');
+  t.ok(await ping('w1', addr.w2 ?? ''), 'w1 -> w2 still');
+});
+
+t.test('a container leaving and coming: its rules follow; everything goes with the networks', async (t) => {
+  await host.dockerOk(['rm', '-f', 'd1']);
+  await run('d2', 'db');
+  const d2 = await ip('d2', 'db');
+  await listen('d2', 5432);
+  t.ok(await tcp('w1', d2, 5432), 'a new db container is reachable on 5432 from web');
+  t.notOk(await ping('w1', d2), 'and not by ping');
+  await host.dockerOk(['rm', '-f', 'w1', 'w2', 'd2', 'p1']);
+  for (const n of ['web', 'db', 'app']) await host.dockerOk(['network', 'rm', n]);
+  const flows = await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', 'cookie=0x0f60000000000000/0xffff000000000000']);
+  t.notMatch(flows.stdout, /cookie=/, 'no group rule left');
+  const pools = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'ipam', '--json']);
+  t.notMatch(pools.stdout, /10\.71\.0\.0/, 'the pool went with the last network');
+});

@@ -1,0 +1,343 @@
+/**
+ * Docker swarm mode (issue 12): one manager and two workers, each with the managed plugin
+ * (OVSNET_SCOPE=global, one etcd), ovsnet's tunnels on UDP 4790 beside swarm's own VXLAN on 4789.
+ * A swarm network is created once on the manager; services' tasks on different nodes talk, names
+ * resolve to the VIP (dnsrr: to the tasks), a standalone container on any node reaches them,
+ * scaling leaks nothing, a drained or killed node's tasks come back elsewhere with no address
+ * twice, `docker stack deploy` works, and `docker network rm` frees the VNI. Midway the workers are
+ * promoted and the leader is stopped: the swarm of three managers carries on (one file, one swarm:
+ * a second one would cost a minute of the five the swarm tests may take).
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import t from 'tap';
+import { IMAGE, MAIN } from '../harness/host.js';
+import { Swarm } from '../harness/swarm.js';
+import { NET, pings, resolve, SwarmView, until } from './swarm-setup.js';
+
+const t0 = Date.now();
+const swarm = await Swarm.up('sw', { managers: 1, hosts: 3, env: { OVSNET_VXLAN_PORT: '4790' } });
+t.teardown(() => swarm.down());
+t.comment(`swarm of 3 formed in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+const view = new SwarmView(swarm, [0, 1, 2]);
+const mgr = swarm.host(0);
+const SUBNET = '10.90.0.0/24';
+const inSubnet = (ip: string) => /^10\.90\.0\.\d+$/.test(ip);
+const service = (name: string, args: readonly string[]) =>
+  mgr.dockerOk(['service', 'create', '-d', '--no-resolve-image', '--name', name, '--network', NET, ...args, IMAGE, 'sleep', '3600']);
+
+t.test('a swarm network, created once on the manager', async (t) => {
+  await mgr.dockerOk(['network', 'create', '-d', 'ovsnet:latest', '--scope', 'swarm', '--attachable', '--subnet', SUBNET, NET]);
+  // The manager's allocator calls AllocateNetwork soon after the create returns.
+  t.ok(await until(async () => (await view.keys('logical/')).length === 1, 10_000), 'its VNI is claimed in the store');
+  t.ok(
+    await until(
+      async () => (await mgr.dockerOk(['network', 'inspect', '-f', '{{.Scope}} {{.Driver}}', NET])) === 'swarm ovsnet:latest',
+      10_000,
+    ),
+    'a swarm network of ovsnet',
+  );
+});
+
+t.test("refused, with what to use instead: --opt encrypted, ovsnet's IPAM; their tasks never start", async (t) => {
+  const cases = [
+    ['enc', ['--opt', 'encrypted'], /ovsnet does not encrypt its VXLAN tunnels.*use Docker's overlay driver/],
+    ['oipam', ['--ipam-driver', 'ovsnet:latest'], /ovsnet's IPAM does not number swarm networks.*without --ipam-driver/],
+  ] as const;
+  for (const [name, opts, message] of cases) {
+    await mgr.dockerOk(['network', 'create', '-d', 'ovsnet:latest', '--scope', 'swarm', '--subnet', '10.94.0.0/24', ...opts, name]);
+    const created = await mgr.docker([
+      'service',
+      'create',
+      '-d',
+      '--no-resolve-image',
+      '--name',
+      `s-${name}`,
+      '--network',
+      name,
+      IMAGE,
+      'sleep',
+      '600',
+    ]);
+    // The manager's log (where a plugin's output goes) says why.
+    const said = await until(async () => message.test(swarm.pluginLog(0).replace(/\\"/g, '"')), 15_000);
+    t.ok(said, `the manager's log says why (${name})`);
+    await new Promise((r) => setTimeout(r, 3000)); // a task that could start would have by now
+    const state = (await mgr.docker(['service', 'ps', '--format', '{{.CurrentState}} {{.Error}}', `s-${name}`])).stdout.trim();
+    t.notMatch(state, /Running/, `no task runs: ${created.code === 0 ? state : created.stderr.trim()}`);
+    await mgr.docker(['service', 'rm', `s-${name}`]);
+    await until(async () => (await mgr.docker(['network', 'rm', name])).code === 0, 15_000);
+  }
+  t.equal((await view.keys('tags/vni/')).length, 1, "no VNI claimed but app's");
+});
+
+t.test('tasks on different nodes get addresses of the subnet, each once, and talk', async (t) => {
+  await service('web', ['--replicas', '6']);
+  const tasks = await view.converge(0, 'web', 6);
+  t.ok(
+    tasks.every((x) => inSubnet(x.ip)),
+    `every task in ${SUBNET}: ${tasks.map((x) => x.ip).join(' ')}`,
+  );
+  t.equal(new Set(tasks.map((x) => x.ip)).size, tasks.length, 'no address twice');
+  t.equal(new Set(tasks.map((x) => x.host)).size, 3, 'on all three nodes');
+  // For the README: what a user and an operator see.
+  t.comment(await mgr.dockerOk(['service', 'ps', '--format', 'table {{.Name}}\t{{.Node}}\t{{.CurrentState}}', 'web']));
+  const cli = await swarm.host(1).exec(['env', `OVSNET_STORE=${swarm.cluster.store}`, process.execPath, MAIN, 'networks']);
+  t.comment(cli.stdout);
+  for (const a of tasks) {
+    const b = tasks.find((x) => x.host !== a.host);
+    if (b !== undefined) t.ok(await pings(swarm, a.host, a.container, b.ip), `node ${a.host + 1} -> node ${b.host + 1}`);
+  }
+});
+
+// Swarm's VIP load balancing needs a per-node load-balancer endpoint, which swarmkit allocates and
+// dockerd creates for the overlay driver only (any other driver's VIP resolves but answers nothing:
+// README "Swarm"); names still resolve to it, and dnsrr services and tasks.NAME to the tasks.
+t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the tasks', async (t) => {
+  const tasks = await view.tasks('web');
+  const vips = JSON.parse(await mgr.dockerOk(['service', 'inspect', '-f', '{{json .Endpoint.VirtualIPs}}', 'web'])) as { Addr: string }[];
+  const vip = vips[0]?.Addr.split('/')[0] ?? '';
+  t.ok(inSubnet(vip), `the VIP ${vip} is in the subnet`);
+  t.notOk(
+    tasks.some((x) => x.ip === vip),
+    'and no task has it',
+  );
+  const a = tasks[0];
+  if (a === undefined) throw new Error('no task');
+  t.same(await resolve(swarm, a.host, a.container, 'web'), [vip], 'web -> VIP');
+  t.same(await resolve(swarm, a.host, a.container, 'tasks.web'), tasks.map((x) => x.ip).sort(), 'tasks.web -> the tasks');
+  await service('db', ['--replicas', '2', '--endpoint-mode', 'dnsrr']);
+  const db = await view.converge(0, 'db', 2);
+  t.ok(
+    await until(
+      async () =>
+        (await resolve(swarm, a.host, a.container, 'db')).join() ===
+        db
+          .map((x) => x.ip)
+          .sort()
+          .join(),
+      10_000,
+    ),
+    'db (dnsrr) -> its tasks',
+  );
+});
+
+t.test('a standalone container on any node reaches the tasks', async (t) => {
+  const tasks = await view.tasks('web');
+  for (const i of [0, 1, 2]) {
+    const c = `solo${i}`;
+    await swarm.host(i).dockerOk(['run', '-d', '--name', c, '--network', NET, IMAGE, 'sleep', '600']);
+    const ip = await swarm.host(i).dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${NET}").IPAddress}}`, c]);
+    t.ok(inSubnet(ip) && !tasks.some((x) => x.ip === ip), `its address ${ip} is the subnet's, no task's`);
+    const far = tasks.find((x) => x.host !== i) ?? tasks[0];
+    t.ok(far !== undefined && (await pings(swarm, i, c, far.ip)), `node ${i + 1} -> task ${far?.ip ?? ''}`);
+    await swarm.host(i).dockerOk(['rm', '-f', c]);
+  }
+});
+
+t.test('a service port published on the nodes (mode=host) answers from the other nodes', async (t) => {
+  await mgr.dockerOk([
+    ...['service', 'create', '-d', '--no-resolve-image', '--name', 'pub', '--network', NET],
+    ...['--publish', 'mode=host,target=80,published=8080', '--mode', 'global', IMAGE],
+    ...['sh', '-c', 'while true; do hostname | nc -l -p 80; done'],
+  ]);
+  await view.converge(0, 'pub', 3);
+  for (const [from, to] of [
+    [1, 0],
+    [2, 1],
+    [0, 2],
+  ] as const) {
+    const addr = swarm.cluster.addresses[to] ?? '';
+    let got = '';
+    await until(async () => {
+      got = (await swarm.host(from).exec(['busybox', 'nc', '-w', '2', addr, '8080'])).stdout.trim();
+      return got !== '';
+    }, 10_000);
+    t.match(got, /^[0-9a-f]{12}$/, `node ${from + 1} -> ${addr}:8080: the task answers (${got})`);
+  }
+  await mgr.dockerOk(['service', 'rm', 'pub']);
+});
+
+t.test('scaling 0 -> 12 -> 0 leaks no port, veth or tunnel, and no address is given twice', async (t) => {
+  await mgr.dockerOk(['service', 'scale', '-d', 'web=0']);
+  await view.converge(0, 'web', 0);
+  const ports = async () => JSON.stringify(await Promise.all([0, 1, 2].map((i) => view.ports(i))));
+  let before = '';
+  await until(async () => (before = await ports()) === (await ports()), 10_000);
+  await mgr.dockerOk(['service', 'scale', '-d', 'web=12']);
+  const tasks = await view.converge(0, 'web', 12, 90_000);
+  t.equal(new Set(tasks.map((x) => x.ip)).size, 12, `12 tasks, 12 addresses: ${tasks.map((x) => x.ip).join(' ')}`);
+  t.ok(tasks.every((x) => inSubnet(x.ip)));
+  const more = await ports();
+  t.not(more, before, `12 tasks have ports: ${more}`);
+  await mgr.dockerOk(['service', 'scale', '-d', 'web=0']);
+  await view.converge(0, 'web', 0);
+  t.ok(await until(async () => (await ports()) === before, 20_000), `ports and tunnels as before: ${before}`);
+  await mgr.dockerOk(['service', 'scale', '-d', 'web=6']);
+  await view.converge(0, 'web', 6);
+});
+
+t.test('a drained node: its tasks run elsewhere, no address twice', async (t) => {
+  const node3 = swarm.host(2).name;
+  await mgr.dockerOk(['node', 'update', '--availability', 'drain', node3]);
+  let tasks = await view.converge(0, 'web', 6, 60_000);
+  t.ok(
+    await until(async () => (tasks = await view.tasks('web')).every((x) => x.host !== 2) && tasks.length === 6, 60_000),
+    'none on node 3',
+  );
+  t.equal(new Set(tasks.map((x) => x.ip)).size, 6, `no address twice: ${tasks.map((x) => x.ip).join(' ')}`);
+  const [a, b] = [tasks.find((x) => x.host === 0), tasks.find((x) => x.host === 1)];
+  t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'node 1 -> node 2');
+  await mgr.dockerOk(['node', 'update', '--availability', 'active', node3]);
+});
+
+t.test('three managers, the leader stopped mid-run: a new leader allocates again, tasks and networks as before', async (t) => {
+  await mgr.dockerOk(['node', 'promote', swarm.host(1).name, swarm.host(2).name]);
+  const second = swarm.host(1);
+  const managers = async () => (await second.docker(['node', 'ls', '--format', '{{.Hostname}} {{.Status}} {{.ManagerStatus}}'])).stdout;
+  t.ok(await until(async () => (await managers()).match(/Ready (Leader|Reachable)/g)?.length === 3, 30_000), 'three managers');
+  const calls = (i: number) => swarm.pluginLog(i).split('NetworkDriver.AllocateNetwork').length - 1;
+  const before = [calls(1), calls(2)];
+  await swarm.stopDockerd(0);
+  let leader = -1;
+  t.ok(
+    await until(async () => {
+      const m = /^(\S+) Ready Leader/m.exec(await managers());
+      leader = [1, 2].find((i) => swarm.host(i).name === m?.[1]) ?? -1;
+      return leader !== -1;
+    }, 60_000),
+    'a new leader',
+  );
+  const newLeader = swarm.host(leader);
+  t.ok(await until(async () => calls(leader) > (before[leader - 1] ?? 0), 30_000), `node ${leader + 1} allocated the network again`);
+  const live = new SwarmView(swarm, [1, 2]);
+  await newLeader.dockerOk(['service', 'scale', '-d', 'web=9']);
+  const tasks = await live.converge(leader, 'web', 9, 90_000);
+  t.equal(new Set(tasks.map((x) => x.ip)).size, 9, `9 tasks on nodes 2 and 3, 9 addresses: ${tasks.map((x) => x.ip).join(' ')}`);
+  await newLeader.dockerOk([
+    'network',
+    'create',
+    '-d',
+    'ovsnet:latest',
+    '--scope',
+    'swarm',
+    '--attachable',
+    '--subnet',
+    '10.93.0.0/24',
+    'app2',
+  ]);
+  await newLeader.dockerOk([
+    'service',
+    'create',
+    '-d',
+    '--no-resolve-image',
+    '--name',
+    'w2',
+    '--network',
+    'app2',
+    '--replicas',
+    '2',
+    '--replicas-max-per-node',
+    '1',
+    IMAGE,
+    'sleep',
+    '3600',
+  ]);
+  let w2: Awaited<ReturnType<SwarmView['tasks']>> = [];
+  t.ok(await until(async () => (w2 = await live.tasks('w2', 'app2')).length === 2 && w2.every((x) => x.ip !== ''), 60_000));
+  const [a, b] = w2;
+  t.ok(
+    a !== undefined && b !== undefined && a.host !== b.host && (await pings(swarm, a.host, a.container, b.ip)),
+    'a new network works across nodes',
+  );
+  t.equal((await view.keys('tags/vni/')).length, 2, 'with a VNI of its own');
+  await newLeader.dockerOk(['service', 'rm', 'w2']);
+  t.ok(await until(async () => (await newLeader.docker(['network', 'rm', 'app2'])).code === 0, 30_000));
+  await newLeader.dockerOk(['service', 'scale', '-d', 'web=6']);
+  await swarm.host(0).restartDockerd();
+  t.ok(await until(async () => (await managers()).match(/Ready (Leader|Reachable)/g)?.length === 3, 60_000), 'node 1 back as a manager');
+});
+
+t.test('a killed node: its tasks are rescheduled, none with an address in use; its tunnels go', async (t) => {
+  // Rebalance onto node 3 (active again) by forcing a redeploy.
+  await mgr.dockerOk(['service', 'update', '-d', '--force', 'web']);
+  let old: Awaited<ReturnType<SwarmView['tasks']>> = [];
+  t.ok(await until(async () => (old = await view.tasks('web')).length === 6 && old.some((x) => x.host === 2), 90_000), 'tasks on node 3');
+  await swarm.host(2).down(); // the host is gone at once: dockerd, ovsnet, containers
+  const survivors = new SwarmView(swarm, [0, 1]);
+  let now: typeof old = [];
+  t.ok(
+    await until(async () => (now = await survivors.tasks('web')).length === 6 && now.every((x) => x.ip !== ''), 90_000),
+    'six tasks again',
+  );
+  const ips = now.map((x) => x.ip);
+  t.equal(new Set(ips).size, 6, `no address twice: ${ips.join(' ')}`);
+  const lost = old.filter((x) => x.host === 2).map((x) => x.ip);
+  t.notOk(
+    ips.some((ip) => lost.includes(ip) && !old.some((o) => o.ip === ip && o.host !== 2)),
+    `none takes a dead task's address (${lost.join(' ')})`,
+  );
+  const [a, b] = [now.find((x) => x.host === 0), now.find((x) => x.host === 1)];
+  t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'node 1 -> node 2');
+  t.ok(await until(async () => (await view.ports(0)).tunnels === 1, 10_000), "node 1's tunnels to node 3 are gone");
+});
+
+t.test('docker stack deploy with a compose file naming an ovsnet network; stack rm frees its VNI', async (t) => {
+  const live = new SwarmView(swarm, [0, 1]);
+  const file = path.join(swarm.host(0).dir, 'stack.yml');
+  fs.writeFileSync(
+    file,
+    [
+      'version: "3.8"',
+      'services:',
+      '  api:',
+      `    image: ${IMAGE}`,
+      '    command: sleep 3600',
+      '    networks: [front]',
+      '    deploy: { replicas: 3, endpoint_mode: dnsrr }',
+      'networks:',
+      '  front:',
+      '    driver: ovsnet:latest',
+      '    attachable: true',
+      '    ipam: { config: [{ subnet: 10.92.0.0/24 }] }',
+      '',
+    ].join('\n'),
+  );
+  const logical = await view.keys('logical/');
+  await mgr.dockerOk(['stack', 'deploy', '--resolve-image', 'never', '-c', file, 'st']);
+  let tasks: Awaited<ReturnType<SwarmView['tasks']>> = [];
+  t.ok(await until(async () => (tasks = await live.tasks('st_api', 'st_front')).length === 3 && tasks.every((x) => x.ip !== ''), 60_000));
+  t.ok(
+    tasks.every((x) => /^10\.92\.0\.\d+$/.test(x.ip)),
+    `in the compose file's subnet: ${tasks.map((x) => x.ip).join(' ')}`,
+  );
+  t.equal(new Set(tasks.map((x) => x.ip)).size, 3);
+  const a = tasks[0];
+  const b = tasks.find((x) => x.host !== a?.host);
+  t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'tasks on two nodes talk');
+  if (a !== undefined) t.same(await resolve(swarm, a.host, a.container, 'api'), tasks.map((x) => x.ip).sort(), 'api -> its tasks');
+  t.equal((await view.keys('logical/')).length, logical.length + 1, 'one more VNI');
+  await mgr.dockerOk(['stack', 'rm', 'st']);
+  t.ok(await until(async () => (await view.keys('logical/')).length === logical.length, 30_000), "the stack's network and VNI are gone");
+});
+
+t.test("docker network rm frees the VNI (the dead node's membership reclaimed)", async (t) => {
+  for (const s of ['web', 'db']) await mgr.dockerOk(['service', 'rm', s]);
+  const id = await mgr.dockerOk(['network', 'inspect', '-f', '{{.Id}}', NET]);
+  // Docker refuses while the network's tasks are still leaving.
+  t.ok(await until(async () => (await mgr.docker(['network', 'rm', NET])).code === 0, 30_000), 'docker network rm');
+  t.ok(
+    // The dead node's own records stay, as any dead host's (its ovsnet removes them if it comes back).
+    await until(async () => (await view.keys('')).every((k) => !k.includes(id) || k.includes(`${id}.n3`)), 30_000),
+    `no key of swarm network ${id} is left (logical record, VNI, the live nodes' records)`,
+  );
+  t.same(await view.keys('tags/vni/'), [], 'no VNI held');
+  t.same(
+    [await view.ports(0), await view.ports(1)],
+    [
+      { endpoints: 0, tunnels: 0 },
+      { endpoints: 0, tunnels: 0 },
+    ],
+    'no port, no tunnel',
+  );
+});
