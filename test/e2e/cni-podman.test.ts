@@ -124,13 +124,23 @@ await t.test('a podman container and a Docker container on one network: ping and
   t.equal((await podman(['exec', 'p1', 'ping', '-c', '2', '-W', '2', dip])).code, 0, 'podman -> docker ping');
   t.equal((await host.docker(['exec', 'd1', 'ping', '-c', '2', '-W', '2', pip])).code, 0, 'docker -> podman ping');
   // TCP: each side serves once and the other connects; both directions of data checked.
-  await host.dockerOk(['exec', '-d', 'd1', 'sh', '-c', 'echo from-docker | nc -l -p 7000 > /tmp/got']);
-  await podmanOk(['exec', '-d', 'p1', 'sh', '-c', 'echo from-podman | nc -l -p 7001 > /tmp/got']);
+  // A server's input stays open 3 s: busybox nc ends at its input's end, and could close before
+  // reading the client's line. What it received is read until it is there (the client can finish
+  // first).
+  await host.dockerOk(['exec', '-d', 'd1', 'sh', '-c', '(echo from-docker; sleep 3) | nc -l -p 7000 > /tmp/got']);
+  await podmanOk(['exec', '-d', 'p1', 'sh', '-c', '(echo from-podman; sleep 3) | nc -l -p 7001 > /tmp/got']);
   await new Promise((r) => setTimeout(r, 500));
-  t.equal((await podman(['exec', 'p1', 'sh', '-c', `echo to-docker | nc -w 3 ${dip} 7000`])).stdout.trim(), 'from-docker');
-  t.equal((await host.docker(['exec', 'd1', 'sh', '-c', `echo to-podman | nc -w 3 ${pip} 7001`])).stdout.trim(), 'from-podman');
-  t.equal(await host.dockerOk(['exec', 'd1', 'cat', '/tmp/got']), 'to-docker');
-  t.equal(await podmanOk(['exec', 'p1', 'cat', '/tmp/got']), 'to-podman');
+  t.equal((await podman(['exec', 'p1', 'sh', '-c', `echo to-docker | nc -w 5 ${dip} 7000`])).stdout.trim(), 'from-docker');
+  t.equal((await host.docker(['exec', 'd1', 'sh', '-c', `echo to-podman | nc -w 5 ${pip} 7001`])).stdout.trim(), 'from-podman');
+  const got = async (read: () => Promise<string>) => {
+    let text = '';
+    for (const end = Date.now() + 10_000; Date.now() < end; await new Promise((r) => setTimeout(r, 250))) {
+      if ((text = (await read()).trim()) !== '') break;
+    }
+    return text;
+  };
+  t.equal(await got(() => host.dockerOk(['exec', 'd1', 'cat', '/tmp/got'])), 'to-docker', 'docker received the podman line');
+  t.equal(await got(() => podmanOk(['exec', 'p1', 'cat', '/tmp/got'])), 'to-podman', 'podman received the docker line');
 });
 
 await t.test('podman rm -f releases the address and the port', async (t) => {

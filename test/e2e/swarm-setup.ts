@@ -65,6 +65,18 @@ export class SwarmView {
     return { endpoints: names.filter((n) => n.startsWith('ovh')).length, tunnels: names.filter((n) => n.startsWith('ovx')).length };
   }
 
+  /** Docker's endpoints on host i in ovsnet networks (tasks, containers, swarm's load balancers). */
+  async held(i: number): Promise<number> {
+    const h = this.swarm.host(i);
+    const nets = (await h.docker(['network', 'ls', '-q', '--filter', 'driver=ovsnet:latest'])).stdout.split('\n').filter(Boolean);
+    let n = 0;
+    for (const id of nets) {
+      const r = await h.docker(['network', 'inspect', '-f', '{{len .Containers}}', id]);
+      if (r.code === 0) n += Number(r.stdout.trim());
+    }
+    return n;
+  }
+
   /** Keys under ovsnet's `prefix` (e.g. 'logical/') in the shared etcd, read over its JSON gateway. */
   async keys(prefix: string): Promise<string[]> {
     const b64 = (s: string) => Buffer.from(s).toString('base64');
