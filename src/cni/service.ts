@@ -239,6 +239,22 @@ export class CniService {
     return fs.existsSync(path.dirname(att.netns)) ? false : undefined;
   }
 
+  /**
+   * The reaper's removal of an attachment whose container is gone without a DEL (the runtime
+   * crashed, or its DEL found no daemon): judged again under the attachment's lock, then undone
+   * as DEL would. 'none' when no attachment is recorded.
+   */
+  async collect(containerId: string, ifname: string): Promise<'removed' | 'alive' | 'none'> {
+    return this.locked({ containerId, ifname }, async () => {
+      const att = await this.attachments.get(containerId, ifname);
+      if (att === undefined) return 'none';
+      if ((await this.alive(containerId, ifname)) !== false) return 'alive';
+      await this.release(att);
+      this.deps.log.info({ containerId, ifname, netns: att.netns }, 'CNI attachment whose namespace is gone removed');
+      return 'removed';
+    });
+  }
+
   /** Runs `fn` after every earlier command of the same container and interface. */
   private async locked<T>(key: { containerId: string; ifname: string }, fn: () => Promise<T>): Promise<T> {
     const k = holderKey(key.containerId, key.ifname);

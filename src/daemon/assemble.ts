@@ -186,7 +186,10 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     config.cniSocket === ''
       ? undefined
       : cniFrontEnd(config.cniSocket, { store, host: hostName, log: log.child({ component: 'cni' }), driver, ipam });
-  if (cni !== undefined) reaper.cniAlive = (containerId, ifname) => cni.service.alive(containerId, ifname);
+  if (cni !== undefined) {
+    reaper.cniAlive = (containerId, ifname) => cni.service.alive(containerId, ifname);
+    reaper.cniRemove = (containerId, ifname) => cni.service.collect(containerId, ifname);
+  }
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),

@@ -15,7 +15,8 @@
  * host that made it can judge its holder); a gateway; an address given for a network with
  * Docker's own driver (no CreateEndpoint reaches ovsnet there, so nothing is ever bound: only
  * pools of ovsnet networks are judged `never bound`); a static request without a name (dockerd
- * up to 28 asks aux addresses and `--ip` alike); an adopted one. A holder judged gone is reaped
+ * up to 28 asks aux addresses and `--ip` alike); an adopted one until its holder attaches through
+ * ovsnet. A CNI attachment gone is undone whole, as DEL would (cniRemove). A holder judged gone is reaped
  * only when a sweep at least the grace period after the first sighting finds it gone still, so
  * a DeleteEndpoint whose ReleaseAddress is on its way is left to Docker. The release itself
  * checks the record is the one judged (unchanged holder and time), in one transaction.
@@ -33,6 +34,13 @@ export type ReapReason = 'endpoint gone' | 'container gone' | 'never bound';
 
 /** Whether a CNI attachment's container still exists: true, false (gone), undefined (cannot tell). */
 export type CniJudge = (containerId: string, ifname: string) => Promise<boolean | undefined>;
+
+/**
+ * Undoes a CNI attachment whose container is gone, as DEL would (endpoint, OVS port, veth,
+ * addresses, record), judged again under the attachment's lock: 'removed'; 'alive' when the
+ * judgement changed; 'none' when no attachment is recorded (the reservation alone is released).
+ */
+export type CniRemove = (containerId: string, ifname: string) => Promise<'removed' | 'alive' | 'none'>;
 
 export interface ReapDeps {
   readonly store: Store;
@@ -64,6 +72,8 @@ export const STICKY_KEEP_MS = 24 * 3600_000;
 export class Reaper {
   /** Set by the CNI front end: whether an attachment's container exists (absent: CNI holders are not judged). */
   cniAlive: CniJudge | undefined;
+  /** Set by the CNI front end with cniAlive: a gone container's attachment goes whole, not its address alone. */
+  cniRemove: CniRemove | undefined;
   private readonly repeater = new Repeater();
   /** Holders judged gone, by reservation: when first seen so. */
   private readonly suspects = new Map<string, number>();
@@ -96,8 +106,11 @@ export class Reaper {
     const seen = new Set<string>();
     const reaped: Reaped[] = [];
     for (const r of decodeAll(held.kvs, decodeReservation)) {
-      if (r.host !== host || r.kind === 'gateway' || endpoints.addresses.has(r.address)) continue;
+      if (r.host !== host || r.kind === 'gateway') continue;
       const holder = holderOf(r);
+      // A CNI attachment's endpoint record names its address: it is judged by its container instead.
+      const cni = cniOf(holder);
+      if (cni === undefined && endpoints.addresses.has(r.address)) continue;
       const reason = await this.judge(r, holder, endpoints.ids, driverPools.has(pools.get(r.poolId) ?? ''), now);
       if (reason === undefined) continue;
       const suspect = `${r.poolId}|${r.address}|${holder}|${r.reservedAt}`;
@@ -106,7 +119,9 @@ export class Reaper {
       if (since === undefined) this.suspects.set(suspect, now);
       if (reason !== 'never bound' && (since === undefined || now - since < graceMs)) continue;
       const same = (cur: Reservation) => cur.host === r.host && cur.reservedAt === r.reservedAt && holderOf(cur) === holder;
-      if (!(await this.deps.release(r.poolId, r.address, same))) continue;
+      const undone = cni === undefined ? 'none' : ((await this.cniRemove?.(cni.containerId, cni.ifname)) ?? 'none');
+      if (undone === 'alive') continue;
+      if (undone === 'none' && !(await this.deps.release(r.poolId, r.address, same))) continue;
       this.suspects.delete(suspect);
       this.deps.onReaped?.(reason);
       this.deps.log.warn(
@@ -129,6 +144,8 @@ export class Reaper {
   ): Promise<ReapReason | undefined> {
     // A CNI attachment by its container (its endpoint, bound or not, goes with the attachment).
     const cni = cniOf(holder);
+    // Adopted from host-local and not attached through ovsnet yet: its container is another network's.
+    if (cni !== undefined && r.adoptedFrom !== undefined && r.endpoint === undefined) return undefined;
     if (cni !== undefined) return (await this.cniAlive?.(cni.containerId, cni.ifname)) === false ? 'container gone' : undefined;
     if (r.endpoint !== undefined) return ids.has(r.endpoint) ? undefined : 'endpoint gone';
     const container = (holder.startsWith('docker/request/') && r.kind === 'dynamic') || holder.startsWith('docker/name/');

@@ -5,6 +5,8 @@
  * did and DEL succeeds for a container never seen, a failed ADD leaves nothing, and an ADD cut
  * short is undone by recover().
  */
+import fs from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
 import { endpointIdOf } from '../../src/cni/attachments.js';
 import type { CniCall, CniConfig } from '../../src/cni/request.js';
@@ -110,6 +112,26 @@ t.test('recover() undoes an ADD cut short; GC removes what the runtime no longer
     (await service.attachments.list()).map((a) => a.containerId),
     [CID],
   );
+});
+
+t.test('collect(): an attachment whose namespace vanished without a DEL is undone whole, as DEL would; a live one is kept', async (t) => {
+  const { service, fx, used } = await setup(t);
+  const dir = t.testdir({ gone: '', live: '' });
+  const portsBefore = fx.ovs.ports.size;
+  await service.handle(call('ADD', { netns: path.join(dir, 'gone') }));
+  await service.handle(call('ADD', { containerId: 'c2', netns: path.join(dir, 'live') }));
+  t.equal(used(), 2);
+  t.equal(await service.collect(CID, 'eth0'), 'alive', 'its namespace is there: kept');
+  fs.rmSync(path.join(dir, 'gone'));
+  t.equal(await service.collect(CID, 'eth0'), 'removed');
+  await (service as unknown as { deps: { driver: NetworkDriver } }).deps.driver.settled();
+  t.equal(fx.ovs.ports.size, portsBefore + 1, "its port is gone, c2's stays");
+  t.equal(used(), 1, 'its address is free');
+  t.same(
+    (await service.attachments.list()).map((a) => a.containerId),
+    ['c2'],
+  );
+  t.equal(await service.collect(CID, 'eth0'), 'none', 'nothing recorded any more');
 });
 
 t.test('CHECK: an unknown container, and a namespace not as ADD left it', async (t) => {

@@ -196,7 +196,19 @@ t.test(
     w.driverPools.add('10.82.9.0/24');
     const infra = await w.ipam.hostAddress('10.82.9.0/24', 'infra:h1');
     const cni = await w.ipam.requestAddress({ poolId, address: '', gateway: false, holder: holders.cni('c1', 'eth0') });
-    await w.ipam.bindEndpoint(cni.address, 'cni-endpoint'); // the CNI front end's CreateEndpoint; no Docker endpoint record names it
+    await w.ipam.bindEndpoint(cni.address, 'cni-endpoint'); // the CNI front end's CreateEndpoint...
+    w.endpoints.ids.add('cni-endpoint'); // ...which writes an endpoint record naming the address
+    w.endpoints.addresses.add(plain(cni.address));
+    const removed: string[] = [];
+    // The CNI front end undoes the whole attachment (service.collect): endpoint record and address.
+    w.reaper.cniRemove = async (id, ifname) => {
+      if (alive) return 'alive';
+      removed.push(`${id}/${ifname}`);
+      w.endpoints.ids.delete('cni-endpoint');
+      w.endpoints.addresses.delete(plain(cni.address));
+      await w.ipam.releaseHolder(holders.cni(id, ifname), poolId);
+      return 'removed';
+    };
     for (let i = 0; i < 3; i++) {
       t.same(await w.reaper.sweep(), [], `sweep ${i}: kept`);
       w.clock.now += GRACE;
@@ -210,6 +222,28 @@ t.test(
       ['container gone'],
       'the CNI container gone: reaped',
     );
+    t.same(removed, ['c1/eth0'], 'the attachment undone whole, once');
     t.same(await held(w, poolId), [plain(infra ?? '')], 'the infra address stays');
   },
 );
+
+t.test('an address adopted from host-local for a CNI container is kept until that container attaches through ovsnet', async (t) => {
+  const w = world(t);
+  w.reaper.cniAlive = () => Promise.resolve(false); // no attachment recorded: the CNI side says gone
+  const { poolId } = await w.ipam.requestPool(pool('10.82.10.0/24'));
+  t.equal((await w.ipam.adopt('10.82.10.7', holders.cni('c9', 'eth0'), 'host-local')).outcome, 'adopted');
+  for (let i = 0; i < 3; i++) {
+    t.same(await w.reaper.sweep(), [], `sweep ${i}: kept`);
+    w.clock.now += GRACE;
+  }
+  t.same(await held(w, poolId), ['10.82.10.7']);
+  // Attached through ovsnet (ADD with that key, bound by its CreateEndpoint): judged as any attachment.
+  await w.ipam.bindEndpoint('10.82.10.7', 'cni-endpoint');
+  await w.reaper.sweep();
+  w.clock.now += GRACE;
+  t.same(
+    (await w.reaper.sweep()).map((r) => r.reason),
+    ['container gone'],
+  );
+  t.same(await held(w, poolId), []);
+});
