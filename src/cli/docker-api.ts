@@ -53,14 +53,14 @@ export interface Mount {
 
 /**
  * Docker runs a managed plugin with its socket in /run/docker/plugins/<ID>/ (whatever
- * --exec-root says); ovsnet's are the enabled network-driver plugins running its entry point.
+ * --exec-root says); ovsnet's are the network-driver plugins running its entry point (a
+ * disabled one has no socket: the CLI says so rather than read another store unawares).
  */
 export async function managedOvsnets(dockerSocket: string): Promise<{ plugin: DockerPlugin; socket: string }[]> {
   const plugins = (await dockerGet<DockerPlugin[]>(dockerSocket, '/plugins')) ?? [];
   return plugins
     .filter(
       (p) =>
-        p.Enabled &&
         p.Config.Interface.Types.includes('docker.networkdriver/1.0') &&
         (p.Config.Entrypoint ?? []).some((e) => e.endsWith('/dist/src/main.js')),
     )

@@ -119,12 +119,14 @@ export async function locate(
   const file = fs.existsSync(envFile) ? parseEnvFile(fs.readFileSync(envFile, 'utf8')) : undefined;
 
   const candidates: { socket: string; via: string; mounts?: readonly Mount[] }[] = [];
+  const disabled: string[] = [];
   if (own.OVSNET_SOCKET !== undefined) candidates.push({ socket: own.OVSNET_SOCKET, via: 'OVSNET_SOCKET' });
   else {
     const fromFile = file?.OVSNET_SOCKET;
     candidates.push({ socket: fromFile ?? SETTINGS.OVSNET_SOCKET.default, via: fromFile === undefined ? 'the default socket' : envFile });
     for (const { plugin, socket } of await managedOvsnets(dockerSocket))
-      candidates.push({ socket, via: `managed plugin ${plugin.Name}`, mounts: plugin.Settings.Mounts ?? [] });
+      if (plugin.Enabled) candidates.push({ socket, via: `managed plugin ${plugin.Name}`, mounts: plugin.Settings.Mounts ?? [] });
+      else disabled.push(plugin.Name);
   }
   let daemon: DaemonFound | undefined;
   let mounts: readonly Mount[] = [];
@@ -163,6 +165,10 @@ export async function locate(
         `${envFile} names the store ${file.OVSNET_STORE}, but ${where} uses ${daemonStore}: it was started with other settings (restart it to apply the file); showing the daemon's store`,
       );
   }
+  if (daemon === undefined && disabled.length > 0)
+    notes.push(
+      `no ovsnet daemon answers, and the managed plugin ${disabled.join(', ')} is disabled: showing ${file === undefined ? 'the default settings' : envFile}, which may not be its store (docker plugin enable ${disabled[0] ?? ''} to see what it sees)`,
+    );
   if (
     daemon?.info?.settings.OVSNET_ETCD_PASSWORD === REDACTED &&
     env.OVSNET_ETCD_PASSWORD === undefined &&

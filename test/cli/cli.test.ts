@@ -11,7 +11,7 @@ import path from 'node:path';
 import t from 'tap';
 import { COMMANDS } from '../../src/cli/commands.js';
 import { dockerNames, nameOf } from '../../src/cli/docker-api.js';
-import { hostPath, parseEnvFile } from '../../src/cli/locate.js';
+import { hostPath, locate, parseEnvFile } from '../../src/cli/locate.js';
 import { VERSION } from '../../src/version.js';
 import { MAIN, NO_OVS, Ovsnet, pluginCall, run } from '../harness/host.js';
 
@@ -154,6 +154,30 @@ t.test("Docker's names, asked of Docker's API", async (t) => {
   t.equal(nameOf(names?.containers, 'ee11ee22ee33'), 'web1');
   t.equal(nameOf(names?.networks, 'ffffffffffff'), '', 'unknown: empty');
   t.equal(await dockerNames(path.join(dir, 'nothing.sock')), undefined, 'no Docker: no names, no failure');
+});
+
+t.test('a managed plugin that is disabled: no daemon answers, and the CLI says it may be reading another store', async (t) => {
+  const api = path.join(dir, 'docker-plugins.sock');
+  const plugin = {
+    Id: 'f00d'.repeat(16),
+    Name: 'ovsnet:latest',
+    Enabled: false,
+    Config: {
+      Entrypoint: ['/usr/bin/node', '/opt/ovsnet/dist/src/main.js'],
+      Interface: { Types: ['docker.networkdriver/1.0'], Socket: 'ovsnet.sock' },
+    },
+    Settings: { Mounts: [] },
+  };
+  const server = http.createServer((req, res) => res.writeHead(200).end(JSON.stringify(req.url === '/plugins' ? [plugin] : [])));
+  await new Promise<void>((r) => server.listen(api, r));
+  t.teardown(() => server.close());
+  const file = path.join(dir, 'disabled.default');
+  fs.writeFileSync(file, `OVSNET_SOCKET=${path.join(dir, 'nobody-here.sock')}\n`);
+  const found = await locate({}, file, api);
+  t.equal(found.daemon, undefined);
+  t.match(found.notes, [/managed plugin ovsnet:latest is disabled: showing .*disabled\.default, which may not be its store/]);
+  const enabled = await locate({}, file, path.join(dir, 'nothing.sock'));
+  t.same(enabled.notes, [], 'no Docker: nothing to say');
 });
 
 t.test('pieces: the environment file, paths inside a managed plugin', async (t) => {
