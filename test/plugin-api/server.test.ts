@@ -86,6 +86,41 @@ t.test('a network create, then an endpoint, then removal, as Docker sequences th
   t.same(await docker('IpamDriver.ReleasePool', { PoolID }), { status: 200, body: {} }, 'idempotent');
 });
 
+t.test('keyed by holder over the wire: a retried named request gets the same address; sticky: a recreated name gets it back', async (t) => {
+  const ask = async (PoolID: string, name: string) =>
+    (await docker('IpamDriver.RequestAddress', { PoolID, Address: '', Options: { 'com.docker.network.endpoint.name': name } })).body;
+  const used = (pool: string) => ipam.usage().find((u) => u.pool === pool)?.count;
+  const plainPool = await docker('IpamDriver.RequestPool', { AddressSpace: '', Pool: '10.81.0.0/24', SubPool: '', Options: {}, V6: false });
+  const P = (plainPool.body as { PoolID: string }).PoolID;
+  const first = await ask(P, 'api');
+  t.same(await ask(P, 'api'), first, 'retried: the same address');
+  t.equal(used('10.81.0.0/24'), 1, 'the count moved once');
+  await docker('IpamDriver.ReleaseAddress', { PoolID: P, Address: (first as { Address: string }).Address.split('/')[0] });
+  await ask(P, 'other');
+  t.not(
+    ((await ask(P, 'api')) as { Address: string }).Address,
+    (first as { Address: string }).Address,
+    'not sticky: a recreated name gets the next address',
+  );
+
+  const stickyPool = await docker('IpamDriver.RequestPool', {
+    AddressSpace: '',
+    Pool: '10.82.0.0/24',
+    SubPool: '',
+    Options: { 'ovsnet.sticky': 'true' },
+    V6: false,
+  });
+  const S = (stickyPool.body as { PoolID: string }).PoolID;
+  const web = (await ask(S, 'web')) as { Address: string };
+  await docker('IpamDriver.ReleaseAddress', { PoolID: S, Address: web.Address.split('/')[0] });
+  const other = (await ask(S, 'other')) as { Address: string };
+  t.not(other.Address, web.Address, "a newcomer does not take the released name's address while it is free");
+  t.same(await ask(S, 'web'), web, 'sticky: the recreated name gets its address back');
+  t.equal(used('10.82.0.0/24'), 2);
+  for (const a of [web.Address, other.Address]) await docker('IpamDriver.ReleaseAddress', { PoolID: S, Address: a.split('/')[0] });
+  for (const id of [P, S]) t.same(await docker('IpamDriver.ReleasePool', { PoolID: id }), { status: 200, body: {} });
+});
+
 t.test('bad requests: the field and the expected form, as {"Err"}', async (t) => {
   const cases: [string, unknown, RegExp][] = [
     ['IpamDriver.RequestPool', '', /RequestPool: the request body is empty; expected a JSON object/],
