@@ -1,7 +1,7 @@
 /**
- * Store round trips of a container's driver calls with ovsnet's IPAM (issue 16): CreateEndpoint
- * writes the record and binds the reservation in one transaction; Join, EndpointOperInfo and
- * Leave make no store call; DeleteEndpoint one. A reservation changed since the IPAM wrote it
+ * Store round trips of a container's calls with ovsnet's IPAM (issue 16): RequestAddress one
+ * transaction; CreateEndpoint writes the record and binds the reservation in one; Join,
+ * EndpointOperInfo and Leave make no store call; DeleteEndpoint one; ReleaseAddress one. A reservation changed since the IPAM wrote it
  * is bound the usual way, never overwritten.
  */
 import fs from 'node:fs';
@@ -52,24 +52,37 @@ async function setup(t: Test) {
 
 const ep = (endpointId: string, address: string) => ({ networkId: NET, endpointId, address, addressV6: '', mac: '', portmap: [] });
 
-t.test('one transaction for CreateEndpoint, none for Join, EndpointOperInfo, Leave, one for DeleteEndpoint', async (t) => {
-  const { ipam, driver, poolId, calls, reservation } = await setup(t);
-  const { address } = await ipam.requestAddress({ poolId, address: '', gateway: false });
-  const E = 'e'.repeat(64);
-  const steps: Record<string, string[]> = {};
-  const count = async (name: string, f: () => Promise<unknown>) => {
-    calls.length = 0;
-    await f();
-    steps[name] = [...calls];
-  };
-  await count('CreateEndpoint', () => driver.createEndpoint(ep(E, address)));
-  await count('Join', () => driver.join(NET, E));
-  await count('EndpointOperInfo', () => driver.endpointInfo(NET, E));
-  await count('Leave', () => driver.leave(NET, E));
-  await count('DeleteEndpoint', () => driver.deleteEndpoint(NET, E));
-  t.same(steps, { CreateEndpoint: ['txn'], Join: [], EndpointOperInfo: [], Leave: [], DeleteEndpoint: ['txn'] });
-  t.equal((await reservation(address)).endpoint, E, 'the reservation names the endpoint');
-});
+t.test(
+  'a container lifecycle: one transaction each for RequestAddress, CreateEndpoint, DeleteEndpoint and ReleaseAddress, none for Join, EndpointOperInfo, Leave',
+  async (t) => {
+    const { ipam, driver, poolId, calls, reservation } = await setup(t);
+    const E = 'e'.repeat(64);
+    const steps: Record<string, string[]> = {};
+    const count = async (name: string, f: () => Promise<unknown>) => {
+      calls.length = 0;
+      await f();
+      steps[name] = [...calls];
+    };
+    let address = '';
+    await count('RequestAddress', async () => ({ address } = await ipam.requestAddress({ poolId, address: '', gateway: false })));
+    await count('CreateEndpoint', () => driver.createEndpoint(ep(E, address)));
+    await count('Join', () => driver.join(NET, E));
+    await count('EndpointOperInfo', () => driver.endpointInfo(NET, E));
+    await count('Leave', () => driver.leave(NET, E));
+    t.equal((await reservation(address)).endpoint, E, 'the reservation names the endpoint');
+    await count('DeleteEndpoint', () => driver.deleteEndpoint(NET, E));
+    await count('ReleaseAddress', () => ipam.releaseAddress(poolId, address));
+    t.same(steps, {
+      RequestAddress: ['txn'],
+      CreateEndpoint: ['txn'],
+      Join: [],
+      EndpointOperInfo: [],
+      Leave: [],
+      DeleteEndpoint: ['txn'],
+      ReleaseAddress: ['txn'],
+    });
+  },
+);
 
 t.test('a reservation changed since the IPAM wrote it: bound the usual way, its change kept', async (t) => {
   const { store, ipam, driver, poolId, reservation } = await setup(t);
