@@ -12,7 +12,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { SETTINGS, type SettingName } from '../config.js';
-import { OvsnetError } from '../errors.js';
 import { ADMIN_INFO_PATH, type AdminInfo } from '../plugin-api/admin-routes.js';
 import { REDACTED } from '../settings-view.js';
 import { managedOvsnets, unixGet, type Mount } from './docker-api.js';
@@ -36,6 +35,8 @@ export interface Location {
   readonly source: string;
   /** Disagreements with the daemon, said on stderr. */
   readonly notes: readonly string[];
+  /** Why the store cannot be opened with these settings (a command that needs it fails with this). */
+  readonly storeProblem?: string;
 }
 
 /** systemd's EnvironmentFile= syntax as far as ovsnet's file uses it: KEY=VALUE, # comments, quotes. */
@@ -169,16 +170,19 @@ export async function locate(
     notes.push(
       `no ovsnet daemon answers, and the managed plugin ${disabled.join(', ')} is disabled: showing ${file === undefined ? 'the default settings' : envFile}, which may not be its store (docker plugin enable ${disabled[0] ?? ''} to see what it sees)`,
     );
-  if (
+  // Commands that need the store fail with this; version and status still say what they can.
+  const storeProblem =
     daemon?.info?.settings.OVSNET_ETCD_PASSWORD === REDACTED &&
     env.OVSNET_ETCD_PASSWORD === undefined &&
     env.OVSNET_ETCD_PASSWORD_FILE === undefined
-  ) {
-    throw new OvsnetError(
-      'CONFIG_INVALID',
-      `the daemon on ${daemon.socket} authenticates to etcd with OVSNET_ETCD_PASSWORD, which it does not reveal: give this command the password too (OVSNET_ETCD_PASSWORD=... in its environment or in ${envFile}), or have the daemon read it from a file (OVSNET_ETCD_PASSWORD_FILE), which the CLI then reads as well`,
-    );
-  }
+      ? `the daemon on ${daemon.socket} authenticates to etcd with OVSNET_ETCD_PASSWORD, which it does not reveal: give this command the password too (OVSNET_ETCD_PASSWORD=... in its environment or in ${envFile}), or have the daemon read it from a file (OVSNET_ETCD_PASSWORD_FILE), which the CLI then reads as well`
+      : undefined;
   const source = daemon?.info !== undefined ? `the daemon on ${daemon.socket} (${daemon.via})` : file !== undefined ? envFile : 'defaults';
-  return { env, daemon, source: Object.keys(own).length > 0 ? `${source}, overridden by this command's environment` : source, notes };
+  return {
+    env,
+    daemon,
+    source: Object.keys(own).length > 0 ? `${source}, overridden by this command's environment` : source,
+    notes,
+    ...(storeProblem === undefined ? {} : { storeProblem }),
+  };
 }

@@ -4,6 +4,7 @@
  * opened from them and closed after.
  */
 import { loadConfig, type Config } from '../config.js';
+import { OvsnetError } from '../errors.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/types.js';
@@ -42,6 +43,7 @@ export async function located(ctx: CliContext, envFile: string | undefined): Pro
 /** Runs `fn` with the store and OVSDB opened from the located settings, closing them after. */
 export async function withSession<T>(ctx: CliContext, envFile: string | undefined, fn: (s: Session) => Promise<T>): Promise<T> {
   const { location, dockerSocket } = await located(ctx, envFile);
+  if (location.storeProblem !== undefined) throw new OvsnetError('CONFIG_INVALID', location.storeProblem);
   const config = loadConfig(location.env);
   const store = openStore(config.store, Math.min(config.storeTimeoutMs, 3000));
   const ovs = new Ovsdb(config.ovsdb, 2000);

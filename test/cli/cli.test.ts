@@ -12,6 +12,7 @@ import t from 'tap';
 import { COMMANDS } from '../../src/cli/commands.js';
 import { dockerNames, nameOf } from '../../src/cli/docker-api.js';
 import { hostPath, locate, parseEnvFile } from '../../src/cli/locate.js';
+import { REDACTED } from '../../src/settings-view.js';
 import { VERSION } from '../../src/version.js';
 import { MAIN, NO_OVS, Ovsnet, pluginCall, run } from '../harness/host.js';
 
@@ -179,6 +180,33 @@ t.test('a managed plugin that is disabled: no daemon answers, and the CLI says i
   const enabled = await locate({}, file, path.join(dir, 'nothing.sock'));
   t.same(enabled.notes, [], 'no Docker: nothing to say');
 });
+
+t.test(
+  'a daemon whose etcd password is not revealed: version still answers; a command that needs the store says what to give it',
+  async (t) => {
+    const s3 = path.join(dir, 'p3.sock');
+    const info = {
+      version: VERSION,
+      pid: 1,
+      startedAt: new Date().toISOString(),
+      uptimeSeconds: 5,
+      settings: { OVSNET_STORE: 'etcd://127.0.0.1:9', OVSNET_ETCD_USER: 'ovsnet', OVSNET_ETCD_PASSWORD: REDACTED },
+      store: { store: 'etcd://127.0.0.1:9', ok: true, revision: 7, ms: 1 },
+    };
+    const server = http.createServer((req, res) => res.writeHead(req.url === '/ovsnet/v1/info' ? 200 : 404).end(JSON.stringify(info)));
+    await new Promise<void>((r) => server.listen(s3, r));
+    t.teardown(() => server.close());
+    const v = await cli(['version', '-o', 'json', '--settings-file', emptyFile], { OVSNET_SOCKET: s3 });
+    t.equal(v.code, 0, v.stderr);
+    t.match(JSON.parse(v.stdout), { daemon: { version: VERSION } });
+    const ipamRun = await cli(['ipam', '--settings-file', emptyFile], { OVSNET_SOCKET: s3 });
+    t.equal(ipamRun.code, 2);
+    t.match(
+      ipamRun.stderr,
+      /authenticates to etcd with OVSNET_ETCD_PASSWORD, which it does not reveal: give this command the password too/,
+    );
+  },
+);
 
 t.test('pieces: the environment file, paths inside a managed plugin', async (t) => {
   t.same(parseEnvFile('# c\n\nOVSNET_STORE="etcd://a:1"\n OVSNET_HOST = h1\nOTHER=x\n; c\n'), {
