@@ -7,8 +7,8 @@
  * and renamed for the next Join). Baseline: the first row (no spares, spaced), same run.
  * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns).
  */
-import { DockerHost, IMAGE } from '../test/harness/host.js';
-import { storm, type Storm } from './storm.js';
+import { DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
+import { cpuSeconds, storm, type Storm } from './storm.js';
 import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
 
@@ -45,7 +45,7 @@ export async function benchChurn(): Promise<void> {
     }
     const ovsnet = await host.startOvsnet();
     try {
-      docker = await dockerRuns(host);
+      docker = await dockerRuns(host, ovsnet);
     } finally {
       await ovsnet.kill('SIGTERM');
     }
@@ -65,19 +65,25 @@ export async function benchChurn(): Promise<void> {
  * BENCH_STORM (100) parallel `docker run -d`, each network in turn; and `docker run --rm`
  * alternating over ovsnet, the bridge and `--network none` (the floor: no network at all).
  */
-async function dockerRuns(host: DockerHost): Promise<string> {
+async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.249.0.0/20', 'stormovs']);
   await host.dockerOk(['network', 'create', '-d', 'bridge', '--subnet', '10.248.0.0/20', 'stormbr']);
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const ovs: Storm[] = [];
   const br: Storm[] = [];
+  const cpu: { start: number; stop: number }[] = [];
   for (let r = 0; r < rounds; r++) {
     // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
     const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
     for (const which of order) {
-      if (which === 'ovs') ovs.push(await storm(host, 'stormovs', n, `so${r}x`));
-      else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
+      if (which === 'ovs') {
+        // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
+        const u0 = cpuSeconds(ovsnet);
+        let u1 = u0;
+        ovs.push(await storm(host, 'stormovs', n, `so${r}x`, () => Promise.resolve(void (u1 = cpuSeconds(ovsnet)))));
+        cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
+      } else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
     }
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
@@ -116,6 +122,7 @@ async function dockerRuns(host: DockerHost): Promise<string> {
     ),
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
+    `ovsnet CPU per container in its storms, embedded store (no etcd), per round: start ${cpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${cpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms (with etcd: npm run bench -- cluster)`,
     `\ndocker run --rm ... true, ${runs} runs each after 2 warm-up, alternating; target: ovsnet's cost over none <= 0.8x the bridge's\n`,
     table(
       ['network', 'median ms', 'cost over none ms', 'cost vs bridge'],
