@@ -5,7 +5,8 @@
  * between groups (and the parent) new connections pass only where the receiving group allows the
  * sender (all of it, or one port); frames sent to another group's MAC directly do not arrive
  * (separate at layer 2); after ovs-vswitchd restarts, the rules come back; everything goes with
- * the networks. The OpenFlow rules alone are test/e2e/groups-datapath.test.ts's.
+ * the networks. The OpenFlow rules alone are test/e2e/groups-datapath.test.ts's. Last, on the same
+ * host, an infra network (item 4) beside its gateway: the one across hosts is uplink.test.ts's.
  */
 import t from 'tap';
 import { DockerHost, IMAGE, MAIN, type Ovsnet } from '../harness/host.js';
@@ -149,3 +150,27 @@ t.test('a container leaving and coming: its rules follow; everything goes with t
   const pools = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'ipam', '--json']);
   t.notMatch(pools.stdout, /10\.71\.0\.0/, 'the pool went with the last network');
 });
+
+t.test(
+  'an infra network on one host, beside its gateway: the host holds a second address of the pool, its services are reached there; gone with the network',
+  async (t) => {
+    const made = await create('inf', '-o', 'ovsnet.infra=true');
+    t.equal(made.code, 0, made.stderr);
+    const port = `ovi${(await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'inf'])).slice(0, 12)}`;
+    const address = /inet ([\d.]+)\//.exec((await host.exec(['ip', '-4', 'addr', 'show', 'dev', port])).stdout)?.[1] ?? '';
+    t.match(address, /^10\.71\.0\.\d+$/, `the host's infra port ${port} holds ${address}`);
+    t.not(address, '10.71.0.1', "an address of its own, not the gateway's");
+    await run('c1', 'inf');
+    t.not(await ip('c1', 'inf'), address, "the container's address is another");
+    // A service of the host itself (in its namespace), reached from the container at the infra address.
+    await host.exec(['sh', '-c', '(echo served-by-host | timeout 20 busybox nc -l -p 7100) >/dev/null 2>&1 &']);
+    await new Promise((r) => setTimeout(r, 300));
+    const got = await host.docker(['exec', 'c1', 'sh', '-c', `nc -w 3 ${address} 7100 </dev/null`]);
+    t.equal(got.stdout.trim(), 'served-by-host', "the container reaches the host's service on the infra address");
+    await host.dockerOk(['rm', '-f', 'c1']);
+    await host.dockerOk(['network', 'rm', 'inf']);
+    t.not((await host.exec(['ip', 'link', 'show', port])).code, 0, 'the infra port went with the network');
+    const pools = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'ipam', '--json']);
+    t.notMatch(pools.stdout, /10\.71\.0\.0/, 'and its address with the pool');
+  },
+);
