@@ -269,7 +269,7 @@ t.test('three managers, the leader stopped mid-run: a new leader allocates again
   t.ok(await until(async () => (await managers()).match(/Ready (Leader|Reachable)/g)?.length === 3, 60_000), 'node 1 back as a manager');
 });
 
-t.test('a killed node: its tasks are rescheduled, none with an address in use; its tunnels go', async (t) => {
+t.test('a killed node: its tasks are rescheduled, no address twice among the live ones; its tunnels go', async (t) => {
   // Rebalance onto node 3 (active again) by forcing a redeploy.
   await mgr.dockerOk(['service', 'update', '-d', '--force', 'web']);
   let old: Awaited<ReturnType<SwarmView['tasks']>> = [];
@@ -283,10 +283,13 @@ t.test('a killed node: its tasks are rescheduled, none with an address in use; i
   );
   const ips = now.map((x) => x.ip);
   t.equal(new Set(ips).size, 6, `no address twice: ${ips.join(' ')}`);
+  // A replacement may be given a dead task's address: the manager's IPAM (Docker's: ovsnet's
+  // refuses swarm networks) frees it once it has marked the task down, and its container is gone
+  // with its node. (Checking that none was reused failed a CI run: it depends on when the manager
+  // frees them, and the tasks seen before the kill may still be rolling from the forced update.)
   const lost = old.filter((x) => x.host === 2).map((x) => x.ip);
-  t.notOk(
-    ips.some((ip) => lost.includes(ip) && !old.some((o) => o.ip === ip && o.host !== 2)),
-    `none takes a dead task's address (${lost.join(' ')})`,
+  t.comment(
+    `the dead node's tasks had ${lost.join(' ')}; reused by replacements: ${ips.filter((ip) => lost.includes(ip)).join(' ') || 'none'}`,
   );
   const [a, b] = [now.find((x) => x.host === 0), now.find((x) => x.host === 1)];
   t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'node 1 -> node 2');
