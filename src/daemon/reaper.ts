@@ -14,6 +14,7 @@ import type { Config } from '../config.js';
 import type { LinksApi } from '../driver/deps.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import type { EndpointRecord } from '../driver/records/records.js';
 import { messageOf } from '../errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import { Reaper } from '../ipam-driver/reap.js';
@@ -38,10 +39,13 @@ export function makeReaper(p: ReaperParts): Reaper {
   const graceMs = p.config.reapGraceSeconds * 1000;
   /** This host's endpoints whose container end was seen in the host's namespace: since when. */
   const left = new Map<string, number>();
-  const removeLeft = async (): Promise<void> => {
+  /** Removes those endpoints; returns every endpoint record left (one read of them per sweep). */
+  const removeLeft = async (): Promise<EndpointRecord[]> => {
     const now = Date.now();
     const seen = new Set<string>();
-    for (const ep of await listEndpoints(p.store)) {
+    const all = await listEndpoints(p.store);
+    const removed = new Set<string>();
+    for (const ep of all) {
       if ((ep.host ?? p.host) !== p.host || !(await p.links.exists(ep.containerVeth))) continue;
       seen.add(ep.endpointId);
       const since = left.get(ep.endpointId) ?? now;
@@ -49,6 +53,7 @@ export function makeReaper(p: ReaperParts): Reaper {
       if (now - since < graceMs) continue;
       try {
         await p.driver.deleteEndpoint(ep.networkId, ep.endpointId);
+        removed.add(ep.endpointId);
         p.log.warn(
           { networkId: ep.networkId, endpointId: ep.endpointId, veth: ep.containerVeth },
           `endpoint ${ep.endpointId.slice(0, 12)} left its container while ovsnet was down (its container end ${ep.containerVeth} is back on the host): removed`,
@@ -58,6 +63,7 @@ export function makeReaper(p: ReaperParts): Reaper {
       }
     }
     for (const id of left.keys()) if (!seen.has(id)) left.delete(id);
+    return all.filter((e) => !removed.has(e.endpointId));
   };
   return new Reaper({
     store: p.store,
@@ -65,8 +71,7 @@ export function makeReaper(p: ReaperParts): Reaper {
     host: p.host,
     graceMs,
     endpoints: async () => {
-      await removeLeft();
-      const all = await listEndpoints(p.store);
+      const all = await removeLeft();
       return {
         ids: new Set(all.map((e) => e.endpointId)),
         addresses: new Set(all.flatMap((e) => [e.address, e.addressV6].flatMap((a) => (a === undefined ? [] : [plain(a)])))),
