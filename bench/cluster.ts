@@ -18,7 +18,7 @@ import { createLogger } from '../src/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
 import { loadConfig } from '../src/config.js';
 import { Cluster } from '../test/harness/cluster.js';
-import { IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
+import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
 import { callsBetween, cpuSeconds, storeCalls, storm } from './storm.js';
@@ -159,21 +159,7 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
           OVSNET_METRICS_ADDR: String(METRICS_PORT),
         }),
       );
-      await h.dockerOk([
-        'network',
-        'create',
-        '-d',
-        'ovsnet',
-        '--ipam-driver',
-        'ovsnet',
-        '--subnet',
-        '10.230.0.0/24',
-        '-o',
-        'ovsnet.network=bench',
-        '-o',
-        'ovsnet.encap=vxlan',
-        'bench',
-      ]);
+      await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
     }
     const [h1, h2] = cluster.hosts;
     if (h1 === undefined || h2 === undefined) throw new Error('two hosts');

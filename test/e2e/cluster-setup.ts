@@ -4,7 +4,7 @@
  */
 import type { Test } from 'tap';
 import { Cluster, histogramSummary } from '../harness/cluster.js';
-import { IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
+import { CREATE_OVSNET, IMAGE, MAIN, type Ovsnet, run } from '../harness/host.js';
 
 export const TTL_SECONDS = 3;
 export const GRACE_SECONDS = 20;
@@ -73,12 +73,7 @@ export class MultiHost {
   /** docker network create of logical network `name` on host i. */
   createLogical(i: number, name: string, subnet: string, extra: readonly string[] = []): Promise<string> {
     return this.dockerOk(i, [
-      'network',
-      'create',
-      '-d',
-      'ovsnet',
-      '--ipam-driver',
-      'ovsnet',
+      ...CREATE_OVSNET,
       '--subnet',
       subnet,
       '-o',

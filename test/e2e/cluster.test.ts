@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs';
 import t from 'tap';
-import { IMAGE, MAIN, run } from '../harness/host.js';
+import { CREATE_OVSNET, IMAGE, MAIN, run } from '../harness/host.js';
 import { MultiHost, rootTraces, TTL_SECONDS, until } from './cluster-setup.js';
 
 const SUBNETS = ['10.210.0.', '10.211.0.', '10.212.0.', 'fd5e:212:'];
@@ -30,12 +30,7 @@ t.test('logical networks: created on every host, mismatches explained, tunnels t
     await m.createLogical(i, 'red', '10.211.0.0/24');
   }
   const bad = await m.docker(1, [
-    'network',
-    'create',
-    '-d',
-    'ovsnet',
-    '--ipam-driver',
-    'ovsnet',
+    ...CREATE_OVSNET,
     '--subnet',
     '10.212.9.0/24',
     '-o',

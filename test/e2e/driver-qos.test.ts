@@ -10,7 +10,7 @@
  */
 import { spawn } from 'node:child_process';
 import t from 'tap';
-import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
+import { CREATE_OVSNET, DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
 
 const host = await DockerHost.up('drvqos');
 let ovsnet: Ovsnet = await host.startOvsnet();
@@ -90,18 +90,7 @@ const meters = async () => (await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'd
 
 /** An ovsnet network with ovsnet's IPAM, and `-o` options. */
 const createNet = (name: string, subnet: string, ...opts: string[]) =>
-  host.dockerOk([
-    'network',
-    'create',
-    '-d',
-    'ovsnet',
-    '--ipam-driver',
-    'ovsnet',
-    '--subnet',
-    subnet,
-    ...opts.flatMap((o) => ['-o', o]),
-    name,
-  ]);
+  host.dockerOk([...CREATE_OVSNET, '--subnet', subnet, ...opts.flatMap((o) => ['-o', o]), name]);
 
 const ipOf = (container: string, net: string) =>
   host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, container]);

@@ -11,7 +11,7 @@ import t from 'tap';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite.js';
 import type { Reservation } from '../../src/ipam-driver/records.js';
-import { DockerHost, IMAGE, MAIN, pluginCall, type Ovsnet } from '../harness/host.js';
+import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, type Ovsnet, pluginCall } from '../harness/host.js';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -142,21 +142,7 @@ await t.test("ovsnet ipam adopt docker: a network moved to ovsnet keeps its cont
   await host.dockerOk(['run', '-d', '--name', 'mover', '--network', 'old', IMAGE, 'sleep', '600']);
   const mover = await ipOf('mover', 'old');
   const share = 'ovsnet.allow-connected=true'; // the old bridge is still on the subnet while moving
-  await host.dockerOk([
-    'network',
-    'create',
-    '-d',
-    'ovsnet',
-    '--ipam-driver',
-    'ovsnet',
-    '--subnet',
-    '10.65.0.0/24',
-    '--ipam-opt',
-    share,
-    '-o',
-    share,
-    'new',
-  ]);
+  await host.dockerOk([...CREATE_OVSNET, '--subnet', '10.65.0.0/24', '--ipam-opt', share, '-o', share, 'new']);
   const adopted = await ovsnetCli('ipam', 'adopt', 'docker', 'old', '--json');
   t.equal(adopted.code, 0, adopted.stderr);
   t.match(JSON.parse(adopted.stdout), [{ address: mover, holder: /^adopted\/docker\/[0-9a-f]{64}$/, outcome: 'adopted' }]);

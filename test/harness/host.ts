@@ -12,6 +12,8 @@ import { fileURLToPath } from 'node:url';
 export const SCRIPT = fileURLToPath(new URL('../../../test/harness/host.sh', import.meta.url));
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 export const IMAGE = 'ovsnet-test/busybox:latest';
+/** `docker network create` of an ovsnet network numbered by ovsnet's IPAM: the rest (subnet, options, name) follows. */
+export const CREATE_OVSNET = ['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet'] as const;
 
 /**
  * OVSNET_OVSDB for an ovsnet that runs outside any test host (IPAM-only tests, benchmarks): a
