@@ -18,12 +18,12 @@ export default tseslint.config(
       // One module owns each side effect: only the config loader reads the environment.
       'no-restricted-properties': [
         'error',
-        { object: 'process', property: 'env', message: 'Read settings through loadConfig (src/config.ts).' },
+        { object: 'process', property: 'env', message: 'Read settings through loadConfig (src/config/config.ts).' },
       ],
     },
   },
   {
-    files: ['src/main.ts', 'src/cni/client.ts', 'src/config.ts', 'test/**', 'bench/**'],
+    files: ['src/main.ts', 'src/cni/client.ts', 'src/config/config.ts', 'test/**', 'bench/**'],
     rules: { 'no-restricted-properties': 'off' },
   },
   {

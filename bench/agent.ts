@@ -5,13 +5,13 @@
  * light agent's OVS is in memory (FakeOvs); a full host's is a real Open vSwitch
  * (bench/full-host.ts).
  */
-import type { OvsApi } from '../src/driver/deps.js';
+import type { OvsApi } from '../src/driver/effects/deps.js';
 import { joinLogical } from '../src/driver/vxlan/logical.js';
 import { Tunnels } from '../src/driver/vxlan/tunnels.js';
-import type { NetworkRecord } from '../src/driver/records/records.js';
-import { createLogger } from '../src/log.js';
-import { EtcdStore } from '../src/store/etcd.js';
-import { HostRegistry } from '../src/store/hosts.js';
+import type { NetworkRecord } from '../src/driver/model/records.js';
+import { createLogger } from '../src/lib/log.js';
+import { EtcdStore } from '../src/store/etcd/etcd.js';
+import { HostRegistry } from '../src/cluster/hosts.js';
 import type { Store } from '../src/store/types.js';
 
 const log = createLogger('silent');

@@ -13,10 +13,10 @@
  * 4. A storm of containers on host 1 (stormCosts): store round trips per container start and
  *    stop and ovsnet's CPU per start, from its /metrics and /proc.
  */
-import { EtcdStore } from '../src/store/etcd.js';
-import { createLogger } from '../src/log.js';
+import { EtcdStore } from '../src/store/etcd/etcd.js';
+import { createLogger } from '../src/lib/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
-import { loadConfig } from '../src/config.js';
+import { loadConfig } from '../src/config/config.js';
 import { Cluster } from '../test/harness/cluster.js';
 import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';

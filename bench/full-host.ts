@@ -9,7 +9,7 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import type { OvsApi } from '../src/driver/deps.js';
+import type { OvsApi } from '../src/driver/effects/deps.js';
 import { endpointIds, tunnelIds, VXLAN_PORT } from '../src/driver/ovs/external-ids.js';
 import { Ovsdb } from '../src/driver/ovs/ovsdb.js';
 import { Vswitchd } from '../src/driver/ovs/vswitchd.js';

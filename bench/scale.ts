@@ -12,9 +12,9 @@
  * 4. 200 hosts as light agents, and one full host among them on a real Open vSwitch (bench/hosts.ts).
  */
 import fs from 'node:fs';
-import { EtcdStore } from '../src/store/etcd.js';
+import { EtcdStore } from '../src/store/etcd/etcd.js';
 import { put } from '../src/store/types.js';
-import { offsetSetFor, type Bitmap } from '../src/ipam-driver/offsets.js';
+import { offsetSetFor, type Bitmap } from '../src/ipam-driver/index/offsets.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
 import { benchHosts } from './hosts.js';
 import { fmt, percentile, table } from './stats.js';

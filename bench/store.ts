@@ -6,8 +6,8 @@ import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { EtcdStore } from '../src/store/etcd.js';
-import { SqliteStore } from '../src/store/sqlite.js';
+import { EtcdStore } from '../src/store/etcd/etcd.js';
+import { SqliteStore } from '../src/store/sqlite/sqlite.js';
 import { modRevisionIs, put, type Store } from '../src/store/types.js';
 import { fmt, measure, table, type Summary } from './stats.js';
 

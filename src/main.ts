@@ -6,15 +6,15 @@
  *   ovsnet serve                      run the plugin (Docker's NetworkDriver and IpamDriver on OVSNET_SOCKET)
  *   ovsnet status|networks|endpoints|ipam|doctor|version [-o json|wide|table]    the operator's view
  */
-import { loadConfig, type Config } from './config.js';
+import { loadConfig, type Config } from './config/config.js';
 import { COMMANDS } from './cli/commands.js';
 import { EXIT, parse, usageOf, UsageError, type CommandTable } from './cli/dispatch.js';
 import type { CliContext } from './cli/session.js';
 import { Daemon } from './daemon/daemon.js';
-import { isOvsnetError, messageOf } from './errors.js';
-import { createLogger, type Logger } from './log.js';
-import { effectiveSettings } from './settings-view.js';
-import { VERSION } from './version.js';
+import { isOvsnetError, messageOf } from './lib/errors.js';
+import { createLogger, type Logger } from './lib/log.js';
+import { effectiveSettings } from './config/settings-view.js';
+import { VERSION } from './lib/version.js';
 
 /**
  * The last resort, for a bug that lets an error escape (every handler of outside input catches

@@ -5,10 +5,10 @@
  */
 import http from 'node:http';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { messageOf } from './errors.js';
-import type { Logger } from './log.js';
-import { portHolder } from './port-holder.js';
-import { VERSION } from './version.js';
+import { messageOf } from './lib/errors.js';
+import type { Logger } from './lib/log.js';
+import { portHolder } from './host/port-holder.js';
+import { VERSION } from './lib/version.js';
 import { skippedRecords } from './store/decode.js';
 import type { Store } from './store/types.js';
 

@@ -1,7 +1,7 @@
 /** Metric names (issue 15, item 3): the standard process_* and nodejs_* series, the build's facts. */
 import t from 'tap';
 import { Metrics } from '../src/metrics.js';
-import { VERSION } from '../src/version.js';
+import { VERSION } from '../src/lib/version.js';
 
 t.test('standard names, build info, the code label', async (t) => {
   const m = new Metrics();

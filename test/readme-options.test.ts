@@ -7,11 +7,11 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { GROUP_OPTIONS } from '../src/driver/groups/group-options.js';
-import { parseNetworkOptions } from '../src/driver/options.js';
-import { QOS_OPTIONS } from '../src/driver/qos.js';
-import { isOvsnetError } from '../src/errors.js';
-import { IPAM_OPTIONS } from '../src/ipam-driver/pool-checks.js';
+import { GROUP_OPTIONS } from '../src/driver/model/group-options.js';
+import { parseNetworkOptions } from '../src/driver/model/options.js';
+import { QOS_OPTIONS } from '../src/driver/model/qos-options.js';
+import { isOvsnetError } from '../src/lib/errors.js';
+import { IPAM_OPTIONS } from '../src/ipam-driver/pools/pool-checks.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
 const readme = fs.readFileSync(`${root}README.md`, 'utf8');

@@ -16,11 +16,11 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { parseAddress } from '../cidr.js';
-import { OvsnetError, messageOf } from '../errors.js';
-import { holders } from '../ipam-driver/holders.js';
+import { parseAddress } from '../lib/cidr.js';
+import { OvsnetError, messageOf } from '../lib/errors.js';
+import { holders } from '../ipam-driver/state/holder-keys.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
-import { describeHolder } from '../ipam-driver/records.js';
+import { describeHolder } from '../ipam-driver/state/records.js';
 
 /** One address another allocator handed out, and to whom. */
 export interface Foreign {

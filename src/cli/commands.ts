@@ -3,7 +3,7 @@
  * options and run. They read the store the running daemon reads (session.ts), so they work while
  * it runs; Docker's names are asked of Docker by the CLI itself.
  */
-import { chooseDatapath } from '../host-info.js';
+import { chooseDatapath } from '../host/host-info.js';
 import { describeStore } from '../store/open.js';
 import { EXIT, UsageError, type CommandSpec, type CommandTable, type Invocation, type OptionSpec } from './dispatch.js';
 import { doctor } from './doctor.js';

@@ -6,18 +6,18 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import type { Config } from '../config.js';
-import { messageOf } from '../errors.js';
+import type { Config } from '../config/config.js';
+import { messageOf } from '../lib/errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import { decodeReservation } from '../ipam-driver/records.js';
+import { decodeReservation } from '../ipam-driver/state/records.js';
 import { decodeAll, decodeRecord, recordProblem } from '../store/decode.js';
 import { FAMILIES } from '../store/shapes.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { endpointOf } from '../driver/ovs/external-ids.js';
-import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host-info.js';
-import type { HostRecord } from '../store/hosts.js';
+import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host/host-info.js';
+import type { HostRecord } from '../cluster/hosts.js';
 import { endpoints, networks, pools } from './inspect.js';
 import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
 export interface Check {

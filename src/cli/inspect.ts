@@ -3,11 +3,11 @@
  * the same time): networks, endpoints, pool usage per network and per host (doctor.ts: health checks).
  * Pure reads; nothing here changes state.
  */
-import { size } from '../cidr.js';
+import { size } from '../lib/cidr.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import { PoolIndex } from '../ipam-driver/pool-index.js';
-import { decodeReservation } from '../ipam-driver/records.js';
-import { poolUsage } from '../ipam-driver/usage.js';
+import { PoolIndex } from '../ipam-driver/index/pool-index.js';
+import { decodeReservation } from '../ipam-driver/state/records.js';
+import { poolUsage } from '../ipam-driver/index/usage.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import { networkRows, type NetworkRow } from './networks-view.js';

@@ -4,10 +4,10 @@
  * [--dir DIR]` / `adopt docker NETWORK` (adopt.ts). Every mistake says what would be valid.
  */
 import os from 'node:os';
-import { messageOf } from '../errors.js';
-import { hostNets } from '../host-nets.js';
+import { messageOf } from '../lib/errors.js';
+import { hostNets } from '../host/host-nets.js';
 import { Ipam } from '../ipam-driver/ipam.js';
-import { createLogger } from '../log.js';
+import { createLogger } from '../lib/log.js';
 import { adopt, HOST_LOCAL_DIR, readDocker, readHostLocal, type Foreign } from './adopt.js';
 import { EXIT, UsageError, type CommandSpec, type Invocation } from './dispatch.js';
 import { render, type Shown } from './output.js';

@@ -11,9 +11,9 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { SETTINGS, type SettingName } from '../config.js';
+import { SETTINGS, type SettingName } from '../config/config.js';
 import { ADMIN_INFO_PATH, type AdminInfo } from '../plugin-api/admin-routes.js';
-import { REDACTED } from '../settings-view.js';
+import { REDACTED } from '../config/settings-view.js';
 import { managedOvsnets, unixGet, type Mount } from './docker-api.js';
 
 /** The file deploy/ovsnet.service reads (EnvironmentFile=). */

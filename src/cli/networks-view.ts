@@ -4,8 +4,8 @@
  * listed right under their parent, each with its own tag and endpoint count; a group whose
  * parent's record is gone (the parent removed first) still shows, last, flagged as orphaned.
  */
-import type { AllowRule } from '../driver/groups/group-options.js';
-import type { EndpointRecord, NetworkRecord } from '../driver/records/records.js';
+import type { AllowRule } from '../driver/model/group-options.js';
+import type { EndpointRecord, NetworkRecord } from '../driver/model/records.js';
 import { nameOf, type DockerNames } from './docker-api.js';
 import type { Shown } from './output.js';
 

@@ -3,13 +3,13 @@
  * holders.ts), the host that made it and its age; POOL (a subnet or a PoolID) narrows it to one
  * pool. A pure read of the store.
  */
-import { OvsnetError } from '../errors.js';
-import { holderOf } from '../ipam-driver/holders.js';
-import { decodePool, decodeReservation } from '../ipam-driver/records.js';
+import { OvsnetError } from '../lib/errors.js';
+import { holderOf } from '../ipam-driver/state/holder-keys.js';
+import { decodePool, decodeReservation } from '../ipam-driver/state/records.js';
 import { decodeAll } from '../store/decode.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
-import { parseAddress } from '../cidr.js';
+import { parseAddress } from '../lib/cidr.js';
 
 export interface ReservationRow {
   pool: string;

@@ -3,8 +3,8 @@
  * (locate.ts), said on stderr where they disagree with the daemon's, then the store and OVSDB
  * opened from them and closed after.
  */
-import { loadConfig, type Config } from '../config.js';
-import { OvsnetError } from '../errors.js';
+import { loadConfig, type Config } from '../config/config.js';
+import { OvsnetError } from '../lib/errors.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { openStore } from '../store/open.js';
 import type { Store } from '../store/types.js';

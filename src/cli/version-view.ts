@@ -1,5 +1,5 @@
 /** `ovsnet version`: this CLI's version and the running daemon's, as it reports them. */
-import { VERSION } from '../version.js';
+import { VERSION } from '../lib/version.js';
 import type { DaemonFound } from './locate.js';
 import type { Shown } from './output.js';
 

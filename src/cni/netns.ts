@@ -7,7 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
-import { OvsnetError } from '../errors.js';
+import { OvsnetError } from '../lib/errors.js';
 
 /** Bound on one `ip` command. */
 const IP_TIMEOUT_MS = 10_000;

@@ -3,7 +3,7 @@
  * configuration (CNI spec: CNI_CONTAINERID, CNI_NETNS, CNI_IFNAME, stdin's cniVersion, name,
  * type and ovsnet's `network`), and the ADD result in the version the configuration asks for.
  */
-import { OvsnetError } from '../errors.js';
+import { OvsnetError } from '../lib/errors.js';
 import type { Attachment } from './attachments.js';
 import { CNI_VERSIONS, type CniCommand, type RpcRequest } from './protocol.js';
 

@@ -6,8 +6,8 @@
  * network name, asked of the Docker daemon on this host (/var/run/docker.sock).
  */
 import http from 'node:http';
-import { OvsnetError } from '../errors.js';
-import type { NetworkRecord } from '../driver/records/records.js';
+import { OvsnetError } from '../lib/errors.js';
+import type { NetworkRecord } from '../driver/model/records.js';
 
 /** Docker's ID of the network named `name`; undefined when Docker has none or cannot be asked. */
 export type DockerLookup = (name: string) => Promise<{ id: string } | { unreachable: string } | undefined>;

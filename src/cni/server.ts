@@ -8,8 +8,8 @@
  * later, with the reason.
  */
 import Fastify, { type FastifyInstance } from 'fastify';
-import { isOvsnetError, messageOf, type ErrorCode } from '../errors.js';
-import type { Logger } from '../log.js';
+import { isOvsnetError, messageOf, type ErrorCode } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 import { RPC_VERSION, cniError, type CniCommand, type CniError, type CniErrorName, type RpcAnswer, type RpcRequest } from './protocol.js';
 import { parseCall } from './request.js';
 import type { CniService } from './service.js';

@@ -11,14 +11,14 @@
  */
 import fs from 'node:fs';
 import path from 'node:path';
-import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
+import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
-import type { NetworkRecord } from '../driver/records/records.js';
+import type { NetworkRecord } from '../driver/model/records.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Store } from '../store/types.js';
 import { keys } from '../store/keys.js';
-import { holders } from '../ipam-driver/holders.js';
+import { holders } from '../ipam-driver/state/holder-keys.js';
 import { Attachments, endpointIdOf, holderKey, type Attachment, type HeldAddress } from './attachments.js';
 import { checkNetns, type NetnsOps } from './netns.js';
 import { resolveNetwork, type DockerLookup } from './resolve.js';

@@ -3,11 +3,11 @@
  * effect and the store's health, read on each request (one store revision read, bounded by
  * OVSNET_STORE_TIMEOUT_MS like every store call).
  */
-import { messageOf } from '../errors.js';
+import { messageOf } from '../lib/errors.js';
 import type { AdminInfo } from '../plugin-api/admin-routes.js';
-import type { Settings } from '../settings-view.js';
+import type { Settings } from '../config/settings-view.js';
 import type { Store } from '../store/types.js';
-import { VERSION } from '../version.js';
+import { VERSION } from '../lib/version.js';
 
 export function about(store: Pick<Store, 'revision'>, storeName: string, settings: Settings): () => Promise<AdminInfo> {
   const startedAt = new Date();

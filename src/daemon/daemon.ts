@@ -4,16 +4,16 @@
  * in order. main.ts owns the process: argv, signals and the exit status.
  */
 import type http from 'node:http';
-import type { Config } from '../config.js';
+import type { Config } from '../config/config.js';
 import type { Links } from '../driver/links/links.js';
-import { messageOf, OvsnetError } from '../errors.js';
-import type { Logger } from '../log.js';
+import { messageOf, OvsnetError } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 import { listenOnSocket, removeSocket } from '../plugin-api/listen.js';
-import { keepTrying } from '../retry.js';
+import { keepTrying } from '../lib/retry.js';
 import { layoutChecked } from '../store/layout.js';
 import { describeStore } from '../store/open.js';
-import type { Settings } from '../settings-view.js';
-import { VERSION } from '../version.js';
+import type { Settings } from '../config/settings-view.js';
+import { VERSION } from '../lib/version.js';
 import { assemble, type Parts } from './assemble.js';
 import { reapIntervalMs } from './reaper.js';
 

@@ -10,15 +10,15 @@
  * into the container within milliseconds of Join) is such an endpoint: it is deleted as
  * DeleteEndpoint would, and the reaper then finds its reservation's endpoint gone.
  */
-import type { Config } from '../config.js';
-import type { LinksApi } from '../driver/deps.js';
+import type { Config } from '../config/config.js';
+import type { LinksApi } from '../driver/effects/deps.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import type { EndpointRecord } from '../driver/records/records.js';
-import { messageOf } from '../errors.js';
+import type { EndpointRecord } from '../driver/model/records.js';
+import { messageOf } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
-import { Reaper } from '../ipam-driver/reap.js';
-import type { Logger } from '../log.js';
+import { Reaper } from '../ipam-driver/recovery/orphan-reaper.js';
+import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/types.js';
 

@@ -7,30 +7,30 @@
  * idempotent and best effort (a missing port, link or rule counts as done). State lives in the
  * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
  */
-import { messageOf } from '../errors.js';
-import type { DriverDeps } from './deps.js';
-import { parseNetworkOptions, type NetworkOptions } from './options.js';
-import { checkNetworkSubnets } from './subnet-check.js';
-import type { IpData, NetworkRecord, PortBinding } from './records/records.js';
-import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './requests.js';
-import { Mutex } from './mutex.js';
-import { claimTagStep, releaseTag } from './tags.js';
-import { Gateways } from './gateway.js';
+import { messageOf } from '../lib/errors.js';
+import type { DriverDeps } from './effects/deps.js';
+import { parseNetworkOptions, type NetworkOptions } from './model/options.js';
+import { checkNetworkSubnets } from './model/subnet-check.js';
+import type { IpData, NetworkRecord, PortBinding } from './model/records.js';
+import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './model/requests.js';
+import { Mutex } from '../lib/mutex.js';
+import { claimTagStep, releaseTag } from './records/tags.js';
+import { Gateways } from './network/gateway.js';
 import { Reconciler } from './reconcile.js';
 import { leaveLogical } from './vxlan/logical.js';
 import { joinSegment, type Segment } from './vxlan/segment.js';
 import { allocateSwarmNetwork, freeSwarmNetwork, isSwarmNetworkId, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
 import { claimWireTagStep, Trunk } from './uplink/trunk.js';
-import { InfraPorts } from './infra.js';
-import { undoAll, type Undo } from './undo.js';
+import { InfraPorts } from './network/infra.js';
+import { undoAll, type Undo } from './model/undo.js';
 import { DriverRecords } from './records/driver-records.js';
 import { networkRecord } from './records/network-record.js';
 import { endpointRecord } from './records/endpoint-record.js';
-import { gatewayName, vethNames } from './naming.js';
-import { Publisher, portmapInfo } from './publishing.js';
-import { SpareVeths } from './spares.js';
-import { plugEndpoint } from './plug.js';
-import { EndpointQos, requireQosSupport } from './endpoint-qos.js';
+import { gatewayName, vethNames } from './effects/naming.js';
+import { Publisher, portmapInfo } from './ports/publishing.js';
+import { SpareVeths } from './endpoint/spares.js';
+import { plugEndpoint } from './endpoint/plug.js';
+import { EndpointQos, requireQosSupport } from './qos/endpoint-qos.js';
 import { GroupWiring } from './groups/group-wiring.js';
 
 export class NetworkDriver {

@@ -2,18 +2,18 @@
  * Bringing OVS and the kernel in line with the store (NetworkDriver runs these under its port
  * mutex): at start and on every Plugin.Activate, and the gateway guard flows every few seconds.
  */
-import { messageOf } from '../errors.js';
+import { messageOf } from '../lib/errors.js';
 import { decodeRecord } from '../store/decode.js';
 import { keys } from '../store/keys.js';
-import { releaseOrphanTags } from './tags.js';
-import { Gateways, guardFlowCount, guardSegment } from './gateway.js';
-import { InfraPorts } from './infra.js';
+import { releaseOrphanTags } from './records/tags.js';
+import { Gateways, guardFlowCount, guardSegment } from './network/gateway.js';
+import { InfraPorts } from './network/infra.js';
 import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
 import type { DriverRecords } from './records/driver-records.js';
-import type { DriverDeps } from './deps.js';
+import type { DriverDeps } from './effects/deps.js';
 import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
-import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from './records/records.js';
-import { EndpointQos } from './endpoint-qos.js';
+import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from './model/records.js';
+import { EndpointQos } from './qos/endpoint-qos.js';
 
 export class Reconciler {
   private readonly qos: EndpointQos;

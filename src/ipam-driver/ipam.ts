@@ -13,26 +13,26 @@
  *   them, settle.ts undoes them).
  */
 import { randomBytes } from 'node:crypto';
-import { OvsnetError, isOvsnetError } from '../errors.js';
-import { containsAddress, parseAddress } from '../cidr.js';
-import { PoolIndex, type PoolState } from './pool-index.js';
-import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools.js';
-import { poolUsableBy, type Reservation } from './records.js';
-import { holders } from './holders.js';
-import { refuseSwarmPool } from './pool-checks.js';
-import { bindLogicalPool } from './share-logical.js';
-import { HolderIndex } from './holder-index.js';
-import { Keyed, type AddressRequest } from './keyed.js';
-import { SharedPools } from './shared.js';
-import { OneHostPools, type AddressStrategy } from './one-host.js';
-import { Doubts } from './doubts.js';
-import { IndexSync } from './index-sync.js';
-import { settleDoubt, type SettleDeps } from './settle.js';
-import { RecentReservations, bindReservation, type BindOps } from './bind.js';
-import { poolUsage, type PoolUsage } from './usage.js';
+import { OvsnetError, isOvsnetError } from '../lib/errors.js';
+import { containsAddress, parseAddress } from '../lib/cidr.js';
+import { PoolIndex, type PoolState } from './index/pool-index.js';
+import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools/pools.js';
+import { poolUsableBy, type Reservation } from './state/records.js';
+import { holders } from './state/holder-keys.js';
+import { refuseSwarmPool } from './pools/pool-checks.js';
+import { bindLogicalPool } from './pools/bind-logical.js';
+import { HolderIndex } from './index/holder-index.js';
+import { Keyed, type AddressRequest } from './allocation/allocator.js';
+import { SharedPools } from './allocation/shared-pool.js';
+import { OneHostPools, type AddressStrategy } from './allocation/one-host-pool.js';
+import { Doubts } from './recovery/unconfirmed.js';
+import { IndexSync } from './index/index-sync.js';
+import { settleDoubt, type SettleDeps } from './recovery/settle-unconfirmed.js';
+import { RecentReservations, bindReservation, type BindOps } from './allocation/bind-endpoint.js';
+import { poolUsage, type PoolUsage } from './index/usage.js';
 
-export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools.js';
-export type { AddressRequest } from './keyed.js';
+export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools/pools.js';
+export type { AddressRequest } from './allocation/allocator.js';
 
 export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   /** How long a request waits for the first load of the index. */

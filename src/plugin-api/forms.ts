@@ -4,9 +4,9 @@
  * the method, the field and the valid form, and quotes at most SHOWN characters of the value: a
  * request may carry a megabyte, an error never echoes it.
  */
-import { CidrError, parseAddress, parseCidr } from '../cidr.js';
-import { OvsnetError } from '../errors.js';
-import { isPoolId } from '../ipam-driver/pool-id.js';
+import { CidrError, parseAddress, parseCidr } from '../lib/cidr.js';
+import { OvsnetError } from '../lib/errors.js';
+import { isPoolId } from '../ipam-driver/pools/pool-id.js';
 
 export type Body = Record<string, unknown>;
 

@@ -10,9 +10,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
-import { isOvsnetError, type ErrorKind } from '../errors.js';
+import { isOvsnetError, type ErrorKind } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
-import { requestContext, type Logger } from '../log.js';
+import { requestContext, type Logger } from '../lib/log.js';
 import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { ADMIN_INFO_PATH, adminRoutes, type AdminInfo } from './admin-routes.js';

@@ -9,8 +9,8 @@
  * in a shared etcd must not stop every host. Skipped records are noted in `skippedRecords`:
  * logged once per key and value, counted by family for the metrics.
  */
-import { OvsnetError, isOvsnetError, messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
+import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 import { familyOf, shapeOf, type ShapeCheck } from './shapes.js';
 
 export type { ShapeCheck } from './shapes.js';

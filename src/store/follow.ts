@@ -6,9 +6,9 @@
  *
  * Idempotency: start() once; stop() any number of times. The owner keeps no watcher of its own.
  */
-import { messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
-import { keepTrying, seconds } from '../retry.js';
+import { messageOf } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
+import { keepTrying, seconds } from '../lib/retry.js';
 import { decodeOrSkip, skippedRecords } from './decode.js';
 import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
 

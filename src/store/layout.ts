@@ -10,9 +10,9 @@
  * gets it written at start. A change that older versions would misread bumps LAYOUT_VERSION and
  * brings its migration here (run when the key says an older layout).
  */
-import { OvsnetError } from '../errors.js';
-import { keepTrying } from '../retry.js';
-import { VERSION } from '../version.js';
+import { OvsnetError } from '../lib/errors.js';
+import { keepTrying } from '../lib/retry.js';
+import { VERSION } from '../lib/version.js';
 import type { Store } from './types.js';
 
 export const LAYOUT_VERSION = 1;

@@ -4,9 +4,9 @@
  * so the plugin socket can answer Docker before the store is even loaded.
  */
 import fs from 'node:fs';
-import type { StoreConfig } from '../config.js';
-import { OvsnetError, messageOf } from '../errors.js';
-import type { Logger } from '../log.js';
+import type { StoreConfig } from '../config/config.js';
+import { OvsnetError, messageOf } from '../lib/errors.js';
+import type { Logger } from '../lib/log.js';
 import { secureStateFiles } from './state-files.js';
 import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchHandlers, Watcher } from './types.js';
 
@@ -24,7 +24,7 @@ async function load(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'w
         );
       }
       for (const note of notes) log?.warn({ file: config.file }, note);
-      const { SqliteStore } = await import('./sqlite.js');
+      const { SqliteStore } = await import('./sqlite/sqlite.js');
       return new SqliteStore({ file: config.file, busyTimeoutMs: timeoutMs });
     }
     case 'etcd': {
@@ -38,7 +38,7 @@ async function load(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'w
         }
       };
       const tls = config.tls;
-      const { EtcdStore } = await import('./etcd.js');
+      const { EtcdStore } = await import('./etcd/etcd.js');
       return new EtcdStore({
         endpoints: config.endpoints,
         timeoutMs,

@@ -10,7 +10,7 @@
  * Fields added by a newer ovsnet are allowed (only the named ones are checked); optional fields
  * are checked when present.
  */
-import { parseAddress, parseCidr } from '../cidr.js';
+import { parseAddress, parseCidr } from '../lib/cidr.js';
 import { keys } from './keys.js';
 
 /** Says what is wrong with a parsed value, or undefined when it is acceptable. */

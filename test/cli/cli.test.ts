@@ -12,8 +12,8 @@ import t from 'tap';
 import { COMMANDS } from '../../src/cli/commands.js';
 import { dockerNames, nameOf } from '../../src/cli/docker-api.js';
 import { hostPath, locate, parseEnvFile } from '../../src/cli/locate.js';
-import { REDACTED } from '../../src/settings-view.js';
-import { VERSION } from '../../src/version.js';
+import { REDACTED } from '../../src/config/settings-view.js';
+import { VERSION } from '../../src/lib/version.js';
 import { MAIN, NO_OVS, Ovsnet, pluginCall, run } from '../harness/host.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-cli-'));

@@ -8,8 +8,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { holders } from '../../src/ipam-driver/holders.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { holders } from '../../src/ipam-driver/state/holder-keys.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { makeIpam, pool } from '../helpers/ipam.js';
 
 const root = new URL('../../../', import.meta.url).pathname;

@@ -13,9 +13,9 @@ import t from 'tap';
 import type { DockerNames } from '../../src/cli/docker-api.js';
 import { DITTO, networkRows, networksShown, UNDER } from '../../src/cli/networks-view.js';
 import { render, table } from '../../src/cli/output.js';
-import type { EndpointRecord, NetworkRecord } from '../../src/driver/records/records.js';
+import type { EndpointRecord, NetworkRecord } from '../../src/driver/model/records.js';
 import { keys } from '../../src/store/keys.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { put } from '../../src/store/types.js';
 
 const PARENT = 'aaaaaaaaaaaa1111111111111111111111111111111111111111111111111111';

@@ -14,8 +14,8 @@ import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { buildCniServer } from '../../src/cni/server.js';
 import { CniService } from '../../src/cni/service.js';
-import { OvsnetError } from '../../src/errors.js';
-import { createLogger } from '../../src/log.js';
+import { OvsnetError } from '../../src/lib/errors.js';
+import { createLogger } from '../../src/lib/log.js';
 import type { Store } from '../../src/store/types.js';
 import { CID, NETNS, cniSetup } from '../helpers/cni.js';
 

@@ -11,7 +11,7 @@ import t from 'tap';
 import { endpointIdOf } from '../../src/cni/attachments.js';
 import type { CniCall, CniConfig } from '../../src/cni/request.js';
 import type { NetworkDriver } from '../../src/driver/network-driver.js';
-import { OvsnetError } from '../../src/errors.js';
+import { OvsnetError } from '../../src/lib/errors.js';
 import { keys } from '../../src/store/keys.js';
 import { CID, NETNS, cniSetup as setup } from '../helpers/cni.js';
 import { NET, NET2 } from '../helpers/driver-setup.js';

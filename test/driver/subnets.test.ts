@@ -3,10 +3,10 @@
  * IPv4Data/IPv6Data itself (a pool becomes the gateway's prefix, host routes and masquerade rules).
  */
 import t, { type Test } from 'tap';
-import { prefix } from '../../src/cidr.js';
+import { prefix } from '../../src/lib/cidr.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
-import { createLogger } from '../../src/log.js';
-import type { HostNet } from '../../src/subnets.js';
+import { createLogger } from '../../src/lib/log.js';
+import type { HostNet } from '../../src/lib/subnets.js';
 import { fakeSideEffects } from '../helpers/driver-fakes.js';
 import { tempStore } from '../helpers/temp-store.js';
 

@@ -17,7 +17,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
 import { endpointIdOf } from '../../src/cni/attachments.js';
-import { names } from '../../src/driver/records/records.js';
+import { names } from '../../src/driver/model/records.js';
 import { DockerHost, IMAGE, MAIN, run, type Ovsnet } from '../harness/host.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));

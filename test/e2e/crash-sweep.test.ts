@@ -14,7 +14,7 @@
 import path from 'node:path';
 import t from 'tap';
 import { keys } from '../../src/store/keys.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
 import { PluginProxy } from '../helpers/plugin-proxy.js';
 

@@ -4,7 +4,7 @@
  */
 import type { Test } from 'tap';
 import { keys } from '../../src/store/keys.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { DockerHost, IMAGE, MAIN, type Ovsnet } from '../harness/host.js';
 
 export interface DriverCtx {

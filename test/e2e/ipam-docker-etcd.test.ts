@@ -1,7 +1,7 @@
 /** The same IPAM flow with OVSNET_STORE=etcd://: ovsnet and the test share the run's etcd. */
 import path from 'node:path';
 import t from 'tap';
-import { EtcdStore } from '../../src/store/etcd.js';
+import { EtcdStore } from '../../src/store/etcd/etcd.js';
 import { DockerHost, NO_OVS, Ovsnet } from '../harness/host.js';
 import { etcdEndpoints } from '../helpers/services.js';
 import { ipamScenarios, type Ctx } from './ipam-scenarios.js';

@@ -1,7 +1,7 @@
 /** ovsnet's IPAM behind Docker's bridge driver, with the embedded store. */
 import path from 'node:path';
 import t from 'tap';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { DockerHost, NO_OVS, Ovsnet } from '../harness/host.js';
 import { ipamScenarios, type Ctx } from './ipam-scenarios.js';
 

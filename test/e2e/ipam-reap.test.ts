@@ -9,8 +9,8 @@
  */
 import t from 'tap';
 import { keys } from '../../src/store/keys.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
-import type { Reservation } from '../../src/ipam-driver/records.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
+import type { Reservation } from '../../src/ipam-driver/state/records.js';
 import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, type Ovsnet, pluginCall } from '../harness/host.js';
 import fs from 'node:fs';
 import http from 'node:http';

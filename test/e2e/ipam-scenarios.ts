@@ -3,7 +3,7 @@
  * Run once per store backend (ipam-docker.test.ts, ipam-docker-etcd.test.ts).
  */
 import type { Test } from 'tap';
-import type { Reservation } from '../../src/ipam-driver/records.js';
+import type { Reservation } from '../../src/ipam-driver/state/records.js';
 import { keys } from '../../src/store/keys.js';
 import type { Store } from '../../src/store/types.js';
 import { IMAGE, type DockerHost, type Ovsnet } from '../harness/host.js';

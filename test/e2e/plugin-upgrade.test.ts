@@ -12,7 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { VERSION } from '../../src/version.js';
+import { VERSION } from '../../src/lib/version.js';
 import { DockerHost, IMAGE, run } from '../harness/host.js';
 
 const root = fileURLToPath(new URL('../../../', import.meta.url));

@@ -3,7 +3,7 @@ import type { Test } from 'tap';
 import { CniService } from '../../src/cni/service.js';
 import type { InterfaceSpec, NetnsOps } from '../../src/cni/netns.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/lib/log.js';
 import { fakeSideEffects } from './driver-fakes.js';
 import { makeIpam, pool } from './ipam.js';
 import { tempStore } from './temp-store.js';

@@ -3,9 +3,9 @@
  * do: adding a port that exists or to a missing bridge, creating a link that exists,
  * addressing a link that does not. `failNext` makes the next call of a method fail.
  */
-import { OvsnetError } from '../../src/errors.js';
-import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/deps.js';
-import type { PortBinding } from '../../src/driver/records/records.js';
+import { OvsnetError } from '../../src/lib/errors.js';
+import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/effects/deps.js';
+import type { PortBinding } from '../../src/driver/model/records.js';
 import { OWNER } from '../../src/driver/ovs/external-ids.js';
 import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import type { VethSpec } from '../../src/driver/links/links.js';

@@ -7,8 +7,8 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
-import { createLogger } from '../../src/log.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { createLogger } from '../../src/lib/log.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { fakeSideEffects } from './driver-fakes.js';
 
 let n = 0;

@@ -4,7 +4,7 @@
  * after the caller gave up), or refused before being applied (`refused`), the next calls of a
  * method refused, and every open watch ended with an error (as a lost etcd stream ends).
  */
-import { OvsnetError } from '../../src/errors.js';
+import { OvsnetError } from '../../src/lib/errors.js';
 import type { Store, TxnRequest, TxnResult, WatchHandlers } from '../../src/store/types.js';
 
 type Failable = 'list' | 'grantLease' | 'watch';

@@ -1,9 +1,9 @@
 /** Builds an Ipam on a given store, with a silent log and fixed host routes. */
-import { loadConfig } from '../../src/config.js';
-import { prefix } from '../../src/cidr.js';
-import type { HostNet } from '../../src/subnets.js';
+import { loadConfig } from '../../src/config/config.js';
+import { prefix } from '../../src/lib/cidr.js';
+import type { HostNet } from '../../src/lib/subnets.js';
 import { Ipam } from '../../src/ipam-driver/ipam.js';
-import { createLogger, type Logger } from '../../src/log.js';
+import { createLogger, type Logger } from '../../src/lib/log.js';
 import type { Store } from '../../src/store/types.js';
 
 export function makeIpam(

@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import { Links } from '../../src/driver/links/links.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
-import { createLogger } from '../../src/log.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { createLogger } from '../../src/lib/log.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { FakeFlows, FakeHostPorts, FakeNat, FakeOvs } from './driver-fakes.js';
 
 const links = new Links();

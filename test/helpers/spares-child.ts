@@ -5,8 +5,8 @@
  */
 import { execFileSync } from 'node:child_process';
 import { Links } from '../../src/driver/links/links.js';
-import { messageOf } from '../../src/errors.js';
-import { SPARE_ALIAS, spareNames } from '../../src/driver/spares.js';
+import { messageOf } from '../../src/lib/errors.js';
+import { SPARE_ALIAS, spareNames } from '../../src/driver/endpoint/spares.js';
 
 const links = new Links();
 const sh = (...args: string[]) => execFileSync('ip', args, { encoding: 'utf8' });

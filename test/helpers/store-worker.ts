@@ -3,7 +3,7 @@
  *   node store-worker.js cas   <OVSNET_STORE> <key> <n>   n compare-and-swap increments of key
  *   node store-worker.js crash <OVSNET_STORE> <prefix> <n> n two-key transactions, "ack i" after each
  */
-import { loadConfig } from '../../src/config.js';
+import { loadConfig } from '../../src/config/config.js';
 import { openStore } from '../../src/store/open.js';
 import { absent, modRevisionIs, put } from '../../src/store/types.js';
 

@@ -3,7 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 
 export function tempStore(t: Test): SqliteStore {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-store-'));

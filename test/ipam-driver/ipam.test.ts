@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { keys } from '../../src/store/keys.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { makeIpam, pool } from '../helpers/ipam.js';
 

@@ -6,10 +6,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
 import t from 'tap';
-import { createLogger } from '../../src/log.js';
+import { createLogger } from '../../src/lib/log.js';
 import { listenOnSocket, removeSocket } from '../../src/plugin-api/listen.js';
 import { buildServer } from '../../src/plugin-api/server.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { dockerCaller } from '../helpers/inject.js';
 import { makeIpam } from '../helpers/ipam.js';
 

@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Test } from 'tap';
-import { isOvsnetError } from '../../src/errors.js';
+import { isOvsnetError } from '../../src/lib/errors.js';
 import { absent, del, get, modRevisionIs, put, type Store, type WatchEvent } from '../../src/store/types.js';
 import { waitFor } from '../helpers/wait.js';
 

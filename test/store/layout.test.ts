@@ -8,8 +8,8 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { LAYOUT_KEY, LAYOUT_VERSION, checkLayout } from '../../src/store/layout.js';
-import { SqliteStore } from '../../src/store/sqlite.js';
-import { VERSION } from '../../src/version.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
+import { VERSION } from '../../src/lib/version.js';
 import { NO_OVS, Ovsnet, pluginCall } from '../harness/host.js';
 import { waitFor } from '../helpers/wait.js';
 

@@ -3,11 +3,11 @@
  * computes on every Join, DeleteEndpoint, group creation and removal, and reconcile, from the
  * records and the bridge's OpenFlow port numbers, then hands to GroupFlows.apply.
  */
-import { formatPrefix, prefix } from '../../cidr.js';
-import type { EndpointRecord } from '../records/records.js';
-import { effectiveQos, type Qos } from '../qos.js';
+import { formatPrefix, prefix } from '../../lib/cidr.js';
+import type { EndpointRecord } from '../model/records.js';
+import { effectiveQos, type Qos } from '../model/qos-options.js';
 import type { GroupMember, GroupPlan } from '../ovs/group-flows.js';
-import { resolveAllows, type AllowRule } from './group-options.js';
+import { resolveAllows, type AllowRule } from '../model/group-options.js';
 
 /** The parent or one of its groups: its name (the parent's is its ovsnet.network), tag, allows and endpoints. */
 export interface GroupNetwork {

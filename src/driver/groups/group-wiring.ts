@@ -6,13 +6,13 @@
  * records: after a group or an endpoint of the family comes or goes, at reconcile, and from the
  * periodic check once ovs-vswitchd lost it. A parent without groups has no such flows at all.
  */
-import { messageOf, OvsnetError } from '../../errors.js';
-import type { DriverDeps } from '../deps.js';
+import { messageOf, OvsnetError } from '../../lib/errors.js';
+import type { DriverDeps } from '../effects/deps.js';
 import { keys } from '../../store/keys.js';
-import type { NetworkOptions } from '../options.js';
+import type { NetworkOptions } from '../model/options.js';
 import type { DriverRecords } from '../records/driver-records.js';
-import type { IpData, NetworkRecord } from '../records/records.js';
-import type { CreateNetworkRequest } from '../requests.js';
+import type { IpData, NetworkRecord } from '../model/records.js';
+import type { CreateNetworkRequest } from '../model/requests.js';
 import { planGroups, type GroupNetwork } from './group-plan.js';
 
 export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store'>;

@@ -11,7 +11,7 @@
  * is dropped, and whatever it made is found and tidied by reconcile like any leftover.
  */
 import { Worker } from 'node:worker_threads';
-import { OvsnetError, messageOf } from '../../errors.js';
+import { OvsnetError, messageOf } from '../../lib/errors.js';
 import type { LinkOp, LinkOps, LinkReply, LinkRequest } from './link-worker.js';
 import type { VethSpec } from './netlink-ops.js';
 import type { SpareNames } from './spare-ops.js';

@@ -12,8 +12,8 @@
  * cookie of its own (a prefix + the VNI). VLAN networks on the uplink are guarded the same way,
  * against frames arriving on the uplink with their tag (every host holds their gateway too).
  */
-import { OvsnetError } from '../../errors.js';
-import { exec, type ExecResult } from '../exec.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { exec, type ExecResult } from '../../lib/exec.js';
 
 const COOKIE_PREFIX = 0x0f5en << 48n;
 /** VLAN networks on the uplink: their own cookie space, keyed by the tag. */

@@ -24,9 +24,9 @@
  * parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one. IPv4 only.
  */
 import { readFile } from 'node:fs/promises';
-import { messageOf, OvsnetError } from '../../errors.js';
-import { exec, type ExecResult } from '../exec.js';
-import type { Qos } from '../qos.js';
+import { messageOf, OvsnetError } from '../../lib/errors.js';
+import { exec, type ExecResult } from '../../lib/exec.js';
+import type { Qos } from '../model/qos-options.js';
 
 const COOKIE_PREFIX = 0x0f60n << 48n;
 /** Above NORMAL (0), the gateway guard (100) and endpoint QoS (300). */

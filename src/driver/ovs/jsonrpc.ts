@@ -7,8 +7,8 @@
  * The same protocol serves ovs-vswitchd's control socket (the one ovs-appctl talks to).
  */
 import net from 'node:net';
-import { expireAfterIo } from '../../deadline.js';
-import { OvsnetError, messageOf } from '../../errors.js';
+import { expireAfterIo } from '../../lib/deadline.js';
+import { OvsnetError, messageOf } from '../../lib/errors.js';
 
 export interface RpcOptions {
   /** unix:/path or tcp:host:port */

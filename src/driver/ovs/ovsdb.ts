@@ -9,7 +9,7 @@
  * (external-ids.ts: the owner mark, and a port's network, endpoint or role) so that a
  * restarted ovsnet finds its own ports again.
  */
-import { OvsnetError } from '../../errors.js';
+import { OvsnetError } from '../../lib/errors.js';
 import { OWNER } from './external-ids.js';
 import { JsonRpcClient } from './jsonrpc.js';
 

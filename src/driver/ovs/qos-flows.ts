@@ -10,9 +10,9 @@
  *
  * ovs-ofctl is run here only for endpoints that have QoS, on their Join and DeleteEndpoint.
  */
-import { OvsnetError } from '../../errors.js';
-import { exec, type ExecResult } from '../exec.js';
-import type { Qos } from '../qos.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { exec, type ExecResult } from '../../lib/exec.js';
+import type { Qos } from '../model/qos-options.js';
 
 const OF13 = ['-O', 'OpenFlow13'];
 const COOKIE_PREFIX = 0x0f5dn << 48n;

@@ -7,7 +7,7 @@
  */
 import fs from 'node:fs/promises';
 import path from 'node:path';
-import { OvsnetError, messageOf } from '../../errors.js';
+import { OvsnetError, messageOf } from '../../lib/errors.js';
 import { JsonRpcClient } from './jsonrpc.js';
 
 export class Vswitchd {

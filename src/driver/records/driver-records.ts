@@ -7,13 +7,13 @@
  * listNetworks() and listEndpoints() read every host's records straight from the store, for
  * whoever has only a Store (the operator's commands, reconcile).
  */
-import { OvsnetError } from '../../errors.js';
+import { OvsnetError } from '../../lib/errors.js';
 import { decodeAll, decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, put, type Compare, type Op, type Store } from '../../store/types.js';
 import { isSwarmNetworkId } from '../vxlan/swarm.js';
 import { RecordCache } from './record-cache.js';
-import type { EndpointRecord, NetworkRecord } from './records.js';
+import type { EndpointRecord, NetworkRecord } from '../model/records.js';
 
 /** Compares and writes another module adds to one of these transactions. */
 export interface TxnPart {

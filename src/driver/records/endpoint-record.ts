@@ -3,11 +3,11 @@
  * the MAC (Docker's, or one derived from the address), this host, and the interface names the
  * endpoint starts with (Join may pick others when a live link holds these: naming.ts).
  */
-import { OvsnetError } from '../../errors.js';
-import { macFor, parseCidrAddress } from '../addresses.js';
-import type { CreateEndpointRequest } from '../requests.js';
-import { names, type EndpointRecord } from './records.js';
-import { endpointQos, qosField } from '../qos.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { macFor, parseCidrAddress } from '../model/addresses.js';
+import type { CreateEndpointRequest } from '../model/requests.js';
+import { names, type EndpointRecord } from '../model/records.js';
+import { endpointQos, qosField } from '../model/qos-options.js';
 
 /** Refuses a request with no address, or an address not in CIDR form. */
 export function endpointRecord(req: CreateEndpointRequest, networkId: string, host: string, now: Date): EndpointRecord {

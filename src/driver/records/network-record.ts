@@ -2,11 +2,11 @@
  * The record CreateNetwork writes, built from Docker's request and the steps before it (pure):
  * the segment joined (a VXLAN VNI or an uplink VLAN), the tag claimed, the gateway's port name.
  */
-import type { NetworkOptions } from '../options.js';
-import { qosField } from '../qos.js';
-import type { CreateNetworkRequest } from '../requests.js';
+import type { NetworkOptions } from '../model/options.js';
+import { qosField } from '../model/qos-options.js';
+import type { CreateNetworkRequest } from '../model/requests.js';
 import { segmentMtu, type Segment } from '../vxlan/segment.js';
-import type { NetworkRecord } from './records.js';
+import type { NetworkRecord } from '../model/records.js';
 
 export interface NetworkRecordParts {
   readonly req: CreateNetworkRequest;

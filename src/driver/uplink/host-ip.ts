@@ -4,8 +4,8 @@
  * leaves. Only at start and stop, never on a request path. Link-local addresses and the routes
  * the kernel makes for an address (proto kernel) stay: they follow the address by themselves.
  */
-import { OvsnetError } from '../../errors.js';
-import { exec, type ExecResult } from '../exec.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { exec, type ExecResult } from '../../lib/exec.js';
 
 export interface HostAddress {
   readonly cidr: string;

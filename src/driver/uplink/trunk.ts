@@ -2,11 +2,11 @@
  * The driver's side of the uplink: VLAN networks on it hold the cluster's tag on this host's
  * bridge too, and the uplink's trunk carries exactly their tags (uplink/uplink.ts).
  */
-import { OvsnetError } from '../../errors.js';
-import type { DriverDeps } from '../deps.js';
+import { OvsnetError } from '../../lib/errors.js';
+import type { DriverDeps } from '../effects/deps.js';
 import type { DriverRecords } from '../records/driver-records.js';
-import { claimTagStep } from '../tags.js';
-import type { Undo } from '../undo.js';
+import { claimTagStep } from '../records/tags.js';
+import type { Undo } from '../model/undo.js';
 
 /**
  * Network creation's step for a VLAN network on the uplink: this host's bridge uses the

@@ -13,8 +13,8 @@
  * Starting without OVSNET_UPLINK (or with another interface) puts the old uplink back: its
  * addresses and routes return to it, and both ports go.
  */
-import { OvsnetError } from '../../errors.js';
-import type { Logger } from '../../log.js';
+import { OvsnetError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
 import type { Ovsdb } from '../ovs/ovsdb.js';
 import { HostIp } from './host-ip.js';
 import { addHostPort, addTrunk, placeOf, portsWithRole, setTrunks, UPLINK_HOST_ROLE, UPLINK_ROLE } from './uplink-ovsdb.js';

@@ -11,11 +11,11 @@
  * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
  * same way, and every member uses that tag on its bridge.
  */
-import { OvsnetError } from '../../errors.js';
+import { OvsnetError } from '../../lib/errors.js';
 import { decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
-import { MAX_VNI } from '../options.js';
+import { MAX_VNI } from '../model/options.js';
 
 export interface LogicalMember {
   readonly networkId: string;

@@ -5,10 +5,10 @@
  * addresses are unique across hosts; without, none of its subnets may belong to a logical
  * network (a one-host network would hand out addresses NAME's hosts use).
  */
-import { OvsnetError } from '../../errors.js';
-import type { DriverDeps } from '../deps.js';
-import type { NetworkOptions } from '../options.js';
-import type { Undo } from '../undo.js';
+import { OvsnetError } from '../../lib/errors.js';
+import type { DriverDeps } from '../effects/deps.js';
+import type { NetworkOptions } from '../model/options.js';
+import type { Undo } from '../model/undo.js';
 import { joinLogical, leaveLogical } from './logical.js';
 
 const DEFAULT_MTU = 1500;

@@ -11,12 +11,12 @@
  * member, so tunnels (tunnels.ts) follow the nodes that have tasks on it. The record outlives its
  * members until FreeNetwork, which deletes it, or marks it freed for its last member to delete.
  */
-import { OvsnetError } from '../../errors.js';
-import { formatPrefix, parseCidr } from '../../cidr.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { formatPrefix, parseCidr } from '../../lib/cidr.js';
 import { decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, modRevisionIs, put, type Store } from '../../store/types.js';
-import { MAX_VNI } from '../options.js';
+import { MAX_VNI } from '../model/options.js';
 import { freeId, type LogicalNetwork } from './logical.js';
 
 const GENERIC = 'com.docker.network.generic';

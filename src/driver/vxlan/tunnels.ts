@@ -9,15 +9,15 @@
  * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
  */
 import { createHash } from 'node:crypto';
-import { messageOf } from '../../errors.js';
-import type { Logger } from '../../log.js';
+import { messageOf } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
 import { keys, unpart } from '../../store/keys.js';
-import type { HostRecord } from '../../store/hosts.js';
+import type { HostRecord } from '../../cluster/hosts.js';
 import { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
 import type { LogicalNetwork } from './logical.js';
-import type { NetworkRecord } from '../records/records.js';
-import type { OvsApi } from '../deps.js';
+import type { NetworkRecord } from '../model/records.js';
+import type { OvsApi } from '../effects/deps.js';
 import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
 
 export interface Tunnel {

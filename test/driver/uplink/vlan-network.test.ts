@@ -5,9 +5,9 @@
  * port and its address from the pool.
  */
 import t from 'tap';
-import type { UplinkApi } from '../../../src/driver/deps.js';
+import type { UplinkApi } from '../../../src/driver/effects/deps.js';
 import { keys } from '../../../src/store/keys.js';
-import type { HostRecord } from '../../../src/store/hosts.js';
+import type { HostRecord } from '../../../src/cluster/hosts.js';
 import { cluster, create, generic, id, tunnelPorts } from '../../helpers/logical-hosts.js';
 
 /** An uplink that records the tags the trunk is told to carry. */

@@ -9,12 +9,12 @@ import path from 'node:path';
 import t from 'tap';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import { Tunnels } from '../../../src/driver/vxlan/tunnels.js';
-import { createLogger } from '../../../src/log.js';
-import type { HostRecord } from '../../../src/store/hosts.js';
+import { createLogger } from '../../../src/lib/log.js';
+import type { HostRecord } from '../../../src/cluster/hosts.js';
 import { keys } from '../../../src/store/keys.js';
-import { SqliteStore } from '../../../src/store/sqlite.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
 import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs } from '../../helpers/driver-fakes.js';
-import { loadConfig } from '../../../src/config.js';
+import { loadConfig } from '../../../src/config/config.js';
 import { Ipam } from '../../../src/ipam-driver/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
 

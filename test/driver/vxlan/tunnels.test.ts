@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { tunnelName, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
-import type { HostRecord } from '../../../src/store/hosts.js';
+import type { HostRecord } from '../../../src/cluster/hosts.js';
 import { waitFor } from '../../helpers/wait.js';
 import { cluster, create, id, tunnelPorts } from '../../helpers/logical-hosts.js';
 

@@ -1,0 +1,62 @@
+/**
+ * Interface names for a network's gateway and an endpoint's veth, unique among live links:
+ * Docker IDs sharing their first 12 characters would otherwise share a name, and the second
+ * Join would replace the first container's veth. The first candidate is the ID's first 12
+ * characters (as ovsnet always named them); when another live link holds it, the next
+ * deterministic candidate (records.ts `names`). The chosen names go into the record, and every
+ * later step uses the record's names.
+ */
+import { OvsnetError } from '../../lib/errors.js';
+import type { DriverDeps } from './deps.js';
+import { networkOf, roleOf } from '../ovs/external-ids.js';
+import { NAME_CANDIDATES, names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
+
+/**
+ * The veth names Join uses for `ep`: its record's when no other link holds them (a leftover of
+ * this endpoint's, carrying its alias, is its own), else the first free candidate. Runs under
+ * the driver's port mutex, so no other Join picks names meanwhile.
+ */
+export async function vethNames(links: DriverDeps['links'], ep: EndpointRecord): Promise<{ hostVeth: string; containerVeth: string }> {
+  const mine = names.alias(ep.endpointId);
+  const candidates = [
+    { hostVeth: ep.hostVeth, containerVeth: ep.containerVeth },
+    ...Array.from({ length: NAME_CANDIDATES }, (_, k) => ({
+      hostVeth: names.hostVeth(ep.endpointId, k),
+      containerVeth: names.containerVeth(ep.endpointId, k),
+    })),
+  ];
+  for (const c of candidates) {
+    // Both looked up at once: Join waits for one worker round trip, not two.
+    const [host, container] = await Promise.all([links.alias(c.hostVeth), links.alias(c.containerVeth)]);
+    if (host === mine || (host === undefined && container === undefined)) return c;
+  }
+  throw new OvsnetError(
+    'LINK_FAILED',
+    `every interface name ovsnet derives from endpoint ${ep.endpointId.slice(0, 12)} (${candidates.map((c) => c.hostVeth).join(', ')}) is held by another link: remove the links that are not ovsnet's`,
+  );
+}
+
+/**
+ * The gateway port name for a new network: one no other network of this host has in its record
+ * and no other link holds (a leftover gateway port of this same network, found by its OVS
+ * external_ids, is its own: creation repairs it).
+ */
+export async function gatewayName(
+  deps: Pick<DriverDeps, 'links' | 'ovs'>,
+  networkId: string,
+  others: readonly NetworkRecord[],
+): Promise<string> {
+  const inRecords = new Set(others.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
+  let own: Set<string> | undefined;
+  for (let k = 0; k < NAME_CANDIDATES; k++) {
+    const name = names.gateway(networkId, k);
+    if (inRecords.has(name)) continue;
+    if ((await deps.links.alias(name)) === undefined) return name;
+    own ??= new Set((await deps.ovs.ownPorts()).filter((p) => roleOf(p) === 'gateway' && networkOf(p) === networkId).map((p) => p.name));
+    if (own.has(name)) return name;
+  }
+  throw new OvsnetError(
+    'LINK_FAILED',
+    `every gateway port name ovsnet derives from network ${networkId.slice(0, 12)} is held by another link: remove the links that are not ovsnet's`,
+  );
+}

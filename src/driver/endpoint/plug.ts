@@ -1,0 +1,40 @@
+/**
+ * Join's side effects: the endpoint's veth pair (a spare renamed, or a new one), its host end an
+ * OVS access port on the network's tag, marked with the endpoint's external_ids, and the
+ * endpoint's QoS rules. Each step queues its undo; a failure undoes them in reverse.
+ */
+import type { DriverDeps } from '../effects/deps.js';
+import type { EndpointQos } from '../qos/endpoint-qos.js';
+import { endpointIds } from '../ovs/external-ids.js';
+import { names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
+import type { SpareVeths } from './spares.js';
+import { undoAll, type Undo } from '../model/undo.js';
+
+export async function plugEndpoint(
+  deps: Pick<DriverDeps, 'links' | 'ovs' | 'datapath' | 'log'>,
+  spares: SpareVeths,
+  qos: EndpointQos,
+  network: NetworkRecord,
+  ep: EndpointRecord,
+): Promise<void> {
+  const undo: Undo[] = [];
+  try {
+    await spares.createVeth({
+      host: ep.hostVeth,
+      container: ep.containerVeth,
+      mtu: network.mtu,
+      mac: ep.mac,
+      replace: true, // a leftover of an earlier attempt (a crash between steps): it carries the alias
+      txChecksumOff: deps.datapath() === 'netdev',
+      alias: names.alias(ep.endpointId), // marks it ovsnet's: reconcile deletes no other link
+    });
+    undo.push(() => deps.links.deleteLink(ep.hostVeth));
+    await deps.ovs.deletePort(ep.hostVeth);
+    await deps.ovs.addPort(network.bridge, ep.hostVeth, { tag: network.tag, externalIds: endpointIds(network.networkId, ep.endpointId) });
+    undo.push(() => deps.ovs.deletePort(ep.hostVeth));
+    await qos.apply(network, ep, undo);
+  } catch (err) {
+    await undoAll(undo, deps.log, 'join', ep.endpointId);
+    throw err;
+  }
+}

@@ -1,0 +1,33 @@
+/**
+ * What Docker's network-driver calls ask of NetworkDriver and what it answers, after
+ * src/plugin-api has translated the wire (docker-plugin-protocol: CreateNetwork, CreateEndpoint,
+ * Join). Types only.
+ */
+import type { IpData, PortBinding } from './records.js';
+
+/** CreateNetwork: Docker's NetworkID, its options (-o under com.docker.network.generic) and IPAM data. */
+export interface CreateNetworkRequest {
+  readonly networkId: string;
+  readonly options: Record<string, unknown>;
+  readonly ipv4: readonly IpData[];
+  readonly ipv6: readonly IpData[];
+}
+
+/** CreateEndpoint: '' for an address, addressV6 or MAC Docker did not give. */
+export interface CreateEndpointRequest {
+  readonly networkId: string;
+  readonly endpointId: string;
+  readonly address: string;
+  readonly addressV6: string;
+  readonly mac: string;
+  readonly portmap: readonly PortBinding[];
+  /** CreateEndpoint's Options: Docker's keys, and the endpoint's driver options (--driver-opt) at the top level. */
+  readonly options?: Readonly<Record<string, unknown>>;
+}
+
+/** Join's answer: the interface Docker moves into the container, and gateways ('' if none). */
+export interface JoinResult {
+  readonly srcName: string;
+  readonly gateway: string;
+  readonly gatewayV6: string;
+}

@@ -1,0 +1,152 @@
+/**
+ * The iptables rules ovsnet wants, as data (nat.ts applies them): masquerading on the way out,
+ * forwarding through a network's gateway port and isolation from other ovsnet networks, DNAT
+ * for -p port publishing, all in ovsnet's own chains, and the argument lists that check, add
+ * and delete one rule. Pure: tested without iptables (test/driver/nat.test.ts).
+ */
+import { GATEWAY_PREFIX, type PortBinding } from '../model/records.js';
+
+export type Table = 'nat' | 'filter';
+
+export interface Rule {
+  readonly table: Table;
+  readonly chain: string;
+  readonly spec: readonly string[];
+  /** Inserted at the top of its chain rather than appended. */
+  readonly insert?: boolean;
+}
+
+export const CHAINS = {
+  masquerade: 'OVSNET-POSTROUTING',
+  dnat: 'OVSNET-DNAT',
+  forward: 'OVSNET-FORWARD',
+} as const;
+
+/**
+ * Docker's second isolation chain (its bridge driver, Docker 20.10 to 28): one `-o BRIDGE -j DROP`
+ * per bridge network, kept current by Docker. Traffic a container of an ovsnet network starts
+ * goes through it, so it never reaches a Docker bridge network, as Docker's bridge networks
+ * never reach each other. Created empty if Docker has not made it (yet, or `--iptables=false`):
+ * Docker then uses it as it finds it. ovsnet never removes it.
+ */
+export const DOCKER_ISOLATION = 'DOCKER-ISOLATION-STAGE-2';
+
+/** ovsnet's chains, in the order they are created. */
+export const OWN_CHAINS: readonly (readonly [Table, string])[] = [
+  ['nat', CHAINS.masquerade],
+  ['nat', CHAINS.dnat],
+  ['filter', CHAINS.forward],
+];
+
+/**
+ * Jumps into ovsnet's chains from the built-in ones. The host's own connections are DNATed
+ * except to 127.0.0.0/8 (Docker's OUTPUT rule): those reach the socket ovsnet holds on the port
+ * (host-ports.ts), so a published port never captures a service the host reaches on loopback.
+ */
+export const JUMPS: readonly Rule[] = [
+  { table: 'nat', chain: 'POSTROUTING', spec: ['-j', CHAINS.masquerade], insert: false },
+  { table: 'nat', chain: 'PREROUTING', spec: ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat], insert: false },
+  {
+    table: 'nat',
+    chain: 'OUTPUT',
+    spec: ['!', '-d', '127.0.0.0/8', '-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat],
+    insert: false,
+  },
+  // Before Docker's own FORWARD rules, whose policy is DROP.
+  { table: 'filter', chain: 'FORWARD', spec: ['-j', CHAINS.forward], insert: true },
+];
+
+/** What JUMPS and the IPv6 filter need (no NAT for IPv6: its addresses are routed). */
+export const JUMPS_V6: readonly Rule[] = JUMPS.filter((j) => j.table === 'filter');
+export const OWN_CHAINS_V6: readonly (readonly [Table, string])[] = OWN_CHAINS.filter(([t]) => t === 'filter');
+
+/** Jumps of earlier versions, removed where found: the OUTPUT jump that captured loopback. */
+export const OLD_JUMPS: readonly Rule[] = [
+  { table: 'nat', chain: 'OUTPUT', spec: ['-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat] },
+];
+
+const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slice(0, 12)}`];
+
+/**
+ * Per network: masquerade on the way out (IPv4); isolation from every other ovsnet network (a
+ * drop towards any other gateway port, inserted so that it precedes every network's accepts; the
+ * hairpin back into the same network inserted before it) and from Docker's bridge networks (new
+ * connections, except to a published port, go through Docker's isolation chain first); out
+ * accepted; in only replies and published ports (DNATed), as Docker's bridge driver: nothing else
+ * routed to the host (a container of another Docker network, a machine routing through the host)
+ * opens a connection.
+ */
+export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Rule[] {
+  const c = comment(networkId);
+  const toGw = (state: string[]): Rule => ({
+    table: 'filter',
+    chain: CHAINS.forward,
+    spec: ['-o', gatewayPort, ...state, ...c, '-j', 'ACCEPT'],
+  });
+  const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
+  return [
+    ...(subnet.includes(':') || !masquerade
+      ? []
+      : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...fresh, ...c, '-j', DOCKER_ISOLATION], insert: true },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`, ...c, '-j', 'DROP'], insert: true },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', gatewayPort, ...c, '-j', 'ACCEPT'], insert: true },
+    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...c, '-j', 'ACCEPT'] },
+    toGw(['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED']),
+    toGw(['-m', 'conntrack', '--ctstate', 'DNAT']),
+    { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...c, '-j', 'DROP'] },
+  ];
+}
+
+/** A network's rules of earlier versions, removed where found: accepting every packet in. */
+export function oldNetworkRules(networkId: string, gatewayPort: string): Rule[] {
+  return [{ table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...comment(networkId), '-j', 'ACCEPT'] }];
+}
+
+/** Per published port: DNAT from the host's port, on one host address or all (single ports: host-ports.ts chose them). */
+export function portRules(endpointId: string, address: string, ports: readonly PortBinding[]): Rule[] {
+  return ports.map((p) => ({
+    table: 'nat' as const,
+    chain: CHAINS.dnat,
+    spec: [
+      ...(p.hostIp === '' || p.hostIp === '0.0.0.0' ? [] : ['-d', p.hostIp]),
+      '-p',
+      p.proto,
+      '--dport',
+      p.hostPortEnd > p.hostPort ? `${p.hostPort}:${p.hostPortEnd}` : String(p.hostPort),
+      ...comment(endpointId),
+      '-j',
+      'DNAT',
+      '--to-destination',
+      `${address}:${p.containerPort}`,
+    ],
+  }));
+}
+
+/**
+ * iptables-restore input (used with --noflush) for one table: first deletes the lines of
+ * `iptables-save` output that carry `tag`'s comment in `chain`, then appends `add`. One batch,
+ * applied atomically: the endpoint's old rules never linger next to its new ones.
+ */
+export function restoreInput(table: Table, saved: string, chain: string, tag: string, add: readonly Rule[]): string {
+  const mark = `ovsnet:${tag.slice(0, 12)}`;
+  const drop = saved
+    .split('\n')
+    .filter((l) => l.startsWith(`-A ${chain} `) && l.includes(mark))
+    .map((l) => l.replace(/^-A /, '-D '));
+  const lines = [...drop, ...add.map((r) => ['-A', r.chain, ...r.spec].join(' '))];
+  return lines.length === 0 ? '' : `*${table}\n${lines.join('\n')}\nCOMMIT\n`;
+}
+
+/** iptables arguments: -C checks for the rule, -A/-I 1 adds it, -D deletes it (-w: wait for the lock). */
+export function ruleArgs(op: 'check' | 'add' | 'delete', rule: Rule): string[] {
+  const base = ['-w', '-t', rule.table];
+  if (op === 'check') return [...base, '-C', rule.chain, ...rule.spec];
+  if (op === 'delete') return [...base, '-D', rule.chain, ...rule.spec];
+  return rule.insert === true ? [...base, '-I', rule.chain, '1', ...rule.spec] : [...base, '-A', rule.chain, ...rule.spec];
+}
+
+/** iptables arguments creating one of ovsnet's chains. */
+export function newChainArgs(table: Table, chain: string): string[] {
+  return ['-w', '-t', table, '-N', chain];
+}

@@ -1,0 +1,149 @@
+/**
+ * Applies the iptables rules of nat-rules.ts, with the iptables flavour Docker uses
+ * (iptables-flavour.ts): the way out (masquerade), forwarding through the gateway port (IPv4 and
+ * IPv6), and -p port publishing (DNAT), in ovsnet's own chains so that they are found and
+ * removed without touching anyone else's. Network rules: every add checks first (-C) and every
+ * delete treats a missing rule as done. An endpoint's port rules: one iptables-save and one
+ * iptables-restore --noflush batch, whatever their number (its old rules, found by their
+ * comment, replaced in the same batch). All idempotent.
+ */
+import { OvsnetError } from '../../lib/errors.js';
+import { exec, type ExecResult } from '../../lib/exec.js';
+import { detectFlavour, type Flavour } from './iptables-flavour.js';
+import {
+  CHAINS,
+  DOCKER_ISOLATION,
+  JUMPS,
+  JUMPS_V6,
+  OLD_JUMPS,
+  OWN_CHAINS,
+  OWN_CHAINS_V6,
+  networkRules,
+  newChainArgs,
+  oldNetworkRules,
+  portRules,
+  restoreInput,
+  ruleArgs,
+  type Rule,
+} from './nat-rules.js';
+import type { PortBinding } from '../model/records.js';
+
+type Run = (cmd: string, args: readonly string[], input?: string) => Promise<ExecResult>;
+type Family = 4 | 6;
+
+export class Nat {
+  private flavourReady: Promise<Flavour> | undefined;
+  private readonly chainsReady = new Map<Family, Promise<void>>();
+
+  /** `chosen`: a fixed flavour (tests); else the one Docker uses, found on first use. */
+  constructor(
+    private readonly run: Run = (cmd, args, input) => exec(cmd, args, 10_000, input),
+    private readonly chosen?: Flavour,
+  ) {}
+
+  /** Masquerading (IPv4) for the subnet and forwarding through the gateway port. */
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
+    const family = familyOf(subnet);
+    await this.ensureChains(family);
+    for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
+    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade)) await this.add(family, r);
+  }
+
+  async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
+    const family = familyOf(subnet);
+    for (const r of [...networkRules(networkId, subnet, gatewayPort), ...oldNetworkRules(networkId, gatewayPort)])
+      await this.remove(family, r);
+  }
+
+  /** DNAT from the host's ports to the container's: replaces the endpoint's port rules in one batch. */
+  async addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void> {
+    await this.ensureChains(4);
+    await this.restorePorts(endpointId, portRules(endpointId, address, ports));
+  }
+
+  /** Removes the endpoint's port rules (found by their comment). Idempotent. */
+  async removePorts(endpointId: string): Promise<void> {
+    await this.restorePorts(endpointId, []);
+  }
+
+  /**
+   * Removes the port rules of endpoints whose 12-character ID prefix is not in `keep`: those of
+   * endpoints removed while ovsnet was down. Answers the prefixes removed. Idempotent.
+   */
+  async prunePorts(keep: ReadonlySet<string>): Promise<string[]> {
+    const f = await this.flavour();
+    const saved = await this.run(f.save[4], ['-t', 'nat']);
+    if (saved.code !== 0) throw natError(`read the nat table (${f.save[4]})`, saved.stderr);
+    const tags = saved.stdout
+      .split('\n')
+      .flatMap((l) => (l.startsWith(`-A ${CHAINS.dnat} `) ? [/ovsnet:([0-9a-f]{12})/.exec(l)?.[1] ?? ''] : []));
+    const stale = [...new Set(tags)].filter((tag) => tag !== '' && !keep.has(tag));
+    for (const tag of stale) await this.removePorts(tag);
+    return stale;
+  }
+
+  private async restorePorts(endpointId: string, add: readonly Rule[]): Promise<void> {
+    const f = await this.flavour();
+    const saved = await this.run(f.save[4], ['-t', 'nat']);
+    if (saved.code !== 0) throw natError(`read the nat table (${f.save[4]})`, saved.stderr);
+    const input = restoreInput('nat', saved.stdout, CHAINS.dnat, endpointId, add);
+    if (input === '') return;
+    const r = await this.run(f.restore[4], ['-w', '--noflush'], input);
+    if (r.code !== 0) throw natError(`apply the port rules of endpoint ${endpointId.slice(0, 12)} (${f.restore[4]})`, r.stderr);
+  }
+
+  /** The flavour in use (found once). */
+  flavour(): Promise<Flavour> {
+    if (this.chosen !== undefined) return Promise.resolve(this.chosen);
+    this.flavourReady ??= detectFlavour(this.run);
+    return this.flavourReady;
+  }
+
+  private ensureChains(family: Family): Promise<void> {
+    let ready = this.chainsReady.get(family);
+    if (ready === undefined) {
+      ready = (async () => {
+        const f = await this.flavour();
+        const cmd = family === 4 ? f.iptables : f.ip6tables;
+        for (const [table, chain] of [...(family === 4 ? OWN_CHAINS : OWN_CHAINS_V6), ['filter', DOCKER_ISOLATION] as const]) {
+          const r = await this.run(cmd, newChainArgs(table, chain));
+          if (r.code !== 0 && !/already exists/i.test(r.stderr)) throw natError(`create chain ${chain} (${cmd})`, r.stderr);
+        }
+        for (const j of family === 4 ? OLD_JUMPS : []) await this.remove(family, j);
+        for (const j of family === 4 ? JUMPS : JUMPS_V6) await this.add(family, j);
+      })().catch((err: unknown) => {
+        this.chainsReady.delete(family);
+        throw err;
+      });
+      this.chainsReady.set(family, ready);
+    }
+    return ready;
+  }
+
+  private async add(family: Family, rule: Rule): Promise<void> {
+    const cmd = await this.command(family);
+    if ((await this.run(cmd, ruleArgs('check', rule))).code === 0) return;
+    const r = await this.run(cmd, ruleArgs('add', rule));
+    if (r.code !== 0) throw natError(`add ${rule.table} rule ${rule.spec.join(' ')} (${cmd})`, r.stderr);
+  }
+
+  private async remove(family: Family, rule: Rule): Promise<void> {
+    const cmd = await this.command(family);
+    if ((await this.run(cmd, ruleArgs('check', rule))).code !== 0) return;
+    const r = await this.run(cmd, ruleArgs('delete', rule));
+    if (r.code !== 0) throw natError(`remove ${rule.table} rule ${rule.spec.join(' ')} (${cmd})`, r.stderr);
+  }
+
+  private async command(family: Family): Promise<string> {
+    const f = await this.flavour();
+    return family === 4 ? f.iptables : f.ip6tables;
+  }
+}
+
+function familyOf(subnet: string): Family {
+  return subnet.includes(':') ? 6 : 4;
+}
+
+function natError(what: string, stderr: string): OvsnetError {
+  return new OvsnetError('NAT_FAILED', `cannot ${what}: ${stderr.trim()}`);
+}

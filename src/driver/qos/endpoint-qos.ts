@@ -1,0 +1,93 @@
+/**
+ * The QoS step of an endpoint (issue 13, item 3): what applies to it (its own options over its
+ * network's, qos.ts), put on its OVS port at Join and taken off at DeleteEndpoint, and brought
+ * back by reconcile and the periodic check after ovs-vswitchd lost it (ovs/qos-flows.ts).
+ */
+import { OvsnetError } from '../../lib/errors.js';
+import type { DriverDeps } from '../effects/deps.js';
+import { effectiveQos, isSet, type Qos } from '../model/qos-options.js';
+import type { EndpointRecord, NetworkRecord } from '../model/records.js';
+import type { Undo } from '../model/undo.js';
+import { meterSpec, qosFlows } from '../ovs/qos-flows.js';
+
+export type EndpointQosDeps = Pick<DriverDeps, 'ovs' | 'qos' | 'log' | 'bridge'>;
+
+/** Refuses QoS options where this ovsnet cannot enforce them (no QosApi given: tests, tools). */
+export function requireQosSupport(deps: Pick<DriverDeps, 'qos'>, qos: Qos | undefined): void {
+  if (isSet(qos) && deps.qos === undefined) {
+    throw new OvsnetError(
+      'NETWORK_OPTION_INVALID',
+      'this ovsnet was built without QoS (no OpenFlow access): drop the ovsnet.bandwidth, ovsnet.burst and ovsnet.dscp options',
+    );
+  }
+}
+
+export class EndpointQos {
+  constructor(private readonly deps: EndpointQosDeps) {}
+
+  /** Join's step, after the port exists: the endpoint's meter and flows, their removal queued. */
+  async apply(network: NetworkRecord, ep: EndpointRecord, undo: Undo[]): Promise<void> {
+    const qos = effectiveQos(network.qos, ep.qos);
+    const api = this.deps.qos;
+    if (qos === undefined || api === undefined) return;
+    // The port's OpenFlow number exists once ovs-vswitchd has applied the new port.
+    await this.deps.ovs.waitApplied();
+    const ofport = (await api.ofports(network.bridge)).get(ep.hostVeth);
+    if (ofport === undefined)
+      throw new OvsnetError('OVS_FAILED', `port ${ep.hostVeth} has no OpenFlow number on bridge ${network.bridge}: cannot apply its QoS`);
+    undo.push(() => api.remove(network.bridge, ofport));
+    await api.apply(network.bridge, ofport, qos);
+    this.deps.log.info({ endpointId: ep.endpointId, ofport, qos }, 'QoS applied');
+  }
+
+  /** DeleteEndpoint's step, before the port goes (its OpenFlow number is read from it). Idempotent. */
+  async remove(network: NetworkRecord | undefined, ep: EndpointRecord): Promise<void> {
+    const api = this.deps.qos;
+    if (api === undefined || effectiveQos(network?.qos, ep.qos) === undefined) return;
+    const bridge = network?.bridge ?? this.deps.bridge;
+    const ofport = (await api.ofports(bridge)).get(ep.hostVeth);
+    if (ofport !== undefined) await api.remove(bridge, ofport);
+  }
+
+  /**
+   * Every endpoint's QoS as it should be, and no other ovsnet QoS on the bridge: `all` puts
+   * back every endpoint's (reconcile), otherwise only those with a flow or meter missing (the
+   * periodic check). Returns what it repaired or removed.
+   */
+  async converge(
+    bridge: string,
+    networks: readonly NetworkRecord[],
+    endpoints: readonly EndpointRecord[],
+    all: boolean,
+  ): Promise<string[]> {
+    const api = this.deps.qos;
+    if (api === undefined) return [];
+    const byId = new Map(networks.map((n) => [n.networkId, n]));
+    const wanted = new Map<number, { ep: EndpointRecord; qos: Qos }>();
+    let ofports: Map<string, number> | undefined;
+    for (const ep of endpoints) {
+      const qos = effectiveQos(byId.get(ep.networkId)?.qos, ep.qos);
+      if (qos === undefined || !byId.has(ep.networkId)) continue;
+      ofports ??= await api.ofports(bridge);
+      const ofport = ofports.get(ep.hostVeth);
+      if (ofport !== undefined) wanted.set(ofport, { ep, qos });
+    }
+    if (wanted.size === 0 && !all) return []; // the periodic check: nothing to look at
+    const state = await api.state(bridge);
+    const done: string[] = [];
+    for (const port of new Set([...state.flows.keys(), ...state.meters])) {
+      if (wanted.has(port)) continue;
+      await api.remove(bridge, port);
+      done.push(`QoS of OpenFlow port ${port} (no endpoint)`);
+    }
+    for (const [ofport, { ep, qos }] of wanted) {
+      const complete =
+        (state.flows.get(ofport) ?? 0) >= qosFlows(ofport, qos).length &&
+        (meterSpec(ofport, qos) === undefined || state.meters.has(ofport));
+      if (complete && !all) continue;
+      await api.apply(bridge, ofport, qos);
+      if (!complete) done.push(`QoS of ${ep.hostVeth}`);
+    }
+    return done;
+  }
+}

@@ -1,0 +1,113 @@
+/**
+ * Addresses of a one-host pool: each reservation record created if absent, and the pool's
+ * count moved from the value this process last saw (compare on its mod revision), in one
+ * transaction. A repeated request finds the key present and moves nothing; a release deletes
+ * the key and moves the count only if the key was there. So count == reservations, always
+ * (contiv's EpAddrCount rule), across processes sharing one store. Shared pools (shared.ts)
+ * do the same per block.
+ */
+import { OvsnetError } from '../../lib/errors.js';
+import { keys } from '../../store/keys.js';
+import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
+import { formatAddress } from '../../lib/cidr.js';
+import type { PoolState } from '../index/pool-index.js';
+import { decodeReservation, type Reservation } from '../state/records.js';
+
+const MAX_RETRIES = 64;
+
+/** What Ipam asks of either kind of pool. */
+export interface AddressStrategy {
+  /** Reserves a given address; returns the holder when it is taken. */
+  reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined>;
+  /** Reserves a free address of the dynamic range; undefined when there is none. */
+  allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined>;
+  /** Releases; with `onlyIf`, only a reservation that passes it. Idempotent. */
+  release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void>;
+}
+
+export function refreshCount(pool: PoolState, kv: { value: string; modRevision: number } | undefined): void {
+  pool.count = kv === undefined ? 0 : Number(kv.value);
+  pool.countRevision = kv === undefined ? 0 : kv.modRevision;
+}
+
+function setCount(pool: PoolState, count: number, revision: number): void {
+  if (revision >= pool.countRevision) {
+    pool.count = count;
+    pool.countRevision = revision;
+  }
+}
+
+export class OneHostPools implements AddressStrategy {
+  constructor(private readonly store: Store) {}
+
+  async allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined> {
+    for (let attempt = 0; attempt < MAX_RETRIES * 16; attempt++) {
+      const value = pool.candidate();
+      if (value === undefined) return undefined;
+      pool.cursor = value + 1n;
+      if ((await this.reserve(pool, value, record)) === undefined) return value;
+    }
+    return undefined;
+  }
+
+  async reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined> {
+    const address = formatAddress(pool.prefix.family, value);
+    const key = keys.address(pool.record.poolId, address);
+    const countKey = keys.poolCount(pool.record.poolId);
+    const json = JSON.stringify(record(address));
+    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      // The count written is the one compared: the watch may move pool.count during the await.
+      const next = pool.count + 1;
+      const res = await this.store.txn({
+        compares: [absent(key), modRevisionIs(countKey, pool.countRevision)],
+        success: [put(key, json), put(countKey, String(next))],
+        failure: [get(key), get(countKey)],
+      });
+      if (res.succeeded) {
+        pool.mark(value, true);
+        setCount(pool, next, res.revision);
+        return undefined;
+      }
+      const holder = res.gets[0];
+      if (holder !== undefined) {
+        pool.mark(value, true);
+        return decodeReservation(holder);
+      }
+      refreshCount(pool, res.gets[1]);
+    }
+    throw new OvsnetError('NOT_READY', `pool ${pool.record.pool} is under heavy contention; retry`);
+  }
+
+  async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
+    const { poolId } = pool.record;
+    const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
+    // With `onlyIf` (settling a doubt): only that reservation, unchanged since it was read.
+    const held = onlyIf === undefined ? undefined : await this.store.get(key);
+    if (onlyIf !== undefined && (held === undefined || !onlyIf(decodeReservation(held)))) return;
+    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+      const next = pool.count - 1;
+      const res = await this.store.txn({
+        compares: [
+          held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision),
+          modRevisionIs(keys.poolCount(poolId), pool.countRevision),
+        ],
+        success: [del(key), put(keys.poolCount(poolId), String(next))],
+        failure: [get(key), get(keys.poolCount(poolId))],
+      });
+      if (res.succeeded) {
+        pool.mark(value, false);
+        setCount(pool, next, res.revision);
+        return;
+      }
+      if (res.gets[0] === undefined) {
+        pool.mark(value, false);
+        return; // not reserved: a second release moves nothing
+      }
+      refreshCount(pool, res.gets[1]);
+    }
+    throw new OvsnetError(
+      'NOT_READY',
+      `address ${formatAddress(pool.prefix.family, value)} of pool ${poolId} could not be released under contention; retry`,
+    );
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Endpoint groups' pools (issue 13, item 2): a group network shares its parent's pool. Docker
+ * asks the IPAM for a network's pool before it tells the driver anything, and gives it only
+ * --ipam-opt, so a group's RequestPool carries `--ipam-opt ovsnet.group=NAME` and exactly the
+ * parent's --subnet (and --ip-range): it gets the parent's PoolID, and the pool counts one more
+ * network sharing it (`shares`). The gateway is every sharing network's: asking for it again is
+ * answered with it, releasing it is a no-op while another network shares the pool, and
+ * ReleasePool takes one share off before it removes the pool (pools.ts).
+ */
+import { formatPrefix } from '../../lib/cidr.js';
+import { OvsnetError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
+import { decodeAll } from '../../store/decode.js';
+import { keys } from '../../store/keys.js';
+import { modRevisionIs, put, type KeyValue, type Store } from '../../store/types.js';
+import type { PoolIndex } from '../index/pool-index.js';
+import { GROUP_OPTION, parsePool } from './pool-checks.js';
+import { decodePool, type PoolRecord } from '../state/records.js';
+
+const MAX_RETRIES = 64;
+
+export interface GroupPoolRequest {
+  readonly addressSpace: string;
+  readonly pool: string;
+  readonly subPool: string;
+  readonly v6: boolean;
+  readonly group: string;
+}
+
+interface Deps {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly host: string;
+}
+
+/** The parent's pool, with one more network sharing it. Refused with what to give instead. */
+export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoolRequest): Promise<{ poolId: string; pool: string }> {
+  const opt = `--ipam-opt ${GROUP_OPTION}=${req.group}`;
+  if (req.v6) {
+    throw new OvsnetError('IPAM_POOL_INVALID', `${opt}: endpoint groups are IPv4 only; create the group without --ipv6`);
+  }
+  if (req.pool === '') {
+    throw new OvsnetError('IPAM_POOL_INVALID', `${opt} needs --subnet: the parent network's subnet, whose pool the group shares`);
+  }
+  const pool = formatPrefix(parsePool(req.pool, 'Pool'));
+  const sub = req.subPool === '' ? undefined : formatPrefix(parsePool(req.subPool, 'SubPool (--ip-range)'));
+  for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
+    const listed = await deps.store.list(keys.pools);
+    const records = decodeAll(listed.kvs, decodePool);
+    const parent = records.find((r) => r.addressSpace === req.addressSpace && r.pool === pool && !r.v6 && r.host === deps.host);
+    if (parent === undefined || parent.logical !== undefined) {
+      const why =
+        parent === undefined
+          ? `this host has no ovsnet pool ${pool}`
+          : `pool ${pool} is logical network ${parent.logical ?? ''}'s, and endpoint groups share one-host networks' pools`;
+      throw new OvsnetError(
+        'IPAM_GROUP_NO_PARENT',
+        `${opt}: ${why}; create the parent first (docker network create -d ovsnet --ipam-driver ovsnet --subnet ${pool} -o ovsnet.network=PARENT ...) and give the group the parent's --subnet`,
+      );
+    }
+    if (parent.subPool !== sub) {
+      throw new OvsnetError(
+        'IPAM_POOL_INVALID',
+        `${opt}: the parent's pool ${pool} has ${parent.subPool === undefined ? 'no --ip-range' : `--ip-range ${parent.subPool}`}; give the group the same`,
+      );
+    }
+    const kv = listed.kvs.find((k) => k.key === keys.pool(parent.poolId));
+    if (kv !== undefined && (await addShare(deps, index, parent, kv, 1))) {
+      deps.log.info({ poolId: parent.poolId, group: req.group }, 'endpoint group shares its parent pool');
+      return { poolId: parent.poolId, pool: parent.pool };
+    }
+  }
+  throw new OvsnetError('NOT_READY', `pool ${pool} is changing too fast to share with group ${req.group}; retry the network creation`);
+}
+
+/** Adds `delta` to the pool's shares in one compared write; false if the record moved meanwhile. */
+export async function addShare(
+  deps: Pick<Deps, 'store'>,
+  index: PoolIndex,
+  record: PoolRecord,
+  kv: KeyValue,
+  delta: 1 | -1,
+): Promise<boolean> {
+  const shares = (record.shares ?? 0) + delta;
+  const { shares: _dropped, ...rest } = record;
+  const value = JSON.stringify(shares > 0 ? { ...rest, shares } : rest);
+  const key = keys.pool(record.poolId);
+  const res = await deps.store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, value)] });
+  if (!res.succeeded) return false;
+  // The index knows the share before the group's gateway request comes.
+  index.apply({ type: 'put', kv: { ...kv, value, modRevision: res.revision, version: kv.version + 1 } });
+  return true;
+}

@@ -1,0 +1,167 @@
+/**
+ * Reaping: releasing this host's reservations whose holder no longer exists, which `ovsnet
+ * doctor` used to report only. A sweep every third of the grace period (1 to 30 s) judges each reservation of this host:
+ *
+ * - `endpoint gone`: bound to a Docker endpoint (bind.ts) that no endpoint record names any more
+ *   (Docker removed it while ovsnet was down, or its ReleaseAddress was lost);
+ * - `container gone`: a CNI attachment whose container the CNI side says is gone (its network
+ *   namespace vanished): the `cniAlive` hook, which that side sets;
+ * - `never bound`: a Docker container's request (dynamic, or carrying the endpoint name) in a
+ *   pool of one of this host's ovsnet networks that no CreateEndpoint bound within the grace
+ *   period (its CreateEndpoint failed and Docker's release was lost).
+ *
+ * What it never frees: an address an endpoint record of any host names (CreateEndpoint writes
+ * that record before it binds, so one in flight is safe); another host's reservation (only the
+ * host that made it can judge its holder); a gateway; an address given for a network with
+ * Docker's own driver (no CreateEndpoint reaches ovsnet there, so nothing is ever bound: only
+ * pools of ovsnet networks are judged `never bound`); a static request without a name (dockerd
+ * up to 28 asks aux addresses and `--ip` alike); an adopted one until its holder attaches through
+ * ovsnet. A CNI attachment gone is undone whole, as DEL would (cniRemove). A holder judged gone is reaped
+ * only when a sweep at least the grace period after the first sighting finds it gone still, so
+ * a DeleteEndpoint whose ReleaseAddress is on its way is left to Docker. The release itself
+ * checks the record is the one judged (unchanged holder and time), in one transaction.
+ */
+import { messageOf } from '../../lib/errors.js';
+import { Repeater } from '../../lib/repeat.js';
+import type { Logger } from '../../lib/log.js';
+import { decodeAll } from '../../store/decode.js';
+import { keys } from '../../store/keys.js';
+import { del, modRevisionIs, type Store } from '../../store/types.js';
+import { cniOf, holderOf } from '../state/holder-keys.js';
+import { decodePool, decodeReservation, type Reservation } from '../state/records.js';
+
+export type ReapReason = 'endpoint gone' | 'container gone' | 'never bound';
+
+/** Whether a CNI attachment's container still exists: true, false (gone), undefined (cannot tell). */
+export type CniJudge = (containerId: string, ifname: string) => Promise<boolean | undefined>;
+
+/**
+ * Undoes a CNI attachment whose container is gone, as DEL would (endpoint, OVS port, veth,
+ * addresses, record), judged again under the attachment's lock: 'removed'; 'alive' when the
+ * judgement changed; 'none' when no attachment is recorded (the reservation alone is released).
+ */
+export type CniRemove = (containerId: string, ifname: string) => Promise<'removed' | 'alive' | 'none'>;
+
+export interface ReapDeps {
+  readonly store: Store;
+  readonly log: Logger;
+  readonly host: string;
+  /** OVSNET_REAP_GRACE, in ms. */
+  readonly graceMs: number;
+  /** Every endpoint record (all hosts): their IDs and addresses (plain form). */
+  readonly endpoints: () => Promise<{ readonly ids: ReadonlySet<string>; readonly addresses: ReadonlySet<string> }>;
+  /** Subnets (CIDR) of this host's ovsnet networks: the pools where CreateEndpoint binds. */
+  readonly driverPools: () => Promise<ReadonlySet<string>>;
+  /** Releases the address only if its reservation passes `onlyIf`; true when released. */
+  readonly release: (poolId: string, address: string, onlyIf: (r: Reservation) => boolean) => Promise<boolean>;
+  /** Counted (ovsnet_ipam_reaped_total). */
+  readonly onReaped?: (reason: ReapReason) => void;
+  readonly now?: () => Date;
+}
+
+export interface Reaped {
+  readonly poolId: string;
+  readonly address: string;
+  readonly holder: string;
+  readonly reason: ReapReason;
+}
+
+/** Sticky records older than this are forgotten: "held recently". */
+export const STICKY_KEEP_MS = 24 * 3600_000;
+
+export class Reaper {
+  /** Set by the CNI front end: whether an attachment's container exists (absent: CNI holders are not judged). */
+  cniAlive: CniJudge | undefined;
+  /** Set by the CNI front end with cniAlive: a gone container's attachment goes whole, not its address alone. */
+  cniRemove: CniRemove | undefined;
+  private readonly repeater = new Repeater();
+  /** Holders judged gone, by reservation: when first seen so. */
+  private readonly suspects = new Map<string, number>();
+  private readonly now: () => Date;
+
+  constructor(private readonly deps: ReapDeps) {
+    this.now = deps.now ?? (() => new Date());
+  }
+
+  start(intervalMs: number): void {
+    this.repeater.start(
+      intervalMs,
+      () => this.sweep(),
+      (err) => this.deps.log.warn({ err }, `reap sweep failed: ${messageOf(err)}; the next one retries`),
+    );
+  }
+
+  stop(): void {
+    this.repeater.stop();
+  }
+
+  /** One pass: judges every reservation of this host, releases those whose holder is gone. */
+  async sweep(): Promise<Reaped[]> {
+    const { store, host, graceMs } = this.deps;
+    const [held, poolKvs] = await Promise.all([store.list(keys.allAddresses), store.list(keys.pools)]);
+    const pools = new Map(decodeAll(poolKvs.kvs, decodePool).map((p) => [p.poolId, p.pool]));
+    const endpoints = await this.deps.endpoints();
+    const driverPools = await this.deps.driverPools();
+    const now = this.now().getTime();
+    const seen = new Set<string>();
+    const reaped: Reaped[] = [];
+    for (const r of decodeAll(held.kvs, decodeReservation)) {
+      if (r.host !== host || r.kind === 'gateway') continue;
+      const holder = holderOf(r);
+      // A CNI attachment's endpoint record names its address: it is judged by its container instead.
+      const cni = cniOf(holder);
+      if (cni === undefined && endpoints.addresses.has(r.address)) continue;
+      const reason = await this.judge(r, holder, endpoints.ids, driverPools.has(pools.get(r.poolId) ?? ''), now);
+      if (reason === undefined) continue;
+      const suspect = `${r.poolId}|${r.address}|${holder}|${r.reservedAt}`;
+      seen.add(suspect);
+      const since = this.suspects.get(suspect);
+      if (since === undefined) this.suspects.set(suspect, now);
+      if (reason !== 'never bound' && (since === undefined || now - since < graceMs)) continue;
+      const same = (cur: Reservation) => cur.host === r.host && cur.reservedAt === r.reservedAt && holderOf(cur) === holder;
+      const undone = cni === undefined ? 'none' : ((await this.cniRemove?.(cni.containerId, cni.ifname)) ?? 'none');
+      if (undone === 'alive') continue;
+      if (undone === 'none' && !(await this.deps.release(r.poolId, r.address, same))) continue;
+      this.suspects.delete(suspect);
+      this.deps.onReaped?.(reason);
+      this.deps.log.warn(
+        { poolId: r.poolId, address: r.address, holder, reason, reservedAt: r.reservedAt },
+        `released ${r.address}: its holder ${holder} is gone (${reason})`,
+      );
+      reaped.push({ poolId: r.poolId, address: r.address, holder, reason });
+    }
+    for (const s of this.suspects.keys()) if (!seen.has(s)) this.suspects.delete(s);
+    await this.forgetOldSticky(now);
+    return reaped;
+  }
+
+  private async judge(
+    r: Reservation,
+    holder: string,
+    ids: ReadonlySet<string>,
+    ovsnetPool: boolean,
+    now: number,
+  ): Promise<ReapReason | undefined> {
+    // A CNI attachment by its container (its endpoint, bound or not, goes with the attachment).
+    const cni = cniOf(holder);
+    // Adopted from host-local and not attached through ovsnet yet: its container is another network's.
+    if (cni !== undefined && r.adoptedFrom !== undefined && r.endpoint === undefined) return undefined;
+    if (cni !== undefined) return (await this.cniAlive?.(cni.containerId, cni.ifname)) === false ? 'container gone' : undefined;
+    if (r.endpoint !== undefined) return ids.has(r.endpoint) ? undefined : 'endpoint gone';
+    const container = (holder.startsWith('docker/request/') && r.kind === 'dynamic') || holder.startsWith('docker/name/');
+    const age = now - Date.parse(r.reservedAt);
+    return container && ovsnetPool && age >= this.deps.graceMs ? 'never bound' : undefined;
+  }
+
+  /** Sticky records (keyed.ts) of this host's pools are kept a day, then forgotten. */
+  private async forgetOldSticky(now: number): Promise<void> {
+    const old = (await this.deps.store.list(keys.allSticky)).kvs.filter((kv) => {
+      try {
+        return now - Date.parse((JSON.parse(kv.value) as { releasedAt: string }).releasedAt) > STICKY_KEEP_MS;
+      } catch {
+        return false;
+      }
+    });
+    for (const kv of old) await this.deps.store.txn({ compares: [modRevisionIs(kv.key, kv.modRevision)], success: [del(kv.key)] });
+  }
+}

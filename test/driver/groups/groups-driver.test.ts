@@ -1,0 +1,195 @@
+/**
+ * The driver's endpoint-group steps against in-memory OVS and OpenFlow: a group's checks against
+ * its parent, the parent's gateway handed to a group's Join, the family's plan following Joins,
+ * DeleteEndpoint, group removal, reconcile and the periodic check; nothing for other networks.
+ * The rules' effect on traffic: test/e2e/groups-datapath.test.ts and test/e2e/groups.test.ts.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { NetworkDriver } from '../../../src/driver/network-driver.js';
+import type { GroupsApi, QosApi } from '../../../src/driver/effects/deps.js';
+import type { GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { createLogger } from '../../../src/lib/log.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
+import { keys } from '../../../src/store/keys.js';
+import { put } from '../../../src/store/types.js';
+import { fakeSideEffects } from '../../helpers/driver-fakes.js';
+import { NET, NET2, net } from '../../helpers/driver-setup.js';
+
+const NET3 = 'd'.repeat(64);
+
+/** The bridge's group flows as ovs-vswitchd keeps them: one plan per parent tag. */
+class FakeGroups implements GroupsApi {
+  readonly plans = new Map<number, GroupPlan>();
+  calls = 0;
+  async apply(_bridge: string, plan: GroupPlan): Promise<void> {
+    this.calls++;
+    this.plans.set(plan.parentTag, plan);
+  }
+  async remove(_bridge: string, tag: number): Promise<void> {
+    this.calls++;
+    this.plans.delete(tag);
+  }
+  async count(_bridge: string, tag: number): Promise<number> {
+    return this.plans.has(tag) ? 1 : 0;
+  }
+  async mac(link: string): Promise<string> {
+    return link.startsWith('ovg') ? '02:00:00:00:00:01' : 'none';
+  }
+}
+
+function setup(t: Test) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-groups-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const store = new SqliteStore({ file: path.join(dir, 'state.db') });
+  t.teardown(() => store.close());
+  const fx = fakeSideEffects();
+  const qos: QosApi = {
+    ofports: async () => new Map([...fx.ovs.ports.keys()].map((p, i) => [p, i + 1])),
+    apply: async () => undefined,
+    remove: async () => undefined,
+    state: async () => ({ flows: new Map(), meters: new Set() }),
+  };
+  const groups = new FakeGroups();
+  const driver = new NetworkDriver({
+    store,
+    log: createLogger('silent'),
+    ...fx,
+    qos,
+    groups,
+    host: 'h1',
+    bridge: 'br0',
+    datapath: () => 'netdev',
+  });
+  return { driver, groups, store, ...fx };
+}
+
+const generic = (o: Record<string, string>) => ({ 'com.docker.network.generic': o });
+const parent = () => net(NET, generic({ 'ovsnet.network': 'app' }));
+const group = (id: string, name: string, extra: Record<string, string> = {}) =>
+  net(id, generic({ 'ovsnet.network': 'app', 'ovsnet.group': name, ...extra }));
+const endpoint = (networkId: string, id: string, address: string) => ({
+  networkId,
+  endpointId: id.repeat(64),
+  address: `${address}/24`,
+  addressV6: '',
+  mac: '',
+  portmap: [],
+});
+
+t.test("a group's Join gets its parent's gateway; the family's plan follows Joins and DeleteEndpoint", async (t) => {
+  const { driver, groups } = setup(t);
+  await driver.createNetwork(parent());
+  await driver.createEndpoint(endpoint(NET, '1', '10.1.0.5'));
+  await driver.join(NET, '1'.repeat(64));
+  t.equal(groups.calls, 0, 'a named parent without groups: no rule touched at Join');
+  t.equal(groups.plans.size, 0);
+  await driver.createNetwork(group(NET2, 'web'));
+  await driver.createNetwork(group(NET3, 'db', { 'ovsnet.allow': 'web:5432/tcp,app' }));
+  await driver.createEndpoint(endpoint(NET2, '2', '10.1.0.6'));
+  const joined = await driver.join(NET2, '2'.repeat(64));
+  t.equal(joined.gateway, '10.1.0.1', "the parent's gateway");
+  await driver.createEndpoint(endpoint(NET3, '3', '10.1.0.7'));
+  await driver.join(NET3, '3'.repeat(64));
+  const plan = [...groups.plans.values()][0];
+  t.equal(groups.plans.size, 1, "one plan: the parent's");
+  t.equal(plan?.subnet, '10.1.0.0/24');
+  t.equal(plan?.gateway.mac, '02:00:00:00:00:01');
+  t.same(
+    plan?.members.map((m) => m.address),
+    ['10.1.0.5', '10.1.0.6', '10.1.0.7'],
+    'the parent and both groups',
+  );
+  t.equal(new Set(plan?.members.map((m) => m.group)).size, 3, 'each on its own tag');
+  t.equal(plan?.allows.length, 2, 'db allows web on 5432/tcp and the parent');
+  t.match(plan?.allows, [{ port: { number: 5432, proto: 'tcp' } }, {}]);
+  await driver.deleteEndpoint(NET3, '3'.repeat(64));
+  t.same(
+    [...groups.plans.values()][0]?.members.map((m) => m.address),
+    ['10.1.0.5', '10.1.0.6'],
+    'DeleteEndpoint: the member is gone from the plan',
+  );
+  await driver.deleteNetwork(NET3);
+  await driver.deleteEndpoint(NET2, '2'.repeat(64));
+  await driver.deleteNetwork(NET2);
+  t.equal(groups.plans.size, 0, 'the last group gone: no rule left');
+});
+
+t.test('reconcile and the periodic check put the plan back', async (t) => {
+  const { driver, groups } = setup(t);
+  await driver.createNetwork(parent());
+  await driver.createNetwork(group(NET2, 'web'));
+  t.equal(groups.plans.size, 1);
+  groups.plans.clear(); // ovs-vswitchd restarted
+  t.match(await driver.checkGuards(), ['endpoint groups of app']);
+  t.equal(groups.plans.size, 1);
+  t.same(await driver.checkGuards(), [], 'nothing to do while the rules are there');
+  groups.plans.clear();
+  t.match((await driver.reconcile()).repaired, ['endpoint groups of app']);
+  t.equal(groups.plans.size, 1);
+});
+
+t.test('a group is refused with what to give, before anything is made', async (t) => {
+  const { driver, ovs } = setup(t);
+  await t.rejects(driver.createNetwork(group(NET2, 'web')), {
+    code: 'NETWORK_NOT_FOUND',
+    message: /-o ovsnet\.network=app: no network on this host has that name; create the parent first/,
+  });
+  await driver.createNetwork(parent());
+  const ports = ovs.ports.size;
+  await t.rejects(driver.createNetwork({ ...group(NET2, 'web'), ipv4: [{ pool: '10.2.0.0/24', gateway: '10.2.0.1/24' }] }), {
+    message:
+      /a group shares its parent's subnet and gateway: give --subnet 10\.1\.0\.0\/24 --ipam-driver ovsnet --ipam-opt ovsnet\.group=web/,
+  });
+  await t.rejects(driver.createNetwork({ ...group(NET2, 'web'), ipv6: [{ pool: 'fd00::/64', gateway: 'fd00::1/64' }] }), {
+    message: /IPv4 only/,
+  });
+  await t.rejects(
+    driver.createNetwork({ ...group(NET2, 'web'), options: { ...group(NET2, 'web').options, 'com.docker.network.internal': true } }),
+    {
+      message: /drop --internal/,
+    },
+  );
+  await t.rejects(driver.createNetwork(group(NET2, 'web', { 'ovsnet.infra': 'true' })), {
+    message: /give -o ovsnet\.infra=true to the parent/,
+  });
+  t.equal(ovs.ports.size, ports, 'nothing made');
+  await driver.createNetwork(group(NET2, 'web'));
+  await t.rejects(driver.createNetwork(group(NET3, 'web')), {
+    code: 'NETWORK_GROUP_EXISTS',
+    message: /app has a group of that name already/,
+  });
+  t.equal(ovs.ports.size, ports, 'a group has no gateway port of its own');
+});
+
+t.test('a one-host name that a logical network has is refused: its -o ovsnet.encap was likely forgotten', async (t) => {
+  const { driver, store } = setup(t);
+  // As another host's ovsnet writes it (vxlan/logical.ts).
+  const logical = {
+    name: 'app',
+    encap: 'vxlan',
+    vni: 1,
+    subnets: ['10.9.0.0/24'],
+    internal: false,
+    members: {},
+    createdBy: 'h2',
+    createdAt: '',
+  };
+  await store.txn({ compares: [], success: [put(keys.logicalNetwork('app'), JSON.stringify(logical))] });
+  await t.rejects(driver.createNetwork(parent()), {
+    code: 'NETWORK_OPTION_INVALID',
+    message: /hosts sharing this store have a logical network app: add its -o ovsnet\.encap \(vxlan or vlan\) to join it/,
+  });
+});
+
+t.test('a network without groups never touches group rules', async (t) => {
+  const { driver, groups } = setup(t);
+  await driver.createNetwork(net(NET));
+  await driver.createEndpoint(endpoint(NET, '1', '10.1.0.5'));
+  await driver.join(NET, '1'.repeat(64));
+  await driver.deleteEndpoint(NET, '1'.repeat(64));
+  await driver.checkGuards();
+  t.equal(groups.calls, 0);
+});

@@ -1,0 +1,76 @@
+/**
+ * Endpoint groups' pools: a RequestPool with --ipam-opt ovsnet.group and the parent's exact
+ * subnet gets the parent's pool; its addresses are one count (none handed out twice across the
+ * networks), the gateway is shared and goes with the last network, and refusals say what to give.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
+import { keys } from '../../../src/store/keys.js';
+import { makeIpam, pool } from '../../helpers/ipam.js';
+
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-group-pool-'));
+t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+async function setup(t: Test) {
+  const store = new SqliteStore({ file: path.join(dir, `s${n++}.db`) });
+  t.teardown(() => store.close());
+  const ipam = makeIpam(store);
+  return { store, ipam };
+}
+
+const group = (cidr: string, name: string, sub = '') => ({ ...pool(cidr, sub), options: { 'ovsnet.group': name } });
+
+t.test('a group shares its parent pool: one count, one gateway, gone with the last network', async (t) => {
+  const { store, ipam } = await setup(t);
+  const parent = await ipam.requestPool(pool('10.61.0.0/24'));
+  const gw = await ipam.requestAddress({ poolId: parent.poolId, address: '', gateway: true });
+  const web = await ipam.requestPool(group('10.61.0.0/24', 'web'));
+  t.equal(web.poolId, parent.poolId, "the group gets the parent's PoolID");
+  t.same(await ipam.requestAddress({ poolId: web.poolId, address: '', gateway: true }), gw, 'and its gateway');
+  const db = await ipam.requestPool(group('10.61.0.0/24', 'db'));
+  t.equal(db.poolId, parent.poolId);
+  await ipam.requestAddress({ poolId: db.poolId, address: '', gateway: true });
+  const got = new Set<string>();
+  for (let i = 0; i < 30; i++)
+    got.add((await ipam.requestAddress({ poolId: [parent, web, db][i % 3]?.poolId ?? '', address: '', gateway: false })).address);
+  t.equal(got.size, 30, 'no address handed out twice across the parent and its groups');
+  t.notOk(got.has(gw.address), 'nor the gateway');
+  t.equal(ipam.usage().find((u) => u.poolId === parent.poolId)?.count, 31, 'one count: 30 + the gateway');
+  for (const a of got) await ipam.releaseAddress(parent.poolId, a.split('/')[0] ?? '');
+  // The parent goes first (Docker's order: the gateway, then the pool), then the groups.
+  for (const _ of ['parent', 'web']) {
+    await ipam.releaseAddress(parent.poolId, '10.61.0.1');
+    await ipam.releasePool(parent.poolId);
+    t.ok(await store.get(keys.pool(parent.poolId)), 'the pool stays while a network shares it');
+    t.equal(ipam.usage().find((u) => u.poolId === parent.poolId)?.count, 1, 'and so does the gateway');
+  }
+  await ipam.releaseAddress(parent.poolId, '10.61.0.1');
+  await ipam.releasePool(parent.poolId);
+  t.equal(await store.get(keys.pool(parent.poolId)), undefined, 'gone with the last network');
+  const again = await ipam.requestPool(pool('10.61.0.0/24'));
+  t.equal(again.poolId, parent.poolId, 'and the subnet is free again');
+});
+
+t.test('refusals say what to give', async (t) => {
+  const { ipam } = await setup(t);
+  await t.rejects(ipam.requestPool(group('10.62.0.0/24', 'web')), {
+    code: 'IPAM_GROUP_NO_PARENT',
+    message: /ovsnet\.group=web: this host has no ovsnet pool 10\.62\.0\.0\/24; create the parent first/,
+  });
+  await ipam.requestPool(pool('10.62.0.0/24', '10.62.0.0/25'));
+  await t.rejects(ipam.requestPool(group('10.62.0.0/24', 'web')), {
+    code: 'IPAM_POOL_INVALID',
+    message: /has --ip-range 10\.62\.0\.0\/25; give the group the same/,
+  });
+  t.ok(await ipam.requestPool(group('10.62.0.0/24', 'web', '10.62.0.0/25')), 'the same range is taken');
+  await t.rejects(ipam.requestPool({ ...group('fd00:62::/64', 'web'), v6: true }), { code: 'IPAM_POOL_INVALID', message: /IPv4 only/ });
+  await t.rejects(ipam.requestPool({ ...pool('10.63.0.0/24'), options: { 'ovsnet.group': 'bad name' } }), {
+    code: 'IPAM_OPTION_INVALID',
+    message: /ovsnet\.group=bad name is not valid: expected 1-64 letters/,
+  });
+  await t.rejects(ipam.requestPool(pool('10.62.0.0/24')), { code: 'IPAM_POOL_OVERLAP' }, 'without the option a repeat is still an overlap');
+});

@@ -1,0 +1,76 @@
+import t from 'tap';
+import {
+  contains,
+  defaultGateway,
+  formatAddress,
+  formatPrefix,
+  overlaps,
+  parseAddress,
+  parseCidr,
+  prefix,
+  size,
+  subnetAt,
+  subnetCount,
+  usableBounds,
+} from '../../src/lib/cidr.js';
+
+t.test('parse and format, both families', async (t) => {
+  t.equal(formatPrefix(prefix('10.55.0.0/24')), '10.55.0.0/24');
+  t.equal(formatPrefix(prefix('10.55.0.77/24')), '10.55.0.0/24', 'host bits cleared');
+  t.equal(parseCidr('10.55.0.77/24').address, parseAddress('10.55.0.77').value);
+  t.equal(formatPrefix(prefix('FD00:0055:0000::/64')), 'fd00:55::/64', 'RFC 5952 form');
+  t.equal(formatAddress(6, parseAddress('fd00:55::1').value), 'fd00:55::1');
+  t.equal(formatPrefix(prefix('0.0.0.0/0')), '0.0.0.0/0');
+  for (const bad of ['10.0.0.0', '10.0.0.0/33', 'fd00::/129', '10.0.0.256/24', 'x/24', '/24', '10.0.0.0/-1', '10.0.0.0/24/1']) {
+    t.throws(() => parseCidr(bad), { message: /not a CIDR|prefix length/ }, bad);
+  }
+  t.throws(() => parseAddress('10.0.0.0/24'), { message: /not an IP address/ });
+  t.throws(() => parseAddress('1.2.3'), { message: /not an IP address/ });
+});
+
+t.test('sizes, containment and overlap', async (t) => {
+  t.equal(size(prefix('10.0.0.0/24')), 256n);
+  t.equal(size(prefix('fd00::/64')), 1n << 64n);
+  t.ok(contains(prefix('10.0.0.0/16'), prefix('10.0.5.0/24')));
+  t.notOk(contains(prefix('10.0.5.0/24'), prefix('10.0.0.0/16')));
+  t.notOk(contains(prefix('10.0.0.0/16'), prefix('fd00::/64')), 'families never contain each other');
+  t.ok(overlaps(prefix('10.0.0.0/16'), prefix('10.0.255.0/24')));
+  t.notOk(overlaps(prefix('10.0.0.0/24'), prefix('10.0.1.0/24')));
+  t.notOk(overlaps(prefix('0.0.0.0/0'), prefix('::/0')));
+});
+
+t.test('usable bounds: never network or IPv4 broadcast; /31, /32 keep all', async (t) => {
+  const b = (pool: string, range = pool) => {
+    const u = usableBounds(prefix(pool), prefix(range));
+    return u === undefined ? undefined : [formatAddress(prefix(pool).family, u.first), formatAddress(prefix(pool).family, u.last)];
+  };
+  t.same(b('10.0.0.0/24'), ['10.0.0.1', '10.0.0.254']);
+  t.same(b('10.0.0.0/30'), ['10.0.0.1', '10.0.0.2']);
+  t.same(b('10.0.0.0/31'), ['10.0.0.0', '10.0.0.1']);
+  t.same(b('10.0.0.5/32'), ['10.0.0.5', '10.0.0.5']);
+  t.same(b('10.0.0.0/24', '10.0.0.128/25'), ['10.0.0.128', '10.0.0.254'], 'a range at the top loses the broadcast');
+  t.same(b('10.0.0.0/24', '10.0.0.0/25'), ['10.0.0.1', '10.0.0.127']);
+  t.same(b('fd00::/64'), ['fd00::1', 'fd00::ffff:ffff:ffff:ffff'], 'IPv6 has no broadcast');
+  // Exhaustively: for every IPv4 length, the usable count is 2^h - 2 for h >= 2, else 2^h.
+  for (let bits = 0; bits <= 32; bits++) {
+    const p = prefix(`10.0.0.0/${bits}`.replace(/^10\.0\.0\.0\/([0-7])$/, '0.0.0.0/$1'));
+    const u = usableBounds(p, p);
+    const h = 32 - bits;
+    t.equal(u === undefined ? 0n : u.last - u.first + 1n, h >= 2 ? (1n << BigInt(h)) - 2n : 1n << BigInt(h), `/${bits}`);
+  }
+});
+
+t.test('gateway: first address plus one', async (t) => {
+  t.equal(formatAddress(4, defaultGateway(prefix('10.55.0.0/24'))), '10.55.0.1');
+  t.equal(formatAddress(6, defaultGateway(prefix('fd00:55::/64'))), 'fd00:55::1');
+  t.equal(formatAddress(4, defaultGateway(prefix('10.0.0.7/32'))), '10.0.0.7');
+});
+
+t.test('subnets of a range', async (t) => {
+  const r = prefix('10.192.0.0/10');
+  t.equal(subnetCount(r, 24), 1n << 14n);
+  t.equal(formatPrefix(subnetAt(r, 24, 0n)), '10.192.0.0/24');
+  t.equal(formatPrefix(subnetAt(r, 24, 257n)), '10.193.1.0/24');
+  t.equal(formatPrefix(subnetAt(prefix('fd5e:e00::/40'), 64, 1n)), 'fd5e:e00:0:1::/64');
+  t.equal(subnetCount(r, 8), 0n);
+});

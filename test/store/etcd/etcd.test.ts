@@ -1,0 +1,64 @@
+import net from 'node:net';
+import t from 'tap';
+import { EtcdStore } from '../../../src/store/etcd/etcd.js';
+import { etcdEndpoints } from '../../helpers/services.js';
+import { storeContract } from '../contract.js';
+
+const endpoints = etcdEndpoints().map((e) => `http://${e}`);
+storeContract(t, () => new EtcdStore({ endpoints, timeoutMs: 3000 }));
+
+t.test('an unreachable etcd fails fast as unavailable, never hangs', async (t) => {
+  // A port that accepts nothing: listen, note the port, close.
+  const port = await new Promise<number>((resolve) => {
+    const srv = net.createServer().listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      srv.close(() => resolve(typeof a === 'object' && a !== null ? a.port : 0));
+    });
+  });
+  const store = new EtcdStore({ endpoints: [`http://127.0.0.1:${port}`], timeoutMs: 500 });
+  t.teardown(() => store.close());
+  const started = Date.now();
+  await t.rejects(store.get('/x'), { code: /^STORE_(UNAVAILABLE|TIMEOUT)$/, message: /127\.0\.0\.1/ });
+  t.ok(Date.now() - started < 1500, `failed within the bound (${Date.now() - started} ms)`);
+  await t.rejects(store.txn({ compares: [], success: [{ type: 'put', key: '/x', value: '1' }] }), {
+    code: /^STORE_(UNAVAILABLE|TIMEOUT)$/,
+  });
+});
+
+t.test('a silent peer (accepts, never answers) times out within the bound', async (t) => {
+  const sockets: net.Socket[] = [];
+  const srv = net.createServer((s) => sockets.push(s));
+  await new Promise<void>((r) => srv.listen(0, '127.0.0.1', r));
+  const a = srv.address();
+  const port = typeof a === 'object' && a !== null ? a.port : 0;
+  const store = new EtcdStore({ endpoints: [`http://127.0.0.1:${port}`], timeoutMs: 500 });
+  t.teardown(async () => {
+    await store.close();
+    sockets.forEach((s) => s.destroy());
+    srv.close();
+  });
+  const started = Date.now();
+  await t.rejects(store.get('/x'), { code: /^STORE_(UNAVAILABLE|TIMEOUT)$/ });
+  t.ok(Date.now() - started < 1500, `failed within the bound (${Date.now() - started} ms)`);
+});
+
+t.test('an answer that arrived while the event loop was busy past the bound is taken, not timed out', async (t) => {
+  // Under CPU starvation the answer can sit in the socket while the timer expires; both are
+  // then due in the same loop turn, and timers run before I/O. The answer must win.
+  const store = new EtcdStore({ endpoints, timeoutMs: 300 });
+  t.teardown(() => store.close());
+  await store.get('/busy/warm'); // connected
+  for (let i = 0; i < 5; i++) {
+    const pending = store.txn({ compares: [], success: [{ type: 'put', key: `/busy/${i}`, value: 'v' }] });
+    // Busy in the check phase, as after an I/O callback: the next turn runs timers, then I/O.
+    await new Promise<void>((r) =>
+      setImmediate(() => {
+        const until = Date.now() + 500;
+        while (Date.now() < until); // the answer arrives meanwhile, the timer expires
+        r();
+      }),
+    );
+    const r = await pending;
+    t.ok(r.succeeded, `attempt ${i}: the txn's answer is taken`);
+  }
+});
