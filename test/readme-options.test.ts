@@ -1,5 +1,5 @@
 /**
- * The README's Options table (issue 13, item 5) against the code: every key the driver takes
+ * The options reference (docs/options.md, its Options table) against the code: every key the driver takes
  * with -o (the keys its refusal of an unknown one lists, and group-options.ts's), with
  * --driver-opt (qos.ts) and with --ipam-opt (pool-checks.ts) has a row, and every ovsnet key a
  * row names is one the code takes with that flag.
@@ -14,15 +14,15 @@ import { isOvsnetError } from '../src/lib/errors.js';
 import { IPAM_OPTIONS } from '../src/ipam-driver/pools/pool-checks.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
-const readme = fs.readFileSync(`${root}README.md`, 'utf8');
+const page = fs.readFileSync(`${root}docs/options.md`, 'utf8');
 
 /** The Options section's table rows, as cells. */
 function optionRows(): string[][] {
-  const start = readme.indexOf('\n## Options\n');
-  const end = readme.indexOf('\n## ', start + 1);
-  if (start < 0) throw new Error('README has no "## Options" section');
-  return readme
-    .slice(start, end)
+  const start = page.indexOf('\n## Options\n');
+  const end = page.indexOf('\n## ', start + 1);
+  if (start < 0) throw new Error('docs/options.md has no "## Options" section');
+  return page
+    .slice(start, end < 0 ? undefined : end)
     .split('\n')
     .filter((l) => l.startsWith('| ') && !l.startsWith('| Option |'))
     .map((l) =>

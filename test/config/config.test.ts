@@ -143,11 +143,11 @@ t.test('the process exits non-zero with one clear line per bad setting', async (
   t.notMatch(res.stderr, /at .*\.js:\d+/, 'no stack trace');
 });
 
-t.test('the README and plugin/config.json document every setting', async (t) => {
-  const readme = fs.readFileSync(`${root}README.md`, 'utf8');
+t.test('the settings reference (docs/settings.md) and plugin/config.json document every setting', async (t) => {
+  const page = fs.readFileSync(`${root}docs/settings.md`, 'utf8');
   const plugin = JSON.parse(fs.readFileSync(`${root}plugin/config.json`, 'utf8')) as { env: { name: string }[] };
   for (const name of Object.keys(SETTINGS)) {
-    t.match(readme, new RegExp(`\\| \`${name}\` \\|`), `README documents ${name}`);
+    t.match(page, new RegExp(`\\| \`${name}\` \\|`), `docs/settings.md documents ${name}`);
     t.ok(
       plugin.env.some((e) => e.name === name),
       `plugin/config.json has ${name}`,
