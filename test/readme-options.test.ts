@@ -1,7 +1,7 @@
 /**
  * The options reference (docs/options.md, its Options table) against the code: every key the driver takes
  * with -o (the keys its refusal of an unknown one lists, and group-options.ts's), with
- * --driver-opt (qos.ts) and with --ipam-opt (pool-checks.ts) has a row, and every ovsnet key a
+ * --driver-opt (qos-options.ts) and with --ipam-opt (pool-checks.ts) has a row, and every ovsnet key a
  * row names is one the code takes with that flag.
  */
 import fs from 'node:fs';
