@@ -1,10 +1,10 @@
 /**
  * The one place ovsnet runs a child process: iptables (ports/nat.ts), ovs-ofctl (ovs/openflow.ts),
- * ip (uplink/host-ip.ts, cni/netns.ts), never on the Join path. A run never rejects: it answers
- * the exit code (127 when the command could not start, or was killed at its timeout, 10 s unless
- * said), stdout, and stderr (why it could not start or was killed, when the command wrote none).
- * Callers that need a failure as an error take it from failed(), which names the program, its
- * arguments, the exit code and stderr. `input` goes to its stdin (iptables-restore's batch).
+ * ip (uplink/host-ip.ts, cni/netns.ts). A run never rejects: it answers the exit code (127 when
+ * the command could not start, or was killed at its timeout, 10 s unless said), stdout, and
+ * stderr (why it could not start or was killed, when the command wrote none). Callers that need
+ * a failure as an error take it from failed(), which names the program, its arguments, the exit
+ * code and stderr. `input` goes to its stdin (iptables-restore's batch).
  */
 import { execFile } from 'node:child_process';
 
