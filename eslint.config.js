@@ -27,6 +27,18 @@ export default tseslint.config(
     rules: { 'no-restricted-properties': 'off' },
   },
   {
+    // One module runs child processes (src/lib/exec.ts): each with a timeout, its failure
+    // described the same way, and timed per program.
+    files: ['src/**/*.ts'],
+    ignores: ['src/lib/exec.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        ...['node:child_process', 'child_process'].map((name) => ({ name, message: 'Run child processes through src/lib/exec.ts.' })),
+      ],
+    },
+  },
+  {
     // tap queues t.test() itself; its returned promise is not meant to be awaited.
     files: ['test/**'],
     rules: { '@typescript-eslint/no-floating-promises': 'off', '@typescript-eslint/require-await': 'off' },

@@ -70,7 +70,6 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
   const raw = new EtcdStore({ endpoints, timeoutMs: 10_000 });
   const store = counted(raw, seen);
   const vtepIp = `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
-  const registry = new HostRegistry({ store, log, self: { name, vtepIp, machineId: `m${i}` }, ttlSeconds: 60 });
   const networkId = i.toString(16).padStart(64, '0');
   const network: NetworkRecord = {
     networkId,
@@ -94,7 +93,14 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
     networks: () => Promise.resolve([network]),
     ...(spec.afterAdding === undefined ? {} : { afterAdding: spec.afterAdding }),
   });
-  registry.onChange = () => tunnels.schedule();
+  // The registry tells the tunnels of peers; the tunnels read it only once started.
+  const registry = new HostRegistry({
+    store,
+    log,
+    self: { name, vtepIp, machineId: `m${i}` },
+    ttlSeconds: 60,
+    onChange: () => tunnels.schedule(),
+  });
   const stop = async () => {
     await tunnels.stop();
     await registry.stop(true);

@@ -64,6 +64,17 @@ export class Metrics {
     ['reason'],
   );
 
+  private readonly exec = new Histogram({
+    name: 'ovsnet_exec_seconds',
+    help: 'Child processes ovsnet ran (iptables, ovs-ofctl, ip), by program',
+    labelNames: ['program'],
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
+  private readonly execFailures = this.counter('ovsnet_exec_failures_total', 'Child processes that did not exit 0, by program', [
+    'program',
+  ]);
+
   private histogram<L extends string>(name: string, help: string, labelNames: readonly L[]): Histogram<L> {
     return new Histogram({ name, help, labelNames, buckets: LATENCY_BUCKETS, registers: [this.registry] });
   }
@@ -141,6 +152,12 @@ export class Metrics {
 
   observeOvsdb(method: string, ok: boolean, seconds: number): void {
     this.ovsdb.observe({ method, outcome: ok ? 'ok' : 'error' }, seconds);
+  }
+
+  /** A child process run by src/lib/exec.ts. */
+  observeExec(program: string, ok: boolean, seconds: number): void {
+    this.exec.observe({ program }, seconds);
+    if (!ok) this.execFailures.inc({ program });
   }
 
   observeRepairs(repaired: number, removed: number): void {

@@ -9,7 +9,7 @@
  */
 import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { keepTrying, seconds } from '../lib/retry.js';
+import { keepTrying, seconds } from '../lib/timers.js';
 import { decodeOrSkip } from '../store/decode.js';
 import { FollowedRecords } from '../store/follow.js';
 import { keys } from '../store/keys.js';
@@ -32,6 +32,8 @@ export interface RegistryOptions {
   readonly log: Logger;
   readonly self: Omit<HostRecord, 'startedAt'>;
   readonly ttlSeconds: number;
+  /** Told after every change of the peer set (the tunnels follow it). */
+  readonly onChange?: (hosts: ReadonlyMap<string, HostRecord>) => void;
   readonly now?: () => Date;
 }
 
@@ -42,8 +44,6 @@ export class HostRegistry {
   private readonly stopping = new AbortController();
   /** Peers already warned about for an MTU unlike this host's. */
   private readonly mtuWarned = new Set<string>();
-  /** Called after every change of the peer set. */
-  onChange: ((hosts: ReadonlyMap<string, HostRecord>) => void) | undefined;
 
   constructor(private readonly opts: RegistryOptions) {
     this.peers = new FollowedRecords<HostRecord>({
@@ -83,7 +83,7 @@ export class HostRegistry {
         `host ${name}'s tunnel interface has MTU ${peer.tunnelMtu}, this host's ${mine}: VXLAN networks default to different MTUs, and packets too big for the smaller one are lost; give the hosts' tunnel interfaces one MTU, or pass -o com.docker.network.driver.mtu`,
       );
     }
-    this.onChange?.(this.peers.records);
+    this.opts.onChange?.(this.peers.records);
   }
 
   /** The hosts registered now, this one included. */

@@ -5,9 +5,9 @@
  * iproute2 (`ip link set ... netns PATH`, then `nsenter --net=PATH ip -batch -`): two processes,
  * a few milliseconds.
  */
-import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import { OvsnetError } from '../lib/errors.js';
+import { exec, failed, type Run } from '../lib/exec.js';
 
 /** Bound on one `ip` command. */
 const IP_TIMEOUT_MS = 10_000;
@@ -31,14 +31,13 @@ export interface NetnsOps {
   problem(netns: string, ifname: string, addresses: readonly string[]): Promise<string | undefined>;
 }
 
-function ip(args: readonly string[], input?: string): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const child = execFile(args[0] ?? 'ip', args.slice(1), { timeout: IP_TIMEOUT_MS }, (err, stdout, stderr) => {
-      if (err === null) resolve(stdout);
-      else reject(new Error(stderr.trim() === '' ? err.message : stderr.trim()));
-    });
-    if (input !== undefined) child.stdin?.end(input);
-  });
+/** An `ip` (or `nsenter ... ip`) command's stdout; its failure names the command and its stderr. */
+async function ip(run: Run, args: readonly string[], input?: string): Promise<string> {
+  const [cmd = 'ip', ...rest] = args;
+  const r = await run(cmd, rest, input, IP_TIMEOUT_MS);
+  const err = failed(cmd, rest, r);
+  if (err !== undefined) throw err;
+  return r.stdout;
 }
 
 /** CNI_NETNS must name a namespace file that exists. */
@@ -51,28 +50,29 @@ export function checkNetns(netns: string): void {
   }
 }
 
-export const iproute2: NetnsOps = {
+/** The namespace work done with iproute2, its processes run by `run` (the daemon's, measured). */
+export const ipNetns = (run: Run): NetnsOps => ({
   async attach(spec) {
     checkNetns(spec.netns);
     const inside = ['nsenter', `--net=${spec.netns}`, 'ip', '-batch', '-'];
     const fail = (step: string) => (err: unknown) => {
       throw new OvsnetError('CNI_INTERFACE_FAILED', `cannot ${step} in ${spec.netns}: ${err instanceof Error ? err.message : String(err)}`);
     };
-    await ip(['ip', 'link', 'set', 'dev', spec.device, 'netns', spec.netns]).catch(fail(`move ${spec.device} into the namespace`));
+    await ip(run, ['ip', 'link', 'set', 'dev', spec.device, 'netns', spec.netns]).catch(fail(`move ${spec.device} into the namespace`));
     const batch = [
       `link set dev ${spec.device} name ${spec.ifname}`,
       ...spec.addresses.map((a) => `${a.includes(':') ? '-6 ' : ''}addr add ${a} dev ${spec.ifname}`),
       `link set dev ${spec.ifname} up`,
       ...spec.gateways.map((g) => `${g.includes(':') ? '-6 ' : ''}route add default via ${g} dev ${spec.ifname}`),
     ];
-    await ip(inside, `${batch.join('\n')}\n`).catch(fail(`configure ${spec.ifname} (${batch.join('; ')})`));
+    await ip(run, inside, `${batch.join('\n')}\n`).catch(fail(`configure ${spec.ifname} (${batch.join('; ')})`));
   },
 
   async problem(netns, ifname, addresses) {
     if (!fs.existsSync(netns)) return `the network namespace ${netns} is gone`;
     let shown: { operstate?: string; addr_info?: { local: string; prefixlen: number }[] }[];
     try {
-      shown = JSON.parse(await ip(['nsenter', `--net=${netns}`, 'ip', '-j', 'addr', 'show', 'dev', ifname])) as typeof shown;
+      shown = JSON.parse(await ip(run, ['nsenter', `--net=${netns}`, 'ip', '-j', 'addr', 'show', 'dev', ifname])) as typeof shown;
     } catch (err) {
       return `${ifname} is not in ${netns} (${err instanceof Error ? err.message : String(err)})`;
     }
@@ -83,4 +83,6 @@ export const iproute2: NetnsOps = {
     if (link?.operstate === 'DOWN') return `${ifname} in ${netns} is down`;
     return undefined;
   },
-};
+});
+
+export const iproute2: NetnsOps = ipNetns(exec);

@@ -13,6 +13,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import { KeyedLock } from '../lib/locks.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
@@ -37,7 +38,7 @@ export interface CniDeps {
 
 export class CniService {
   readonly attachments: Attachments;
-  private readonly locks = new Map<string, Promise<unknown>>();
+  private readonly locks = new KeyedLock();
 
   constructor(private readonly deps: CniDeps) {
     this.attachments = new Attachments(deps.store, deps.host);
@@ -257,15 +258,6 @@ export class CniService {
 
   /** Runs `fn` after every earlier command of the same container and interface. */
   private async locked<T>(key: { containerId: string; ifname: string }, fn: () => Promise<T>): Promise<T> {
-    const k = holderKey(key.containerId, key.ifname);
-    const before = this.locks.get(k) ?? Promise.resolve();
-    const mine = before.then(fn, fn);
-    const tail = mine.catch(() => undefined);
-    this.locks.set(k, tail);
-    try {
-      return await mine;
-    } finally {
-      if (this.locks.get(k) === tail) this.locks.delete(k);
-    }
+    return this.locks.run(holderKey(key.containerId, key.ifname), fn);
   }
 }

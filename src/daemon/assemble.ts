@@ -2,15 +2,17 @@
  * Builds the daemon's objects in dependency order, and nothing more: no socket, no timer, no
  * store call (like fastify's build() apart from listen()). daemon.ts starts and stops them.
  *
- * Each object is made after everything it reads: no closure below refers to one made further
- * down. Two links run against that order and are made explicit: the driver tells the tunnels
- * when its networks change (they are built after it, as they read its networks), and the
- * metrics gauges read IPAM, the registry and the tunnels (connected last, by readFrom).
+ * Each object is made after everything it reads, and is given what it tells at construction:
+ * no hook is set afterwards. Two links run against that order: the tunnels are made before the
+ * driver and the registry, which tell them of changes, and read those two only once started
+ * (daemon.ts, after this returns); the metrics gauges read IPAM, the registry and the tunnels
+ * (connected last, by readFrom).
  */
 import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import type { Config } from '../config/config.js';
 import { Flows } from '../driver/ovs/flows.js';
+import { OpenFlow } from '../driver/ovs/openflow.js';
 import { QosFlows } from '../driver/ovs/qos-flows.js';
 import { GroupFlows } from '../driver/ovs/group-flows.js';
 import { Links } from '../driver/links/links.js';
@@ -22,6 +24,7 @@ import { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { Vswitchd } from '../driver/ovs/vswitchd.js';
 import { Tunnels } from '../driver/vxlan/tunnels.js';
 import { Uplink } from '../driver/uplink/uplink.js';
+import { HostIp } from '../driver/uplink/host-ip.js';
 import { chooseDatapath, defaultRouteAddress, machineId, mtuOfAddress } from '../host/host-info.js';
 import { hostNets } from '../host/host-nets.js';
 import { Ipam } from '../ipam-driver/ipam.js';
@@ -29,6 +32,7 @@ import { Reclaimer } from '../ipam-driver/recovery/dead-host-reclaim.js';
 import type { Reaper } from '../ipam-driver/recovery/orphan-reaper.js';
 import { makeReaper } from './reaper.js';
 import type { Logger } from '../lib/log.js';
+import { spawner } from '../lib/exec.js';
 import { Metrics } from '../metrics.js';
 import { buildServer } from '../plugin-api/server.js';
 import { cniFrontEnd, type CniFrontEnd } from '../cni/front-end.js';
@@ -106,39 +110,11 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
           await vswitchd.purgeFlows();
         };
   const links = new Links();
-  // The tunnels follow the driver's networks, so they are built after it; the driver reaches
-  // them through this hook, pointed at them once they exist.
-  const networksChanged = { notify: (): void => undefined };
-  const driver = new NetworkDriver({
-    store,
-    log: log.child({ component: 'driver' }),
-    ovs,
-    links,
-    nat: new Nat(),
-    hostPorts: new HostPorts(log.child({ component: 'ports' })),
-    bridge: config.bridge,
-    datapath: () => datapath,
-    host: hostName,
-    flows: new Flows(),
-    qos: new QosFlows(),
-    groups: new GroupFlows(),
-    pools: ipam,
-    vtepIp,
-    tunnelMtu: () => tunnelMtu,
-    subnets: { minPrefix: config.minPrefix, hostNets: () => hostNets() },
-    spareVeths: config.spareVeths,
-    // Always there: without OVSNET_UPLINK it puts back the uplink of an earlier start, if any.
-    uplink: new Uplink({ ovs, log: log.child({ component: 'uplink' }), bridge: config.bridge, name: config.uplink }),
-    onNetworksChanged: () => networksChanged.notify(),
-    scope: config.scope,
-  });
-  const registry = new HostRegistry({
-    store,
-    log: log.child({ component: 'hosts' }),
-    self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
-    ttlSeconds: config.host.ttlSeconds,
-  });
-  // VXLAN tunnels follow peers (the registry), members (logical networks) and this host's networks.
+  // Every child process (iptables, ovs-ofctl, ip) runs through this one, timed per program.
+  const run = spawner(observed === undefined ? undefined : (program, ok, s) => observed.observeExec(program, ok, s));
+  const openflow = new OpenFlow(run);
+  // VXLAN tunnels follow peers (the registry), members (logical networks) and this host's
+  // networks; the registry and the driver, made next, tell them of changes.
   const tunnels = new Tunnels({
     store,
     log: log.child({ component: 'tunnels' }),
@@ -149,8 +125,36 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     vxlanPort: config.vxlanPort,
     ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
   });
-  networksChanged.notify = () => tunnels.schedule();
-  registry.onChange = () => tunnels.schedule();
+  const driver = new NetworkDriver({
+    store,
+    log: log.child({ component: 'driver' }),
+    ovs,
+    links,
+    nat: new Nat(run),
+    hostPorts: new HostPorts(log.child({ component: 'ports' })),
+    bridge: config.bridge,
+    datapath: () => datapath,
+    host: hostName,
+    flows: new Flows(openflow),
+    qos: new QosFlows(openflow),
+    groups: new GroupFlows(openflow),
+    pools: ipam,
+    vtepIp,
+    tunnelMtu: () => tunnelMtu,
+    subnets: { minPrefix: config.minPrefix, hostNets: () => hostNets() },
+    spareVeths: config.spareVeths,
+    // Always there: without OVSNET_UPLINK it puts back the uplink of an earlier start, if any.
+    uplink: new Uplink({ ovs, log: log.child({ component: 'uplink' }), bridge: config.bridge, name: config.uplink, ip: new HostIp(run) }),
+    onNetworksChanged: () => tunnels.schedule(),
+    scope: config.scope,
+  });
+  const registry = new HostRegistry({
+    store,
+    log: log.child({ component: 'hosts' }),
+    self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
+    ttlSeconds: config.host.ttlSeconds,
+    onChange: () => tunnels.schedule(),
+  });
   const reclaimer = new Reclaimer({
     store,
     log: log.child({ component: 'reclaim' }),
@@ -160,6 +164,10 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     leaveLogical: (name, host) => leaveLogical(store, name, host, undefined),
     leavePool: (poolId, host) => ipam.leavePool(poolId, host),
   });
+  const cni =
+    config.cniSocket === ''
+      ? undefined
+      : cniFrontEnd(config.cniSocket, { store, host: hostName, log: log.child({ component: 'cni' }), driver, ipam, run });
   const reaper = makeReaper({
     config,
     store,
@@ -169,6 +177,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     driver,
     links,
     metrics: observed,
+    cni: cni?.service,
   });
   const app = buildServer({
     log,
@@ -182,14 +191,6 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
         .then(() => driver.reconcile())
         .then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
   });
-  const cni =
-    config.cniSocket === ''
-      ? undefined
-      : cniFrontEnd(config.cniSocket, { store, host: hostName, log: log.child({ component: 'cni' }), driver, ipam });
-  if (cni !== undefined) {
-    reaper.cniAlive = (containerId, ifname) => cni.service.alive(containerId, ifname);
-    reaper.cniRemove = (containerId, ifname) => cni.service.collect(containerId, ifname);
-  }
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),

@@ -9,7 +9,7 @@ import type { Links } from '../driver/links/links.js';
 import { messageOf, OvsnetError } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import { listenOnSocket, removeSocket } from '../plugin-api/listen.js';
-import { keepTrying } from '../lib/retry.js';
+import { keepTrying } from '../lib/timers.js';
 import { layoutChecked } from '../store/layout.js';
 import { describeStore } from '../store/open.js';
 import type { Settings } from '../config/settings-view.js';

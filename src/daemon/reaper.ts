@@ -17,7 +17,7 @@ import { listEndpoints, listNetworks } from '../driver/records/driver-records.js
 import type { EndpointRecord } from '../driver/model/records.js';
 import { messageOf } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
-import { Reaper } from '../ipam-driver/recovery/orphan-reaper.js';
+import { Reaper, type CniJudge, type CniRemove } from '../ipam-driver/recovery/orphan-reaper.js';
 import type { Logger } from '../lib/log.js';
 import type { Metrics } from '../metrics.js';
 import type { Store } from '../store/types.js';
@@ -33,10 +33,13 @@ export interface ReaperParts {
   readonly driver: Pick<NetworkDriver, 'deleteEndpoint'>;
   readonly links: Pick<LinksApi, 'exists'>;
   readonly metrics: Metrics | undefined;
+  /** The CNI front end's view of its attachments; undefined with OVSNET_CNI_SOCKET=off. */
+  readonly cni: { readonly alive: CniJudge; readonly collect: CniRemove } | undefined;
 }
 
 export function makeReaper(p: ReaperParts): Reaper {
   const graceMs = p.config.reapGraceSeconds * 1000;
+  const cni = p.cni;
   /** This host's endpoints whose container end was seen in the host's namespace: since when. */
   const left = new Map<string, number>();
   /** Removes those endpoints; returns every endpoint record left (one read of them per sweep). */
@@ -85,6 +88,12 @@ export function makeReaper(p: ReaperParts): Reaper {
       ),
     release: (poolId, address, onlyIf) => p.ipam.releaseIf(poolId, address, onlyIf),
     onReaped: (reason) => p.metrics?.observeReaped(reason),
+    ...(cni === undefined
+      ? {}
+      : {
+          cniAlive: (id: string, ifname: string) => cni.alive(id, ifname),
+          cniRemove: (id: string, ifname: string) => cni.collect(id, ifname),
+        }),
   });
 }
 

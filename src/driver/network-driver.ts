@@ -13,7 +13,7 @@ import { parseNetworkOptions, type NetworkOptions } from './model/options.js';
 import { checkNetworkSubnets } from './model/subnet-check.js';
 import type { IpData, NetworkRecord, PortBinding } from './model/records.js';
 import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './model/requests.js';
-import { Mutex } from '../lib/mutex.js';
+import { Mutex } from '../lib/locks.js';
 import { claimTagStep, releaseTag } from './records/tags.js';
 import { Gateways } from './network/gateway.js';
 import { Reconciler } from './reconcile.js';

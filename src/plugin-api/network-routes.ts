@@ -1,11 +1,9 @@
 /** NetworkDriver.* routes: translate the wire to the NetworkDriver, nothing more. */
 import type { FastifyInstance } from 'fastify';
 import type { NetworkDriver } from '../driver/network-driver.js';
+import { GENERIC } from '../driver/model/options.js';
 import { checkAddress, checkMac, dockerId } from './forms.js';
 import { bodyOf, ipamData, objectOf, portmapOf, str, stringMap, type JoinResponse, type NetworkCapabilitiesResponse } from './wire.js';
-
-/** Where CreateNetwork's `-o` options are: strings, as Docker sends them (protocol §2). */
-const GENERIC = 'com.docker.network.generic';
 
 export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void {
   const ids = (m: string, body: unknown) => {

@@ -1,14 +1,14 @@
 /**
  * Follows the keys under a prefix: a snapshot, then a watch from the revision after it. When the
  * watch ends (a lost stream, a compacted revision) it starts over with a new snapshot and watch,
- * retried with jittered backoff (about 1 s growing to 30 s, src/retry.ts) until that works or
+ * retried with jittered backoff (about 1 s growing to 30 s, src/lib/timers.ts) until that works or
  * stop() is called. No change is missed: each snapshot replaces everything the owner knew.
  *
  * Idempotency: start() once; stop() any number of times. The owner keeps no watcher of its own.
  */
 import { messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
-import { keepTrying, seconds } from '../lib/retry.js';
+import { keepTrying, seconds } from '../lib/timers.js';
 import { decodeOrSkip, skippedRecords } from './decode.js';
 import type { KeyValue, Store, WatchEvent, Watcher } from './types.js';
 

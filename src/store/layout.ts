@@ -11,7 +11,7 @@
  * brings its migration here (run when the key says an older layout).
  */
 import { OvsnetError } from '../lib/errors.js';
-import { keepTrying } from '../lib/retry.js';
+import { keepTrying } from '../lib/timers.js';
 import { VERSION } from '../lib/version.js';
 import type { Store } from './types.js';
 

@@ -12,8 +12,9 @@ const endpoints = etcdEndpoints().map((e) => `http://${e}`);
 const store = new EtcdStore({ endpoints, timeoutMs: 3000 });
 t.teardown(() => store.close());
 const run = randomUUID().slice(0, 8);
-const reg = (name: string, machine: string, ttlSeconds = 2) =>
+const reg = (name: string, machine: string, ttlSeconds = 2, onChange?: (hosts: ReadonlyMap<string, unknown>) => void) =>
   new HostRegistry({
+    ...(onChange === undefined ? {} : { onChange }),
     store,
     log: createLogger('silent'),
     self: { name: `${run}-${name}`, vtepIp: '192.0.2.1', machineId: machine },
@@ -21,14 +22,15 @@ const reg = (name: string, machine: string, ttlSeconds = 2) =>
   });
 
 t.test('two hosts see each other; a stopped one is gone within the TTL', async (t) => {
-  const a = reg('a', 'm-a');
+  const changes: number[] = [];
+  let counting = false;
+  const a = reg('a', 'm-a', 2, (h) => counting && changes.push(h.size));
   const b = reg('b', 'm-b');
   await a.start();
   await b.start();
   await waitFor(() => a.hosts().has(`${run}-b`) && b.hosts().has(`${run}-a`), 3000, 'peers');
   t.match(a.hosts().get(`${run}-b`), { vtepIp: '192.0.2.1', machineId: 'm-b' });
-  const changes: number[] = [];
-  a.onChange = (h) => changes.push(h.size);
+  counting = true;
   const stoppedAt = Date.now();
   await b.stop(false); // as if it crashed: no deregistration, only the lease runs out
   await waitFor(() => !a.hosts().has(`${run}-b`), 8000, 'expiry of b');

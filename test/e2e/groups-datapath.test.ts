@@ -14,6 +14,7 @@ import path from 'node:path';
 import t from 'tap';
 import { GroupFlows, type GroupAllow, type GroupMember } from '../../src/driver/ovs/group-flows.js';
 import { QosFlows } from '../../src/driver/ovs/qos-flows.js';
+import { OpenFlow } from '../../src/driver/ovs/openflow.js';
 import { must, run } from '../harness/host.js';
 
 const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
@@ -95,14 +96,18 @@ const a2 = await member('a2', A, '10.50.0.12');
 const b1 = await member('b1', B, '10.50.0.21');
 const p1 = await member('p1', PARENT, '10.50.0.31');
 const gateway = { ofport: (await ofports()).get('gw0') ?? NaN, mac: await macOf(sw, 'gw0'), address: GW };
-const flows = new GroupFlows(async (cmd, args, input) => {
-  const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
-  return { ...r, code: r.code ?? -1 };
-});
-const qosFlows = new QosFlows(async (cmd, args) => {
-  const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env });
-  return { ...r, code: r.code ?? -1 };
-});
+const flows = new GroupFlows(
+  new OpenFlow(async (cmd, args, input) => {
+    const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
+    return { ...r, code: r.code ?? -1 };
+  }),
+);
+const qosFlows = new QosFlows(
+  new OpenFlow(async (cmd, args) => {
+    const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env });
+    return { ...r, code: r.code ?? -1 };
+  }),
+);
 const plan = (allows: GroupAllow[]) => ({
   parentTag: PARENT,
   gateway,

@@ -9,7 +9,8 @@ import { parseBridgeOptions, type BridgeOptions } from './bridge-options.js';
 import { QOS_OPTIONS, parseQos, type Qos } from './qos-options.js';
 import { GROUP_OPTIONS, parseGroupOptions, type AllowRule } from './group-options.js';
 
-const GENERIC = 'com.docker.network.generic';
+/** Where CreateNetwork's `-o` options are: strings, as Docker sends them (protocol §2). */
+export const GENERIC = 'com.docker.network.generic';
 const MTU_OPTION = 'com.docker.network.driver.mtu';
 const INTERNAL = 'com.docker.network.internal';
 

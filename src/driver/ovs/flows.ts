@@ -6,14 +6,13 @@
  * announce the gateway (ARP, IPv6 neighbour discovery) are dropped; everything else takes the
  * bridge's NORMAL (learning switch) path.
  *
- * OpenFlow is not OVSDB: ovs-ofctl is run here, at network creation and reconcile only, never
+ * OpenFlow is not OVSDB: ovs-ofctl is run here (openflow.ts), at network creation and reconcile only, never
  * on the container start path. Flows are not persisted by ovs-vswitchd: a periodic check
  * (NetworkDriver.checkGuards) puts them back after it restarts. Each network's flows carry a
  * cookie of its own (a prefix + the VNI). VLAN networks on the uplink are guarded the same way,
  * against frames arriving on the uplink with their tag (every host holds their gateway too).
  */
-import { OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult } from '../../lib/exec.js';
+import { OpenFlow } from './openflow.js';
 
 const COOKIE_PREFIX = 0x0f5en << 48n;
 /** VLAN networks on the uplink: their own cookie space, keyed by the tag. */
@@ -40,31 +39,20 @@ export function guardFlows(segment: GuardSegment, gateways: readonly string[]): 
 }
 
 export class Flows {
-  constructor(private readonly run: (cmd: string, args: readonly string[]) => Promise<ExecResult> = exec) {}
+  constructor(private readonly of: OpenFlow = new OpenFlow()) {}
 
   /** Installs (or re-installs: add-flow replaces an identical flow) the gateway guard. */
   async guardGateway(bridge: string, segment: GuardSegment, gateways: readonly string[]): Promise<void> {
-    for (const flow of guardFlows(segment, gateways)) await this.ofctl(['add-flow', bridge, flow]);
+    for (const flow of guardFlows(segment, gateways)) await this.of.ofctl(['add-flow', bridge, flow]);
   }
 
   /** How many of this segment's guard flows the bridge has now (0 after ovs-vswitchd restarted). */
   async guardCount(bridge: string, segment: GuardSegment): Promise<number> {
-    const r = await this.run('ovs-ofctl', ['dump-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
-    if (r.code !== 0) throw new OvsnetError('OVS_FAILED', `ovs-ofctl dump-flows ${bridge} failed (${r.code}): ${r.stderr.trim()}`);
-    return r.stdout.split('\n').filter((l) => l.includes('cookie=')).length;
+    const out = await this.of.ofctl(['dump-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
+    return out.split('\n').filter((l) => l.includes('cookie=')).length;
   }
 
   async unguardGateway(bridge: string, segment: GuardSegment): Promise<void> {
-    await this.ofctl(['del-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
-  }
-
-  private async ofctl(args: readonly string[]): Promise<void> {
-    const r = await this.run('ovs-ofctl', args);
-    if (r.code !== 0) {
-      throw new OvsnetError(
-        'OVS_FAILED',
-        `ovs-ofctl ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running and ovs-ofctl installed (openvswitch-switch)?`,
-      );
-    }
+    await this.of.ofctl(['del-flows', bridge, `cookie=${cookieOf(segment)}/-1`]);
   }
 }

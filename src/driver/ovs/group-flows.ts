@@ -25,7 +25,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult } from '../../lib/exec.js';
+import { OpenFlow } from './openflow.js';
 import type { Qos } from '../model/qos-options.js';
 
 const COOKIE_PREFIX = 0x0f60n << 48n;
@@ -139,13 +139,11 @@ export function groupFlows(plan: GroupPlan, gen: 0 | 1 = 0): string[] {
   return flows;
 }
 
-type Run = (cmd: string, args: readonly string[], input?: string) => Promise<ExecResult>;
-
 export class GroupFlows {
   /** The generation of each parent's flows on each bridge, as this process last wrote them. */
   private readonly gens = new Map<string, 0 | 1>();
 
-  constructor(private readonly run: Run = (cmd, args, input) => exec(cmd, args, 10_000, input)) {}
+  constructor(private readonly of: OpenFlow = new OpenFlow()) {}
 
   /**
    * Makes the bridge hold exactly `plan`'s flows for its parent, in two ovs-ofctl runs: the
@@ -180,21 +178,11 @@ export class GroupFlows {
 
   /** How many of the parent's flows the bridge has now (0 after ovs-vswitchd restarted). A read. */
   async count(bridge: string, parentTag: number): Promise<number> {
-    const args = ['dump-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`];
-    const r = await this.run('ovs-ofctl', ['-O', 'OpenFlow13', ...args]);
-    if (r.code !== 0) throw ofctlError(args, r);
-    return r.stdout.split('\n').filter((l) => l.includes('cookie=')).length;
+    const out = await this.of.ofctl(['dump-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`], { of13: true });
+    return out.split('\n').filter((l) => l.includes('cookie=')).length;
   }
 
   private async ofctl(args: readonly string[], input?: string): Promise<void> {
-    const r = await this.run('ovs-ofctl', ['-O', 'OpenFlow13', ...args], input);
-    if (r.code !== 0) throw ofctlError(args, r);
+    await this.of.ofctl(args, { of13: true, ...(input === undefined ? {} : { input }) });
   }
-}
-
-function ofctlError(args: readonly string[], r: ExecResult): OvsnetError {
-  return new OvsnetError(
-    'OVS_FAILED',
-    `ovs-ofctl -O OpenFlow13 ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running, and does the bridge allow OpenFlow13?`,
-  );
 }

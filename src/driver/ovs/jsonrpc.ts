@@ -7,7 +7,7 @@
  * The same protocol serves ovs-vswitchd's control socket (the one ovs-appctl talks to).
  */
 import net from 'node:net';
-import { expireAfterIo } from '../../lib/deadline.js';
+import { expireAfterIo } from '../../lib/timers.js';
 import { OvsnetError, messageOf } from '../../lib/errors.js';
 
 export interface RpcOptions {

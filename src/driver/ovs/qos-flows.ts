@@ -10,11 +10,10 @@
  *
  * ovs-ofctl is run here only for endpoints that have QoS, on their Join and DeleteEndpoint.
  */
-import { OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult } from '../../lib/exec.js';
+import { OpenFlow, type OfctlCall } from './openflow.js';
 import type { Qos } from '../model/qos-options.js';
 
-const OF13 = ['-O', 'OpenFlow13'];
+const OF13: OfctlCall = { of13: true };
 const COOKIE_PREFIX = 0x0f5dn << 48n;
 const COOKIE_MASK = '0xffff000000000000';
 /** Above NORMAL (0) and the gateway guard (100), which matches tunnel traffic only. */
@@ -48,13 +47,12 @@ export interface QosState {
 }
 
 export class QosFlows {
-  constructor(private readonly run: (cmd: string, args: readonly string[]) => Promise<ExecResult> = exec) {}
+  constructor(private readonly of: OpenFlow = new OpenFlow()) {}
 
   /** The OpenFlow number of every port of the bridge, by name. A read. */
   async ofports(bridge: string): Promise<Map<string, number>> {
-    const r = await this.run('ovs-ofctl', [...OF13, 'dump-ports-desc', bridge]);
-    if (r.code !== 0) throw ofctlError(['dump-ports-desc', bridge], r);
-    return new Map([...r.stdout.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
+    const out = await this.of.ofctl(['dump-ports-desc', bridge], OF13);
+    return new Map([...out.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
   }
 
   /**
@@ -64,9 +62,11 @@ export class QosFlows {
   async apply(bridge: string, ofport: number, qos: Qos): Promise<void> {
     const meter = meterSpec(ofport, qos);
     if (meter !== undefined) {
-      const added = await this.run('ovs-ofctl', [...OF13, 'add-meter', bridge, meter]);
+      // Not repeated on its own: a second add-meter would answer METER_EXISTS for the first one.
+      const addMeter = { ...OF13, repeatable: false };
+      const added = await this.of.answer(['add-meter', bridge, meter], addMeter);
       if (added.code !== 0) {
-        if (!/METER_EXISTS|exists/i.test(added.stderr)) throw ofctlError(['add-meter', bridge, meter], added);
+        if (!/METER_EXISTS|exists/i.test(added.stderr)) throw this.of.error(['add-meter', bridge, meter], added, addMeter);
         await this.ofctl(['mod-meter', bridge, meter]);
       }
     }
@@ -84,16 +84,13 @@ export class QosFlows {
 
   /** The QoS flows (counted by port) and meters the bridge has now. A read. */
   async state(bridge: string): Promise<QosState> {
-    const f = await this.run('ovs-ofctl', [...OF13, 'dump-flows', bridge, `cookie=${qosCookie(0)}/${COOKIE_MASK}`]);
-    if (f.code !== 0) throw ofctlError(['dump-flows', bridge], f);
+    const dumped = await this.of.ofctl(['dump-flows', bridge, `cookie=${qosCookie(0)}/${COOKIE_MASK}`], OF13);
     const flows = new Map<number, number>();
-    for (const m of f.stdout.matchAll(/cookie=0x([0-9a-f]+)/g)) {
+    for (const m of dumped.matchAll(/cookie=0x([0-9a-f]+)/g)) {
       const port = Number(BigInt(`0x${m[1] ?? '0'}`) & 0xffffffffn);
       flows.set(port, (flows.get(port) ?? 0) + 1);
     }
-    const d = await this.run('ovs-ofctl', [...OF13, 'dump-meters', bridge]);
-    if (d.code !== 0) throw ofctlError(['dump-meters', bridge], d);
-    const meters = new Set([...d.stdout.matchAll(/meter=(\d+)/g)].map((m) => Number(m[1])));
+    const meters = new Set([...(await this.of.ofctl(['dump-meters', bridge], OF13)).matchAll(/meter=(\d+)/g)].map((m) => Number(m[1])));
     return { flows, meters };
   }
 
@@ -102,14 +99,6 @@ export class QosFlows {
   }
 
   private async ofctl(args: readonly string[]): Promise<void> {
-    const r = await this.run('ovs-ofctl', [...OF13, ...args]);
-    if (r.code !== 0) throw ofctlError(args, r);
+    await this.of.ofctl(args, OF13);
   }
-}
-
-function ofctlError(args: readonly string[], r: ExecResult): OvsnetError {
-  return new OvsnetError(
-    'OVS_FAILED',
-    `ovs-ofctl -O OpenFlow13 ${args.join(' ')} failed (${r.code}): ${r.stderr.trim()}; is ovs-vswitchd running, and does the bridge allow OpenFlow13 (ovs-vsctl get bridge BRIDGE protocols: [] or one listing OpenFlow13)?`,
-  );
 }

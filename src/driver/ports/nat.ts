@@ -8,7 +8,7 @@
  * comment, replaced in the same batch). All idempotent.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult } from '../../lib/exec.js';
+import { exec, type Run } from '../../lib/exec.js';
 import { detectFlavour, type Flavour } from './iptables-flavour.js';
 import {
   CHAINS,
@@ -28,7 +28,6 @@ import {
 } from './nat-rules.js';
 import type { PortBinding } from '../model/records.js';
 
-type Run = (cmd: string, args: readonly string[], input?: string) => Promise<ExecResult>;
 type Family = 4 | 6;
 
 export class Nat {
@@ -37,7 +36,7 @@ export class Nat {
 
   /** `chosen`: a fixed flavour (tests); else the one Docker uses, found on first use. */
   constructor(
-    private readonly run: Run = (cmd, args, input) => exec(cmd, args, 10_000, input),
+    private readonly run: Run = exec,
     private readonly chosen?: Flavour,
   ) {}
 

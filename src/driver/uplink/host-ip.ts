@@ -5,7 +5,7 @@
  * the kernel makes for an address (proto kernel) stay: they follow the address by themselves.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult } from '../../lib/exec.js';
+import { exec, type ExecResult, type Run } from '../../lib/exec.js';
 
 export interface HostAddress {
   readonly cidr: string;
@@ -36,8 +36,6 @@ export interface LinkInfo {
   readonly loopback: boolean;
   readonly up: boolean;
 }
-
-type Run = (cmd: string, args: readonly string[]) => Promise<ExecResult>;
 
 export class HostIp {
   constructor(private readonly run: Run = exec) {}

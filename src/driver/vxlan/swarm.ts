@@ -16,10 +16,9 @@ import { formatPrefix, parseCidr } from '../../lib/cidr.js';
 import { decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, modRevisionIs, put, type Store } from '../../store/types.js';
-import { MAX_VNI } from '../model/options.js';
+import { GENERIC, MAX_VNI } from '../model/options.js';
 import { freeId, type LogicalNetwork } from './logical.js';
 
-const GENERIC = 'com.docker.network.generic';
 const MTU_OPTION = 'com.docker.network.driver.mtu';
 const MAX_RETRIES = 32;
 

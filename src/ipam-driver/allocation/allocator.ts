@@ -14,6 +14,7 @@
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { defaultGateway, formatAddress, formatWithLength } from '../../lib/cidr.js';
+import { KeyedLock } from '../../lib/locks.js';
 import { keys } from '../../store/keys.js';
 import { get, modRevisionIs, put, type Store } from '../../store/types.js';
 import { addressIn, checkRequested } from './address-checks.js';
@@ -50,23 +51,8 @@ export interface KeyedDeps {
 
 const isSticky = (pool: PoolState) => pool.record.options[STICKY] === 'true';
 
-/** One at a time per key, in arrival order. */
-class KeyLocks {
-  private readonly tails = new Map<string, Promise<unknown>>();
-
-  run<T>(key: string, fn: () => Promise<T>): Promise<T> {
-    const result = (this.tails.get(key) ?? Promise.resolve()).then(fn, fn);
-    const tail = result.catch(() => undefined);
-    this.tails.set(key, tail);
-    void tail.then(() => {
-      if (this.tails.get(key) === tail) this.tails.delete(key);
-    });
-    return result;
-  }
-}
-
 export class Keyed {
-  private readonly locks = new KeyLocks();
+  private readonly locks = new KeyedLock();
 
   constructor(private readonly deps: KeyedDeps) {}
 

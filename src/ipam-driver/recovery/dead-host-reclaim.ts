@@ -12,7 +12,7 @@
  * keeps everything (its registration removes the departed record).
  */
 import { messageOf } from '../../lib/errors.js';
-import { Repeater } from '../../lib/repeat.js';
+import { Repeater } from '../../lib/timers.js';
 import type { Logger } from '../../lib/log.js';
 import { formatAddress, parseAddress, prefix as parsePrefix } from '../../lib/cidr.js';
 import { keys, unpart } from '../../store/keys.js';

@@ -5,7 +5,7 @@
  * - `endpoint gone`: bound to a Docker endpoint (bind.ts) that no endpoint record names any more
  *   (Docker removed it while ovsnet was down, or its ReleaseAddress was lost);
  * - `container gone`: a CNI attachment whose container the CNI side says is gone (its network
- *   namespace vanished): the `cniAlive` hook, which that side sets;
+ *   namespace vanished): the `cniAlive` judge, which the daemon passes from that side;
  * - `never bound`: a Docker container's request (dynamic, or carrying the endpoint name) in a
  *   pool of one of this host's ovsnet networks that no CreateEndpoint bound within the grace
  *   period (its CreateEndpoint failed and Docker's release was lost).
@@ -22,7 +22,7 @@
  * checks the record is the one judged (unchanged holder and time), in one transaction.
  */
 import { messageOf } from '../../lib/errors.js';
-import { Repeater } from '../../lib/repeat.js';
+import { Repeater } from '../../lib/timers.js';
 import type { Logger } from '../../lib/log.js';
 import { decodeAll } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
@@ -56,6 +56,10 @@ export interface ReapDeps {
   readonly release: (poolId: string, address: string, onlyIf: (r: Reservation) => boolean) => Promise<boolean>;
   /** Counted (ovsnet_ipam_reaped_total). */
   readonly onReaped?: (reason: ReapReason) => void;
+  /** The CNI front end's judge of an attachment's container (absent: CNI holders are not judged). */
+  readonly cniAlive?: CniJudge;
+  /** The CNI front end's removal of a gone container's attachment, whole. */
+  readonly cniRemove?: CniRemove;
   readonly now?: () => Date;
 }
 
@@ -70,9 +74,9 @@ export interface Reaped {
 export const STICKY_KEEP_MS = 24 * 3600_000;
 
 export class Reaper {
-  /** Set by the CNI front end: whether an attachment's container exists (absent: CNI holders are not judged). */
+  /** Whether an attachment's container exists (absent: CNI holders are not judged); from the deps. */
   cniAlive: CniJudge | undefined;
-  /** Set by the CNI front end with cniAlive: a gone container's attachment goes whole, not its address alone. */
+  /** With cniAlive: a gone container's attachment goes whole, not its address alone; from the deps. */
   cniRemove: CniRemove | undefined;
   private readonly repeater = new Repeater();
   /** Holders judged gone, by reservation: when first seen so. */
@@ -81,6 +85,8 @@ export class Reaper {
 
   constructor(private readonly deps: ReapDeps) {
     this.now = deps.now ?? (() => new Date());
+    this.cniAlive = deps.cniAlive;
+    this.cniRemove = deps.cniRemove;
   }
 
   start(intervalMs: number): void {

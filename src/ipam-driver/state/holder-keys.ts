@@ -27,7 +27,7 @@
  *   (idempotent: a repeated ADD answers the same address);
  * - DEL: `ipam.releaseHolder(holders.cni(id, ifname))` (frees only what that key holds; none: nothing);
  * - GC: `ipam.holdersIn(poolId, 'cni/')`, then releaseHolder for each the runtime no longer lists;
- * - gone containers: `parts.reaper.cniAlive = (containerId, ifname) => ...` (true alive, false gone,
+ * - gone containers: the reaper's `cniAlive: (containerId, ifname) => ...` (true alive, false gone,
  *   undefined cannot tell), judged by the reaper's periodic sweep (reap.ts).
  */
 import type { Reservation } from './records.js';

@@ -9,7 +9,7 @@
 import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
 import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
-import { expireAfterIo } from '../../lib/deadline.js';
+import { expireAfterIo } from '../../lib/timers.js';
 import { OvsnetError } from '../../lib/errors.js';
 import { keys, prefixEnd } from '../keys.js';
 import { MAX_PAGE } from '../common.js';

@@ -1,6 +1,7 @@
 /** The OpenFlow rules guarding a logical network's gateway, and how ovs-ofctl is called. */
 import t from 'tap';
 import { Flows, guardFlows } from '../../../src/driver/ovs/flows.js';
+import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 
 t.test("ARP for IPv4 gateways, neighbour discovery for IPv6 ones, from the VNI's tunnels only", async (t) => {
   t.same(guardFlows({ vni: 7 }, ['10.1.0.1', 'fd00:1::1']), [
@@ -21,7 +22,7 @@ t.test('a VLAN network on the uplink: frames arriving on the uplink with its tag
 
 t.test('add-flow per rule, del-flows by cookie; a failure names the command and the fix', async (t) => {
   const calls: string[][] = [];
-  const ok = new Flows(async (cmd, args) => (calls.push([cmd, ...args]), { code: 0, stdout: '', stderr: '' }));
+  const ok = new Flows(new OpenFlow(async (cmd, args) => (calls.push([cmd, ...args]), { code: 0, stdout: '', stderr: '' })));
   await ok.guardGateway('br0', { vni: 7 }, ['10.1.0.1']);
   await ok.unguardGateway('br0', { vni: 7 });
   t.same(
@@ -33,7 +34,7 @@ t.test('add-flow per rule, del-flows by cookie; a failure names the command and 
     ],
   );
   t.equal(calls[2]?.[3], 'cookie=0xf5e000000000007/-1');
-  const bad = new Flows(async () => ({ code: 1, stdout: '', stderr: 'ovs-ofctl: br0 is not a bridge or a socket\n' }));
+  const bad = new Flows(new OpenFlow(async () => ({ code: 1, stdout: '', stderr: 'ovs-ofctl: br0 is not a bridge or a socket\n' })));
   await t.rejects(bad.guardGateway('br0', { vni: 7 }, ['10.1.0.1']), {
     code: 'OVS_FAILED',
     message: /ovs-ofctl add-flow br0 .* failed \(1\): ovs-ofctl: br0 is not a bridge or a socket; is ovs-vswitchd running/,

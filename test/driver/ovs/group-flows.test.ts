@@ -4,6 +4,7 @@
  */
 import t from 'tap';
 import { GroupFlows, groupCookie, groupFlows, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 
 const plan: GroupPlan = {
   parentTag: 10,
@@ -65,9 +66,11 @@ t.test('allows become new-connection rules of table 42, the port one only for it
 t.test('apply replaces the parent flows in place by generation, remove deletes them by cookie; a failure names the command', async (t) => {
   const calls: { args: string[]; input?: string }[] = [];
   const ok = new GroupFlows(
-    async (_cmd, args, input) => (
-      calls.push({ args: [...args], ...(input === undefined ? {} : { input }) }),
-      { code: 0, stdout: '', stderr: '' }
+    new OpenFlow(
+      async (_cmd, args, input) => (
+        calls.push({ args: [...args], ...(input === undefined ? {} : { input }) }),
+        { code: 0, stdout: '', stderr: '' }
+      ),
     ),
   );
   await ok.apply('br0', plan);
@@ -91,7 +94,7 @@ t.test('apply replaces the parent flows in place by generation, remove deletes t
   );
   t.equal(calls[0]?.input, groupFlows(plan, 0).join('\n') + '\n');
   t.equal(calls[1]?.args[4], `cookie=${groupCookie(10, 1)}/-1`);
-  const failing = new GroupFlows(async () => ({ code: 1, stdout: '', stderr: 'br0 is not a bridge' }));
+  const failing = new GroupFlows(new OpenFlow(async () => ({ code: 1, stdout: '', stderr: 'br0 is not a bridge' })));
   await t.rejects(failing.remove('br0', 10), { code: 'OVS_FAILED', message: /del-flows br0 .*br0 is not a bridge/ });
 });
 

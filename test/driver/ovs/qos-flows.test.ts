@@ -1,13 +1,14 @@
 /** How QosFlows calls ovs-ofctl and reads its answers (a scripted ovs-ofctl; the real one runs in test/e2e/driver-qos). */
 import t from 'tap';
 import { QosFlows } from '../../../src/driver/ovs/qos-flows.js';
+import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 
 type Answer = { code: number; stdout: string; stderr: string };
 const ok = (stdout = ''): Answer => ({ code: 0, stdout, stderr: '' });
 
 function scripted(answer: (args: readonly string[]) => Answer) {
   const calls: string[] = [];
-  const flows = new QosFlows(async (cmd, args) => (calls.push([cmd, ...args].join(' ')), answer(args)));
+  const flows = new QosFlows(new OpenFlow(async (cmd, args) => (calls.push([cmd, ...args].join(' ')), answer(args))));
   return { flows, calls };
 }
 

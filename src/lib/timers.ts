@@ -1,6 +1,10 @@
 /**
- * The one retry loop of the daemon's background work (joining the store, following a prefix,
- * registering the host, reconciling with Open vSwitch): try until it works or the owner stops.
+ * The daemon's timers, in one place: the retry loop of its background work (keepTrying), the
+ * bound on a round trip (expireAfterIo) and a pass repeated at an interval (Repeater). None of
+ * them keeps the process alive.
+ *
+ * keepTrying tries until it works or the owner stops (joining the store, following a prefix,
+ * registering the host, reconciling with Open vSwitch).
  *
  * The delays come from cockatiel's exponential backoff with decorrelated jitter: about 1 s,
  * 2 s, 4 s ... (medians) up to 30 s, each drawn at random. Jitter matters after an etcd outage:
@@ -75,4 +79,37 @@ export async function keepTrying(fn: () => Promise<unknown>, o: RetryOptions): P
 /** A wait for a log line: "1.4 s". */
 export function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)} s`;
+}
+
+/**
+ * Timers for bounds on round trips. A loop turn runs timers before I/O: after the process was
+ * busy (or starved of CPU) past a bound, the bound's timer and the answer are both due, and a
+ * plain setTimeout would report a timeout for an answer already waiting in the socket. The
+ * callback here runs after that turn's I/O (setImmediate), so an answer that came in time wins.
+ */
+export function expireAfterIo(ms: number, expire: () => void): NodeJS.Timeout {
+  return setTimeout(() => setImmediate(expire), ms);
+}
+
+/** A background pass repeated at an interval (reclaim, reap): the next starts after the last ends. */
+export class Repeater {
+  private timer: NodeJS.Timeout | undefined;
+
+  /** `pass` every `intervalMs`, the first one interval from now; a failed pass goes to `onError`. */
+  start(intervalMs: number, pass: () => Promise<unknown>, onError: (err: unknown) => void): void {
+    const tick = () => {
+      pass().then(
+        () => (this.timer = setTimeout(tick, intervalMs).unref()),
+        (err: unknown) => {
+          onError(err);
+          this.timer = setTimeout(tick, intervalMs).unref();
+        },
+      );
+    };
+    this.timer = setTimeout(tick, intervalMs).unref();
+  }
+
+  stop(): void {
+    clearTimeout(this.timer);
+  }
 }

@@ -1,9 +1,10 @@
 /**
- * The retry helper: delays that grow to the cap, jittered so that two hosts do not retry in
- * lockstep; a loop that retries until success and ends at once on abort.
+ * The timers: the retry helper's delays grow to the cap, jittered so that two hosts do not
+ * retry in lockstep, and its loop retries until success and ends at once on abort; a repeated
+ * pass starts after the last ends; a round-trip bound lets an answer already due win.
  */
 import t from 'tap';
-import { backoffDelays, keepTrying } from '../../src/lib/retry.js';
+import { backoffDelays, expireAfterIo, keepTrying, Repeater } from '../../src/lib/timers.js';
 
 // The helper's timers never hold the process open (a daemon exits on its own): this one does,
 // for the tests that wait on them.
@@ -103,4 +104,33 @@ t.test('a failure that comes after the abort is not reported', async (t) => {
   );
   t.equal(done, false);
   t.equal(reported, 0);
+});
+
+t.test('a Repeater runs its pass at the interval, the next after the last ended, and goes on after a failure', async (t) => {
+  const r = new Repeater();
+  const errors: unknown[] = [];
+  let passes = 0;
+  let inPass = false;
+  r.start(
+    5,
+    async () => {
+      t.notOk(inPass, 'never two passes at once');
+      inPass = true;
+      passes++;
+      await new Promise((res) => setTimeout(res, 10));
+      inPass = false;
+      if (passes === 1) throw new Error('first fails');
+    },
+    (err) => errors.push(err),
+  );
+  await new Promise((res) => setTimeout(res, 100));
+  r.stop();
+  t.ok(passes >= 3, `${passes} passes`);
+  t.equal(errors.length, 1, 'the failure reported');
+});
+
+t.test('a bound expires after its time, after the I/O of that turn', async (t) => {
+  const started = Date.now();
+  await new Promise<void>((res) => expireAfterIo(20, res));
+  t.ok(Date.now() - started >= 19);
 });
