@@ -12,7 +12,8 @@ import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
-import { GroupFlows, type GroupAllow, type GroupMember } from '../../src/driver/ovs/group-flows.js';
+import type { GroupAllow } from '../../src/driver/model/group-options.js';
+import { GroupFlows, type GroupMember } from '../../src/driver/ovs/group-flows.js';
 import { QosFlows } from '../../src/driver/ovs/qos-flows.js';
 import { must, run } from '../harness/host.js';
 
