@@ -1,10 +1,15 @@
 // The layout rules the test command keeps (README, "Development"): no import cycle among
-// src/**/*.ts (type-only imports count: a cycle of types is still a tangle to read), and no
-// source file over 300 lines. Prints what breaks them; exit status 1 if anything does.
+// src/**/*.ts (type-only imports count: a cycle of types is still a tangle to read), no source
+// file over 300 lines, and in src/driver no room importing a higher room (LAYERS). Prints what
+// breaks them; exit status 1 if anything does.
 import fs from 'node:fs';
 import path from 'node:path';
 
 const MAX_LINES = 300;
+// src/driver's rooms from the floor up: a room imports only rooms below it (type-only imports
+// too), so each reads without those above. Files at its root stand above every room.
+const DRIVER = 'driver';
+const LAYERS = ['model', 'ovs', 'links', 'records', 'effects', 'qos', 'ports', 'network', 'vxlan', 'uplink', 'groups', 'endpoint'];
 const root = path.resolve(process.argv[2] ?? 'src');
 const files = [];
 const walk = (dir) => {
@@ -30,6 +35,24 @@ for (const f of files) {
   graph.set(f, deps);
 }
 
+// The floor of a file under src/driver: its room's index, LAYERS.length at the root; else undefined.
+const floorOf = (f) => {
+  const parts = path.relative(path.join(root, DRIVER), f).split(path.sep);
+  if (parts[0] === '..' || path.isAbsolute(parts[0])) return undefined;
+  if (parts.length === 1) return LAYERS.length;
+  const i = LAYERS.indexOf(parts[0]);
+  if (i < 0) problems.push(`${path.relative(root, f)}: room ${parts[0]} is not in check-layout.mjs's LAYERS`);
+  return i < 0 ? LAYERS.length : i;
+};
+for (const [f, deps] of graph) {
+  const from = floorOf(f);
+  if (from === undefined) continue;
+  for (const d of deps) {
+    const to = floorOf(d);
+    if (to !== undefined && to > from) problems.push(`import up a layer: ${path.relative(root, f)} -> ${path.relative(root, d)}`);
+  }
+}
+
 const state = new Map();
 const stack = [];
 const visit = (f) => {
@@ -46,9 +69,9 @@ const visit = (f) => {
 for (const f of files) if (!state.has(f)) visit(f);
 
 if (problems.length > 0) {
-  console.error(problems.join('\n'));
+  console.error([...new Set(problems)].join('\n'));
   process.exit(1);
 }
 console.log(
-  `layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines`,
+  `layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines, none importing a higher room of ${DRIVER}/`,
 );

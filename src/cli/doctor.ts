@@ -9,15 +9,16 @@ import path from 'node:path';
 import type { Config } from '../config/config.js';
 import { messageOf } from '../lib/errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import { countLogical } from '../driver/records/logical-records.js';
 import { decodeReservation } from '../ipam-driver/state/records.js';
-import { decodeAll, decodeRecord, recordProblem } from '../store/decode.js';
+import { decodeAll, recordProblem } from '../store/decode.js';
 import { FAMILIES } from '../store/shapes.js';
 import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { endpointOf } from '../driver/ovs/external-ids.js';
 import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host/host-info.js';
-import type { HostRecord } from '../cluster/hosts.js';
+import { registeredHosts } from '../cluster/hosts.js';
 import { endpoints, networks, pools } from './inspect.js';
 import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
 export interface Check {
@@ -194,8 +195,8 @@ export async function doctor(
 
 /** Several hosts: peers' tunnel MTUs agree; on the userspace datapath, the VTEP is on OVS. */
 async function clusterChecks(config: Config, store: Store, ovs: Ovsdb, datapath: string): Promise<Check[]> {
-  const peers = decodeAll((await store.list(keys.hosts)).kvs, (kv) => decodeRecord<HostRecord>(kv.key, kv.value));
-  const logical = (await store.list(keys.logicalNetworks)).kvs.length;
+  const peers = await registeredHosts(store);
+  const logical = await countLogical(store);
   if (peers.length <= 1 && logical === 0) return [];
   const checks: Check[] = [];
   const mtus = new Set(peers.flatMap((p) => (p.tunnelMtu === undefined ? [] : [p.tunnelMtu])));

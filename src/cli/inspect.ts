@@ -5,6 +5,7 @@
  */
 import { size } from '../lib/cidr.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import { registeredNames } from '../cluster/hosts.js';
 import { PoolIndex } from '../ipam-driver/index/pool-index.js';
 import { decodeReservation } from '../ipam-driver/state/records.js';
 import { poolUsage } from '../ipam-driver/index/usage.js';
@@ -80,5 +81,5 @@ export async function pools(store: Store): Promise<PoolRow[]> {
 
 /** Registered hosts (the cluster registry; on a single host, empty). */
 export async function hosts(store: Store): Promise<string[]> {
-  return (await store.list(keys.hosts)).kvs.map((kv) => kv.key.slice(keys.hosts.length));
+  return registeredNames(store);
 }

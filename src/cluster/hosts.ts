@@ -10,7 +10,7 @@
 import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import { keepTrying, seconds } from '../lib/timers.js';
-import { decodeOrSkip } from '../store/decode.js';
+import { decodeAll, decodeOrSkip, decodeRecord } from '../store/decode.js';
 import { FollowedRecords } from '../store/follow.js';
 import { keys } from '../store/keys.js';
 import { LeaseKeeper } from './lease-keeper.js';
@@ -25,6 +25,16 @@ export interface HostRecord {
   /** MTU of the interface holding vtepIp (VXLAN networks default to it minus 50). */
   readonly tunnelMtu?: number;
   readonly startedAt: string;
+}
+
+/** The names registered in the store, for whoever has only a Store (the operator's commands). */
+export async function registeredNames(store: Store): Promise<string[]> {
+  return (await store.list(keys.hosts)).kvs.map((kv) => kv.key.slice(keys.hosts.length));
+}
+
+/** The registrations in the store that decode (a malformed one is skipped and noted). */
+export async function registeredHosts(store: Store): Promise<HostRecord[]> {
+  return decodeAll((await store.list(keys.hosts)).kvs, (kv) => decodeRecord<HostRecord>(kv.key, kv.value));
 }
 
 export interface RegistryOptions {

@@ -79,6 +79,11 @@ export class Attachments {
     await this.store.txn({ compares: [], success: [del(keys.cniAttachment(this.host, a.containerId, a.ifname))] });
   }
 
+  /** Resolves once the store answers a read (CNI STATUS: attachments can be kept). */
+  async reachable(): Promise<void> {
+    await this.store.get(keys.health);
+  }
+
   /** This host's attachments (a malformed record is skipped and noted). */
   async list(): Promise<Attachment[]> {
     const page = await this.store.list(keys.cniAttachments(this.host));

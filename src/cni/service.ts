@@ -1,7 +1,7 @@
 /**
  * The CNI front end's logic, in the daemon: a container's namespace attached to an existing
  * ovsnet network through the same driver and IPAM calls Docker's requests make (RequestAddress,
- * CreateEndpoint, Join), then the container end configured in the namespace (netns.ts).
+ * CreateEndpoint, Join, on the network record it resolved), then the container end configured in the namespace (netns.ts).
  *
  * Every attachment is a record (attachments.ts) written before anything is done and completed
  * after, so that: a repeated ADD gives the same result; DEL undoes exactly what the record says
@@ -18,7 +18,6 @@ import type { NetworkDriver } from '../driver/network-driver.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Store } from '../store/types.js';
-import { keys } from '../store/keys.js';
 import { holders } from '../ipam-driver/state/holder-keys.js';
 import { Attachments, endpointIdOf, holderKey, type Attachment, type HeldAddress } from './attachments.js';
 import { checkNetns, type NetnsOps } from './netns.js';
@@ -29,7 +28,7 @@ export interface CniDeps {
   readonly store: Store;
   readonly host: string;
   readonly log: Logger;
-  readonly driver: Pick<NetworkDriver, 'localNetworks' | 'createEndpoint' | 'join' | 'deleteEndpoint'>;
+  readonly driver: Pick<NetworkDriver, 'localNetworks' | 'createEndpointIn' | 'joinResolved' | 'deleteEndpoint'>;
   readonly ipam: Pick<Ipam, 'usage' | 'requestAddress' | 'releaseHolder'>;
   readonly netns: NetnsOps;
   readonly dockerLookup: DockerLookup;
@@ -56,7 +55,7 @@ export class CniService {
       case 'GC':
         return void (await this.gc(call));
       case 'STATUS':
-        return void (await this.deps.store.get(keys.health));
+        return void (await this.attachments.reachable());
     }
   }
 
@@ -120,7 +119,8 @@ export class CniService {
       }
       const v4 = att.addresses.find((a) => !a.address.includes(':'))?.address ?? '';
       const v6 = att.addresses.find((a) => a.address.includes(':'))?.address ?? '';
-      const created = await this.deps.driver.createEndpoint({
+      // The records this ADD resolved and wrote are handed on: the driver reads neither again.
+      const created = await this.deps.driver.createEndpointIn(network, {
         networkId: network.networkId,
         endpointId: att.endpointId,
         address: v4,
@@ -128,7 +128,7 @@ export class CniService {
         mac: '',
         portmap: [],
       });
-      const joined = await this.deps.driver.join(network.networkId, att.endpointId);
+      const joined = await this.deps.driver.joinResolved(network, created.endpoint);
       const gateways = [joined.gateway, joined.gatewayV6].filter((g) => g !== '');
       await this.deps.netns.attach({ netns, device: joined.srcName, ifname, addresses: att.addresses.map((a) => a.address), gateways });
       const result = resultOf(att, created.mac ?? '', gateways);

@@ -11,15 +11,15 @@ import { messageOf } from '../lib/errors.js';
 import type { DriverDeps } from './effects/deps.js';
 import { parseNetworkOptions, type NetworkOptions } from './model/options.js';
 import { checkNetworkSubnets } from './model/subnet-check.js';
-import type { IpData, NetworkRecord, PortBinding } from './model/records.js';
-import type { CreateEndpointRequest, CreateNetworkRequest, JoinResult } from './model/requests.js';
+import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord, type PortBinding, type Segment } from './model/records.js';
+import { joinResult, type CreateEndpointRequest, type CreateNetworkRequest, type JoinResult } from './model/requests.js';
 import { Mutex } from '../lib/locks.js';
 import { claimTagStep, releaseTag } from './records/tags.js';
 import { Gateways } from './network/gateway.js';
 import { Reconciler } from './reconcile.js';
 import { leaveLogical } from './vxlan/logical.js';
-import { joinSegment, type Segment } from './vxlan/segment.js';
-import { allocateSwarmNetwork, freeSwarmNetwork, isSwarmNetworkId, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
+import { joinSegment, segmentMtu } from './vxlan/segment.js';
+import { allocateSwarmNetwork, freeSwarmNetwork, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
 import { claimWireTagStep, Trunk } from './uplink/trunk.js';
 import { InfraPorts } from './network/infra.js';
 import { undoAll, type Undo } from './model/undo.js';
@@ -127,8 +127,8 @@ export class NetworkDriver {
     const hasGateway = !opts.internal && opts.group === undefined && [...req.ipv4, ...req.ipv6].some((d) => d.gateway !== undefined);
     const gatewayPort = hasGateway ? await gatewayName(this.deps, req.networkId, await this.records.localNetworks()) : undefined;
     const { host, bridge, uplink } = this.deps;
-    const parts = { req, opts, tag, segment, host, bridge, uplink: uplink?.name ?? '', gatewayPort, mtuDeps: this.deps, now: this.now() };
-    return networkRecord(parts);
+    const mtu = segmentMtu(opts.mtu, segment, this.deps);
+    return networkRecord({ req, opts, tag, segment, host, bridge, uplink: uplink?.name ?? '', gatewayPort, mtu, now: this.now() });
   }
 
   /** The scope Docker is told (GetCapabilities). */
@@ -177,31 +177,39 @@ export class NetworkDriver {
 
   /** Records the endpoint; returns a MAC only when Docker gave none (never echo Docker's). */
   async createEndpoint(req: CreateEndpointRequest): Promise<{ mac?: string }> {
-    const network = await this.records.requireNetwork(req.networkId);
+    const { endpoint: _standing, ...mac } = await this.createEndpointIn(await this.records.requireNetwork(req.networkId), req);
+    return mac;
+  }
+
+  /** CreateEndpoint on its network's record, read already (CNI ADD); with the endpoint record that stands. */
+  async createEndpointIn(network: NetworkRecord, req: CreateEndpointRequest): Promise<{ mac?: string; endpoint: EndpointRecord }> {
     const record = endpointRecord(req, network.networkId, this.deps.host, this.now());
     requireQosSupport(this.deps, record.qos);
-    await this.records.createBound(record, this.deps.pools, (what, fn) => this.bestEffort(what, fn));
-    return req.mac === '' ? { mac: record.mac } : {};
+    const endpoint = await this.records.createBound(record, this.deps.pools, (what, fn) => this.bestEffort(what, fn));
+    return { ...(req.mac === '' ? { mac: record.mac } : {}), endpoint };
   }
 
   /** Creates the veth pair and the OVS port; the container end is what Docker moves. */
   join(networkId: string, endpointId: string): Promise<JoinResult> {
-    return this.ports.run(() => this.joinLocked(networkId, endpointId));
+    return this.ports.run(async () => {
+      const { network, endpoint } = await this.records.requirePair(networkId, endpointId);
+      return this.joinLocked(network, endpoint);
+    });
   }
 
-  private async joinLocked(networkId: string, endpointId: string): Promise<JoinResult> {
-    const network = await this.records.requireNetwork(networkId);
-    const recorded = await this.records.requireEndpoint(networkId, endpointId);
+  /** Join of records read already (CNI ADD: those it resolved and created). */
+  joinResolved(network: NetworkRecord, endpoint: EndpointRecord): Promise<JoinResult> {
+    return this.ports.run(() => this.joinLocked(network, endpoint));
+  }
+
+  private async joinLocked(network: NetworkRecord, recorded: EndpointRecord): Promise<JoinResult> {
     // Names no other live link holds (IDs may share 12 characters); kept in the record.
     const chosen = await vethNames(this.deps.links, recorded);
     const ep = { ...recorded, ...chosen };
     if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
     await plugEndpoint(this.deps, this.spares, this.qos, network, ep);
-    await this.groups.joined(network); // its family's rules; Docker deletes the endpoint when Join fails
-    const via = await this.groups.gatewayOf(network); // a group's is its parent's
-    const gw = (list: readonly IpData[]) =>
-      via?.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
-    return { srcName: ep.containerVeth, gateway: gw(via?.ipv4 ?? []), gatewayV6: gw(via?.ipv6 ?? []) };
+    // Its family's rules (Docker deletes the endpoint when Join fails), and whose gateway it gets: a group's parent's.
+    return joinResult(ep, await this.groups.joined(network));
   }
 
   /** Leave runs before Docker moves the interface back; the port stays until DeleteEndpoint. */
@@ -215,16 +223,18 @@ export class NetworkDriver {
   }
 
   private async deleteEndpointLocked(networkId: string, endpointId: string): Promise<void> {
-    const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
+    const { network, endpoint: ep } = await this.records
+      .pair(networkId, endpointId)
+      .catch(() => ({ network: undefined, endpoint: undefined }));
     // No record of this host's: only what OVS marks as this endpoint's here goes (never by a
     // derived name: another live endpoint may hold it; never another host's record).
     if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
     const { hostVeth } = ep;
     await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
-    await this.bestEffort('remove QoS', async () => this.qos.remove(await this.records.network(networkId), ep));
+    await this.bestEffort('remove QoS', async () => this.qos.remove(network, ep));
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
-    await this.groups.endpointGone(networkId);
+    await this.groups.endpointGone(network);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
     // the next Join waits for). The veth is off the bridge and no record names it any more: it
     // is kept as a spare for the next Join (spares.ts) or deleted, in the background either way
@@ -245,8 +255,7 @@ export class NetworkDriver {
 
   /** Docker's EndpointOperInfo: where the endpoint is, and its published ports (publishing.ts). */
   async endpointInfo(networkId: string, endpointId: string): Promise<Record<string, unknown>> {
-    const network = await this.records.requireNetwork(networkId);
-    const ep = await this.records.requireEndpoint(networkId, endpointId);
+    const { network, endpoint: ep } = await this.records.requirePair(networkId, endpointId);
     const address = ep.address ?? ep.addressV6 ?? '';
     return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address, ...portmapInfo(ep) };
   }
@@ -282,8 +291,6 @@ export class NetworkDriver {
   localNetworks(): Promise<NetworkRecord[]> {
     return this.records.localNetworks();
   }
-
-  // --- internals -------------------------------------------------------------------------
 
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
     await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));

@@ -3,12 +3,11 @@
  * mutex): at start and on every Plugin.Activate, and the gateway guard flows every few seconds.
  */
 import { messageOf } from '../lib/errors.js';
-import { decodeRecord } from '../store/decode.js';
-import { keys } from '../store/keys.js';
 import { releaseOrphanTags } from './records/tags.js';
 import { Gateways, guardFlowCount, guardSegment } from './network/gateway.js';
 import { InfraPorts } from './network/infra.js';
-import { joinLogical, type LogicalNetwork } from './vxlan/logical.js';
+import { joinLogical } from './vxlan/logical.js';
+import { readLogical } from './records/logical-records.js';
 import type { DriverRecords } from './records/driver-records.js';
 import type { DriverDeps } from './effects/deps.js';
 import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
@@ -177,8 +176,7 @@ export class Reconciler {
     const name = n.logical;
     if (name === undefined) return false;
     try {
-      const kv = await this.deps.store.get(keys.logicalNetwork(name));
-      const members = kv === undefined ? {} : decodeRecord<LogicalNetwork>(kv.key, kv.value).members;
+      const members = (await readLogical(this.deps.store, name))?.record.members ?? {};
       if (members[this.deps.host]?.networkId === n.networkId) return false;
       await joinLogical(this.deps.store, {
         name,

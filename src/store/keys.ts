@@ -77,6 +77,7 @@ export const keys = {
   vlanTags: (host: string) => `${ROOT}tags/vlan/${part(host)}/`,
   vlanTag: (host: string, tag: number) => `${ROOT}tags/vlan/${part(host)}/${tag}`,
   tag: (kind: 'vni' | 'uplink-vlan', tag: number) => `${ROOT}tags/${kind}/${tag}`,
+  clusterTags: (kind: 'vni' | 'uplink-vlan') => `${ROOT}tags/${kind}/`,
 
   /** Logical networks (-o ovsnet.network=NAME): one record each, members included. */
   logicalNetworks: `${ROOT}logical/`,

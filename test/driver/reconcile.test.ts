@@ -14,7 +14,7 @@ import { claimTag } from '../../src/driver/records/tags.js';
 import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
-import type { LogicalNetwork } from '../../src/driver/vxlan/logical.js';
+import type { LogicalNetwork } from '../../src/driver/model/records.js';
 import { fakeSideEffects } from '../helpers/driver-fakes.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-reconcile-'));

@@ -8,9 +8,9 @@
  */
 import { messageOf, OvsnetError } from '../../lib/errors.js';
 import type { DriverDeps } from '../effects/deps.js';
-import { keys } from '../../store/keys.js';
 import type { NetworkOptions } from '../model/options.js';
 import type { DriverRecords } from '../records/driver-records.js';
+import { logicalExists } from '../records/logical-records.js';
 import type { IpData, NetworkRecord } from '../model/records.js';
 import type { CreateNetworkRequest } from '../model/requests.js';
 import { planGroups, type GroupNetwork } from './group-plan.js';
@@ -37,7 +37,7 @@ export class GroupWiring {
   async resolve(req: CreateNetworkRequest, opts: NetworkOptions): Promise<NetworkOptions> {
     const named = opts.groupsName;
     // The likely slip: a host's network meant to join a logical network, its -o ovsnet.encap forgotten.
-    if (named !== undefined && (await this.deps.store.get(keys.logicalNetwork(named))) !== undefined) {
+    if (named !== undefined && (await logicalExists(this.deps.store, named))) {
       throw new OvsnetError(
         'NETWORK_OPTION_INVALID',
         `-o ovsnet.network=${named} without -o ovsnet.encap names a network of this host only, and hosts sharing this store have a logical network ${named}: add its -o ovsnet.encap (vxlan or vlan) to join it, or choose another name`,
@@ -79,25 +79,24 @@ export class GroupWiring {
     return { ...opts, group: { ...g, parent: parent.networkId } };
   }
 
-  /** The gateway a group's Join hands out: its parent's (undefined once the parent is gone). */
-  async gatewayOf(n: NetworkRecord): Promise<NetworkRecord | undefined> {
-    return n.group === undefined ? n : this.records.network(n.group.parent);
-  }
-
   /**
    * Brings the flows of the family of `parentId` in line with the records: none without groups
    * (removed, unless `endpointOnly`: an endpoint came or went, so the groups did not change).
+   * Returns the parent's record as read (undefined when gone, or without OpenFlow access).
    */
-  async refresh(parentId: string, endpointOnly = false): Promise<void> {
+  async refresh(parentId: string, endpointOnly = false): Promise<NetworkRecord | undefined> {
     const { groups: api, qos } = this.deps;
-    if (api === undefined || qos === undefined) return;
+    if (api === undefined || qos === undefined) return undefined;
     const networks = await this.records.localNetworks();
     const parent = networks.find((n) => n.networkId === parentId);
-    if (parent === undefined) return;
+    if (parent === undefined) return undefined;
     const members = networks.filter((n) => n.group?.parent === parentId);
     const gw = parent.ipv4.find((d) => d.gateway !== undefined)?.gateway;
-    if (members.length === 0 && endpointOnly) return;
-    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) return api.remove(parent.bridge, parent.tag);
+    if (members.length === 0 && endpointOnly) return parent;
+    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) {
+      await api.remove(parent.bridge, parent.tag);
+      return parent;
+    }
     await this.deps.ovs.waitApplied(); // a port just added has its OpenFlow number once applied
     const family: GroupNetwork[] = await Promise.all(
       [parent, ...members].map(async (n) => ({
@@ -119,12 +118,20 @@ export class GroupWiring {
     await api.apply(parent.bridge, planned.plan);
     if (planned.unknown.length > 0)
       this.deps.log.info({ unknown: planned.unknown }, 'ovsnet.allow names groups that do not exist (yet): they allow nothing');
+    return parent;
   }
 
-  /** Join's step, after the port is up: its family's rules with it (none for other networks). */
-  async joined(n: NetworkRecord): Promise<void> {
+  /**
+   * Join's step, after the port is up: its family's rules with it (none for other networks).
+   * Returns the network whose gateway the endpoint gets: a group's parent (as the rules read it;
+   * undefined once gone), else the network itself.
+   */
+  async joined(n: NetworkRecord): Promise<NetworkRecord | undefined> {
     const family = familyParent(n);
-    if (family !== undefined) await this.refresh(family, true);
+    const parent = family === undefined ? undefined : await this.refresh(family, true);
+    if (n.group === undefined) return n;
+    // Without OpenFlow access no rules were read: the parent is read here.
+    return parent ?? (this.deps.groups === undefined || this.deps.qos === undefined ? this.records.network(n.group.parent) : undefined);
   }
 
   /** refresh(), a failure logged: the periodic check puts lost flows back. */
@@ -132,9 +139,8 @@ export class GroupWiring {
     await this.refresh(parentId, endpointOnly).catch((err: unknown) => this.warn("apply the endpoint groups' rules", err));
   }
 
-  /** DeleteEndpoint's step, after the record went: its family's rules without it. */
-  async endpointGone(networkId: string): Promise<void> {
-    const network = await this.records.network(networkId);
+  /** DeleteEndpoint's step, after the record went: its family's rules without it (`network`: its record, if any). */
+  async endpointGone(network: NetworkRecord | undefined): Promise<void> {
     const family = network === undefined ? undefined : familyParent(network);
     if (family !== undefined) await this.refreshLogged(family, true);
   }

@@ -8,7 +8,6 @@
  * takes these with the network's other options.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import type { GroupAllow } from '../ovs/group-flows.js';
 
 export const GROUP = 'ovsnet.group';
 export const ALLOW = 'ovsnet.allow';
@@ -22,6 +21,13 @@ export const GROUP_OPTIONS: Readonly<Record<string, string>> = {
 
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 const ALLOW_ITEM = /^([A-Za-z0-9_.-]{1,64})(?::(\d{1,5})\/(tcp|udp))?$/;
+
+/** New connections from group `from` to group `to` pass (all IPv4, or one port of tcp/udp). */
+export interface GroupAllow {
+  readonly to: number;
+  readonly from: number;
+  readonly port?: { readonly number: number; readonly proto: 'tcp' | 'udp' };
+}
 
 /** An allow as the user wrote it: a group's name, and optionally one port of one protocol. */
 export interface AllowRule {

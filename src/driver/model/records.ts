@@ -81,6 +81,43 @@ export interface EndpointRecord {
   readonly createdAt: string;
 }
 
+/** Where a network is on the wire: a VNI (vxlan), a cluster VLAN tag on the uplink, or neither (one host). */
+export interface Segment {
+  readonly vni?: number;
+  readonly vlan?: number;
+}
+
+export interface LogicalMember {
+  readonly networkId: string;
+  readonly since: string;
+}
+
+export type Encap = 'vxlan' | 'vlan';
+
+/** A logical network's record (vxlan/logical.ts): one network across hosts, members included. */
+export interface LogicalNetwork {
+  readonly name: string;
+  readonly encap: Encap;
+  /** The ID on the wire: the VNI (vxlan), or the VLAN tag (vlan). */
+  readonly vni: number;
+  /** Canonical subnets (IPv4 then IPv6), as Docker's IPAM data gave them. */
+  readonly subnets: readonly string[];
+  readonly internal: boolean;
+  readonly members: Readonly<Record<string, LogicalMember>>;
+  readonly createdBy: string;
+  readonly createdAt: string;
+  /**
+   * A Docker swarm network's (vxlan/swarm.ts): made by AllocateNetwork on a manager, kept while
+   * it has no member, deleted once it is freed (FreeNetwork) and its last member has left.
+   */
+  readonly swarm?: boolean;
+  /** When FreeNetwork freed it (its members still leaving). */
+  readonly freedAt?: string;
+}
+
+/** swarmkit's network IDs (identity.NewID); Docker's own are 64 hex. */
+export const isSwarmNetworkId = (id: string): boolean => /^[0-9a-z]{25}$/.test(id);
+
 /** Prefix of every gateway port, so one iptables pattern (ovg+) names them all. */
 export const GATEWAY_PREFIX = 'ovg';
 

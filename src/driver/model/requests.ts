@@ -1,9 +1,9 @@
 /**
  * What Docker's network-driver calls ask of NetworkDriver and what it answers, after
  * src/plugin-api has translated the wire (docker-plugin-protocol: CreateNetwork, CreateEndpoint,
- * Join). Types only.
+ * Join). Types, and Join's answer built from the records.
  */
-import type { IpData, PortBinding } from './records.js';
+import type { EndpointRecord, IpData, NetworkRecord, PortBinding } from './records.js';
 
 /** CreateNetwork: Docker's NetworkID, its options (-o under com.docker.network.generic) and IPAM data. */
 export interface CreateNetworkRequest {
@@ -30,4 +30,11 @@ export interface JoinResult {
   readonly srcName: string;
   readonly gateway: string;
   readonly gatewayV6: string;
+}
+
+/** Join's answer: the container end, and the gateways of `via` (the network, or a group's parent; none once gone). */
+export function joinResult(ep: EndpointRecord, via: NetworkRecord | undefined): JoinResult {
+  const gw = (list: readonly IpData[]) =>
+    via?.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
+  return { srcName: ep.containerVeth, gateway: gw(via?.ipv4 ?? []), gatewayV6: gw(via?.ipv6 ?? []) };
 }

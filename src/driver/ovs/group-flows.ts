@@ -26,6 +26,7 @@
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
 import { OpenFlow } from './openflow.js';
+import type { GroupAllow } from '../model/group-options.js';
 import type { Qos } from '../model/qos-options.js';
 
 const COOKIE_PREFIX = 0x0f60n << 48n;
@@ -60,13 +61,6 @@ export interface GroupMember {
    * apply the endpoint's QoS first) and mark it too.
    */
   readonly qos?: Qos;
-}
-
-/** New connections from group `from` to group `to` pass (all IPv4, or one port of tcp/udp). */
-export interface GroupAllow {
-  readonly to: number;
-  readonly from: number;
-  readonly port?: { readonly number: number; readonly proto: 'tcp' | 'udp' };
 }
 
 export interface GroupPlan {

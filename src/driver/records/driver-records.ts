@@ -11,9 +11,8 @@ import { OvsnetError } from '../../lib/errors.js';
 import { decodeAll, decodeRecord } from '../../store/decode.js';
 import { keys } from '../../store/keys.js';
 import { absent, del, get, put, type Compare, type Op, type Store } from '../../store/types.js';
-import { isSwarmNetworkId } from '../vxlan/swarm.js';
 import { RecordCache } from './record-cache.js';
-import type { EndpointRecord, NetworkRecord } from '../model/records.js';
+import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 
 /** Compares and writes another module adds to one of these transactions. */
 export interface TxnPart {
@@ -38,6 +37,12 @@ export async function listEndpoints(store: Store): Promise<EndpointRecord[]> {
   return decodeAll((await store.list(keys.allEndpoints)).kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
 }
 
+const missingEndpoint = (networkId: string, endpointId: string) =>
+  new OvsnetError(
+    'ENDPOINT_NOT_FOUND',
+    `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist on this host`,
+  );
+
 export class DriverRecords {
   private readonly networks = new RecordCache<NetworkRecord>();
   private readonly endpoints = new RecordCache<EndpointRecord>();
@@ -60,11 +65,25 @@ export class DriverRecords {
 
   /** This host's endpoint record: another host's, or one of another host's network, is not found. */
   async endpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
-    const key = keys.endpoint(this.recordId(networkId), endpointId);
-    const record = await this.endpoints.read(key, () => this.load<EndpointRecord>(key));
+    const record = await this.readEndpoint(networkId, endpointId);
     if (record === undefined) return undefined;
     if (record.host !== undefined) return this.owns(record) ? record : undefined;
     return (await this.network(networkId)) === undefined ? undefined : record; // an older record: its network's host
+  }
+
+  /** A network and one of its endpoints, each read once, each found as network() and endpoint() find it. */
+  async pair(networkId: string, endpointId: string): Promise<{ network: NetworkRecord | undefined; endpoint: EndpointRecord | undefined }> {
+    const network = await this.network(networkId);
+    const record = await this.readEndpoint(networkId, endpointId);
+    return { network, endpoint: record !== undefined && this.ownsIn(record, network) ? record : undefined };
+  }
+
+  /** pair(), or NETWORK_NOT_FOUND (the endpoint not read then), or ENDPOINT_NOT_FOUND. */
+  async requirePair(networkId: string, endpointId: string): Promise<{ network: NetworkRecord; endpoint: EndpointRecord }> {
+    const network = await this.requireNetwork(networkId);
+    const record = await this.readEndpoint(networkId, endpointId);
+    if (record !== undefined && this.ownsIn(record, network)) return { network, endpoint: record };
+    throw missingEndpoint(networkId, endpointId);
   }
 
   /** network(), or NETWORK_NOT_FOUND. */
@@ -78,15 +97,17 @@ export class DriverRecords {
   async requireEndpoint(networkId: string, endpointId: string): Promise<EndpointRecord> {
     const record = await this.endpoint(networkId, endpointId);
     if (record !== undefined) return record;
-    throw new OvsnetError(
-      'ENDPOINT_NOT_FOUND',
-      `endpoint ${endpointId.slice(0, 12)} of network ${networkId.slice(0, 12)} does not exist on this host`,
-    );
+    throw missingEndpoint(networkId, endpointId);
   }
 
   /** Whether a record is this host's (records written before hosts were kept are). */
   owns(record: { readonly host?: string }): boolean {
     return record.host === undefined || record.host === this.host;
+  }
+
+  /** Whether an endpoint record is this host's, its network read already (an older record is its network's host's). */
+  private ownsIn(record: EndpointRecord, network: NetworkRecord | undefined): boolean {
+    return record.host !== undefined ? this.owns(record) : network !== undefined;
   }
 
   /** This host's networks, from the store. */
@@ -160,7 +181,8 @@ export class DriverRecords {
    * CreateEndpoint's record; when ovsnet's IPAM gave the addresses, their reservations now name
    * the endpoint: in the record's own transaction when the IPAM knows each reservation as it
    * wrote it (one store round trip), else bound after it, best effort. Refuses an endpoint that
-   * exists with other addresses (or another host's).
+   * exists with other addresses (or another host's). Returns the record that stands (a repeated
+   * CreateEndpoint's is the first one's, with the names a Join may have picked).
    */
   async createBound(
     record: EndpointRecord,
@@ -171,7 +193,7 @@ export class DriverRecords {
         }
       | undefined,
     bestEffort: (what: string, fn: () => Promise<void>) => Promise<void>,
-  ): Promise<void> {
+  ): Promise<EndpointRecord> {
     const addresses = [record.address, record.addressV6].filter((a): a is string => a !== undefined && a !== '');
     const binds = addresses.map((a) => pools?.bindOps?.(a, record.endpointId));
     const together = binds.length > 0 && binds.every((b) => b !== undefined) ? joinParts(binds) : undefined;
@@ -185,6 +207,7 @@ export class DriverRecords {
     if (!withDone)
       for (const a of addresses)
         await bestEffort('bind the reservation', async () => void (await pools?.bindEndpoint(a, record.endpointId)));
+    return standing;
   }
 
   async updateEndpoint(record: EndpointRecord): Promise<void> {
@@ -206,6 +229,11 @@ export class DriverRecords {
    */
   private recordId(networkId: string): string {
     return isSwarmNetworkId(networkId) ? `${networkId}.${this.host}` : networkId;
+  }
+
+  private readEndpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
+    const key = keys.endpoint(this.recordId(networkId), endpointId);
+    return this.endpoints.read(key, () => this.load<EndpointRecord>(key));
   }
 
   private async load<T>(key: string): Promise<T | undefined> {

@@ -5,8 +5,7 @@
 import type { NetworkOptions } from '../model/options.js';
 import { qosField } from '../model/qos-options.js';
 import type { CreateNetworkRequest } from '../model/requests.js';
-import { segmentMtu, type Segment } from '../vxlan/segment.js';
-import type { NetworkRecord } from '../model/records.js';
+import type { NetworkRecord, Segment } from '../model/records.js';
 
 export interface NetworkRecordParts {
   readonly req: CreateNetworkRequest;
@@ -18,8 +17,8 @@ export interface NetworkRecordParts {
   /** The uplink interface (OVSNET_UPLINK), for a VLAN network on it. */
   readonly uplink: string;
   readonly gatewayPort: string | undefined;
-  /** The MTU a segment gets when the network asks none (segmentMtu's deps). */
-  readonly mtuDeps: Parameters<typeof segmentMtu>[2];
+  /** The network's MTU (vxlan/segment.ts segmentMtu). */
+  readonly mtu: number;
   readonly now: Date;
 }
 
@@ -33,7 +32,7 @@ export function networkRecord(p: NetworkRecordParts): NetworkRecord {
     ...(opts.logical === undefined || vlan === undefined ? {} : { logical: opts.logical, uplink: p.uplink }),
     bridge: p.bridge,
     tag: p.tag,
-    mtu: segmentMtu(opts.mtu, segment, p.mtuDeps),
+    mtu: p.mtu,
     internal: opts.internal,
     ipv4: req.ipv4,
     ipv6: req.ipv6,

@@ -2,7 +2,7 @@
  * VLAN tags (1-4094) held by networks, claimed in the store so two networks of one host never
  * share one. Tags are per host: each host has its own bridge (VXLAN networks map their VNI to a
  * local tag), except those of VLAN networks on the uplink, the same on every host (claimed for
- * the cluster too: vxlan/logical.ts); a tag picked here avoids them.
+ * the cluster too: logical-records.ts); a tag picked here avoids them.
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { keys } from '../../store/keys.js';
@@ -27,7 +27,7 @@ export async function claimTag(store: Store, host: string, networkId: string, wa
     return wanted;
   }
   for (let attempt = 0; attempt < 16; attempt++) {
-    const held = [...(await store.list(keys.vlanTags(host))).kvs, ...(await store.list(`${keys.tags}uplink-vlan/`)).kvs];
+    const held = [...(await store.list(keys.vlanTags(host))).kvs, ...(await store.list(keys.clusterTags('uplink-vlan'))).kvs];
     const used = new Set(held.map((kv) => Number(kv.key.split('/').pop())));
     let tag = 1;
     while (used.has(tag)) tag++;

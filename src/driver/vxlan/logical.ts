@@ -12,37 +12,10 @@
  * same way, and every member uses that tag on its bridge.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { decodeRecord } from '../../store/decode.js';
-import { keys } from '../../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import { MAX_VNI } from '../model/options.js';
-
-export interface LogicalMember {
-  readonly networkId: string;
-  readonly since: string;
-}
-
-export type Encap = 'vxlan' | 'vlan';
-
-export interface LogicalNetwork {
-  readonly name: string;
-  readonly encap: Encap;
-  /** The ID on the wire: the VNI (vxlan), or the VLAN tag (vlan). */
-  readonly vni: number;
-  /** Canonical subnets (IPv4 then IPv6), as Docker's IPAM data gave them. */
-  readonly subnets: readonly string[];
-  readonly internal: boolean;
-  readonly members: Readonly<Record<string, LogicalMember>>;
-  readonly createdBy: string;
-  readonly createdAt: string;
-  /**
-   * A Docker swarm network's (swarm.ts): made by AllocateNetwork on a manager, kept while it has
-   * no member, deleted once it is freed (FreeNetwork) and its last member has left.
-   */
-  readonly swarm?: boolean;
-  /** When FreeNetwork freed it (its members still leaving). */
-  readonly freedAt?: string;
-}
+import type { Encap, LogicalMember, LogicalNetwork } from '../model/records.js';
+import { clusterIds, createLogical, deleteLogical, readLogical, replaceLogical } from '../records/logical-records.js';
 
 export interface JoinRequest {
   readonly name: string;
@@ -69,9 +42,8 @@ export interface JoinRequest {
 const MAX_RETRIES = 32;
 const MAX_VLAN = 4094;
 
-/** What the wire ID is called, and where it is claimed for the cluster. */
+/** What the wire ID is called. */
 const idName = (encap: Encap) => (encap === 'vxlan' ? 'VNI' : 'VLAN tag');
-const idKey = (encap: Encap, id: number) => keys.tag(encap === 'vxlan' ? 'vni' : 'uplink-vlan', id);
 
 function describeLogical(n: LogicalNetwork): string {
   const subnets = n.subnets.length === 0 ? 'no subnet' : `subnet ${n.subnets.join(', ')}`;
@@ -102,12 +74,11 @@ function notAllocated(name: string): OvsnetError {
 
 /** Makes `req.networkId` this host's member of the logical network, creating it if new. */
 export async function joinLogical(store: Store, req: JoinRequest): Promise<LogicalNetwork> {
-  const key = keys.logicalNetwork(req.name);
   const encap = req.encap ?? 'vxlan';
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-    const kv = await store.get(key);
+    const read = await readLogical(store, req.name);
     const member: LogicalMember = { networkId: req.networkId, since: req.now.toISOString() };
-    if (kv === undefined || (req.swarm === true && decodeRecord<LogicalNetwork>(key, kv.value).freedAt !== undefined)) {
+    if (read === undefined || (req.swarm === true && read.record.freedAt !== undefined)) {
       if (req.swarm === true) throw notAllocated(req.name);
       const vni = req.vni ?? (await freeId(store, encap, req.localTags ?? new Set()));
       const record: LogicalNetwork = {
@@ -120,13 +91,8 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
         createdBy: req.host,
         createdAt: req.now.toISOString(),
       };
-      const res = await store.txn({
-        compares: [absent(key), absent(idKey(encap, vni))],
-        success: [put(key, JSON.stringify(record)), put(idKey(encap, vni), req.name)],
-        failure: [get(idKey(encap, vni))],
-      });
-      if (res.succeeded) return record;
-      const holder = res.gets[0]?.value;
+      const { created, holder } = await createLogical(store, record);
+      if (created) return record;
       if (req.vni !== undefined && holder !== undefined && holder !== req.name) {
         throw new OvsnetError(
           'TAG_TAKEN',
@@ -135,7 +101,7 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       }
       continue;
     }
-    const current = decodeRecord<LogicalNetwork>(key, kv.value);
+    const current = read.record;
     const why = mismatch(current, req);
     if (why !== '') throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `${describeLogical(current)}; ${why}`);
     const mine = current.members[req.host];
@@ -147,29 +113,24 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       );
     }
     const record: LogicalNetwork = { ...current, members: { ...current.members, [req.host]: member } };
-    const res = await store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, JSON.stringify(record))] });
-    if (res.succeeded) return record;
+    if (await replaceLogical(store, read, record)) return record;
   }
   throw new OvsnetError('NOT_READY', `logical network ${req.name} is changing too fast on other hosts; retry`);
 }
 
 /** Removes the host's member; the last member deletes the network and frees its VNI. */
 export async function leaveLogical(store: Store, name: string, host: string, networkId: string | undefined): Promise<void> {
-  const key = keys.logicalNetwork(name);
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-    const kv = await store.get(key);
-    if (kv === undefined) return;
-    const current = decodeRecord<LogicalNetwork>(key, kv.value);
+    const read = await readLogical(store, name);
+    if (read === undefined) return;
+    const current = read.record;
     const mine = current.members[host];
     if (mine === undefined || (networkId !== undefined && mine.networkId !== networkId)) return;
     const members = Object.fromEntries(Object.entries(current.members).filter(([h]) => h !== host));
     // A swarm network stays allocated with no member until FreeNetwork (swarm.ts).
     const last = Object.keys(members).length === 0 && (current.swarm !== true || current.freedAt !== undefined);
-    const res = await store.txn({
-      compares: [modRevisionIs(key, kv.modRevision)],
-      success: last ? [del(key), del(idKey(current.encap, current.vni))] : [put(key, JSON.stringify({ ...current, members }))],
-    });
-    if (res.succeeded) return;
+    const done = last ? await deleteLogical(store, read) : await replaceLogical(store, read, { ...current, members });
+    if (done) return;
   }
   throw new OvsnetError('NOT_READY', `logical network ${name} is changing too fast on other hosts; retry`);
 }
@@ -183,10 +144,4 @@ export async function freeId(store: Store, encap: Encap, localTags: ReadonlySet<
   const max = encap === 'vxlan' ? MAX_VNI : MAX_VLAN;
   if (id > max) throw new OvsnetError('TAGS_EXHAUSTED', `all ${max} ${idName(encap)}s are in use: remove a logical network first`);
   return id;
-}
-
-/** The VNIs, or the VLAN tags, that logical networks hold for the cluster. */
-export async function clusterIds(store: Store, encap: Encap): Promise<Set<number>> {
-  const prefix = `${keys.tags}${encap === 'vxlan' ? 'vni' : 'uplink-vlan'}/`;
-  return new Set((await store.list(prefix)).kvs.map((kv) => Number(kv.key.split('/').pop())));
 }

@@ -9,6 +9,7 @@ import { OvsnetError } from '../../lib/errors.js';
 import type { DriverDeps } from '../effects/deps.js';
 import type { NetworkOptions } from '../model/options.js';
 import type { Undo } from '../model/undo.js';
+import type { Segment } from '../model/records.js';
 import { joinLogical, leaveLogical } from './logical.js';
 
 const DEFAULT_MTU = 1500;
@@ -16,12 +17,6 @@ const DEFAULT_MTU = 1500;
 const VXLAN_OVERHEAD = 50;
 
 export type SegmentDeps = Pick<DriverDeps, 'store' | 'host' | 'vtepIp' | 'pools' | 'uplink'>;
-
-/** Where a network is on the wire: a VNI (vxlan), a cluster VLAN tag on the uplink, or neither (one host). */
-export interface Segment {
-  readonly vni?: number;
-  readonly vlan?: number;
-}
 
 export interface SegmentRequest {
   readonly networkId: string;

@@ -13,17 +13,14 @@
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { formatPrefix, parseCidr } from '../../lib/cidr.js';
-import { decodeRecord } from '../../store/decode.js';
-import { keys } from '../../store/keys.js';
-import { absent, del, modRevisionIs, put, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import { GENERIC, MAX_VNI } from '../model/options.js';
-import { freeId, type LogicalNetwork } from './logical.js';
+import { isSwarmNetworkId, type LogicalNetwork } from '../model/records.js';
+import { createLogical, deleteLogical, readLogical, replaceLogical, vniHolder } from '../records/logical-records.js';
+import { freeId } from './logical.js';
 
 const MTU_OPTION = 'com.docker.network.driver.mtu';
 const MAX_RETRIES = 32;
-
-/** swarmkit's network IDs (identity.NewID); Docker's own are 64 hex. */
-export const isSwarmNetworkId = (id: string): boolean => /^[0-9a-z]{25}$/.test(id);
 
 /** The logical network a swarm network is. */
 export const swarmLogicalName = (networkId: string): string => `swarm-${networkId}`;
@@ -91,12 +88,11 @@ export async function allocateSwarmNetwork(store: Store, req: AllocateRequest, s
   }
   const vni = checkOptions(req.networkId, req.options);
   const name = swarmLogicalName(req.networkId);
-  const key = keys.logicalNetwork(name);
   const subnets = req.subnets.map((s) => formatPrefix(parseCidr(s)));
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-    const kv = await store.get(key);
-    if (kv !== undefined) {
-      const current = decodeRecord<LogicalNetwork>(key, kv.value);
+    const read = await readLogical(store, name);
+    if (read !== undefined) {
+      const current = read.record;
       if (vni !== undefined && vni !== current.vni) {
         throw new OvsnetError(
           'TAG_TAKEN',
@@ -106,8 +102,7 @@ export async function allocateSwarmNetwork(store: Store, req: AllocateRequest, s
       if (current.freedAt === undefined) return allocated(current, req.options);
       // Allocated again after FreeNetwork while members were leaving: it stands again.
       const { freedAt: _freed, ...again } = current;
-      const res = await store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, JSON.stringify(again))] });
-      if (res.succeeded) return allocated(again, req.options);
+      if (await replaceLogical(store, read, again)) return allocated(again, req.options);
       continue;
     }
     const chosen = vni ?? (await freeId(store, 'vxlan', new Set()));
@@ -122,13 +117,9 @@ export async function allocateSwarmNetwork(store: Store, req: AllocateRequest, s
       createdAt: req.now.toISOString(),
       swarm: true,
     };
-    const res = await store.txn({
-      compares: [absent(key), absent(keys.tag('vni', chosen))],
-      success: [put(key, JSON.stringify(record)), put(keys.tag('vni', chosen), name)],
-    });
-    if (res.succeeded) return allocated(record, req.options);
-    if (vni !== undefined && (await store.get(key)) === undefined) {
-      const holder = (await store.get(keys.tag('vni', chosen)))?.value ?? 'another network';
+    if ((await createLogical(store, record)).created) return allocated(record, req.options);
+    if (vni !== undefined && (await readLogical(store, name)) === undefined) {
+      const holder = (await vniHolder(store, chosen)) ?? 'another network';
       throw new OvsnetError(
         'TAG_TAKEN',
         `VNI ${chosen} is used by logical network ${holder}: pick another from 1 to ${MAX_VNI}, or omit -o ovsnet.tag`,
@@ -140,20 +131,14 @@ export async function allocateSwarmNetwork(store: Store, req: AllocateRequest, s
 
 /** FreeNetwork: the VNI goes with the record, now or when the last node's network goes. Idempotent. */
 export async function freeSwarmNetwork(store: Store, networkId: string, now: Date): Promise<void> {
-  const key = keys.logicalNetwork(swarmLogicalName(networkId));
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-    const kv = await store.get(key);
-    if (kv === undefined) return;
-    const current = decodeRecord<LogicalNetwork>(key, kv.value);
+    const read = await readLogical(store, swarmLogicalName(networkId));
+    if (read === undefined) return;
+    const current = read.record;
     if (current.freedAt !== undefined) return;
     const gone = Object.keys(current.members).length === 0;
-    const res = await store.txn({
-      compares: [modRevisionIs(key, kv.modRevision)],
-      success: gone
-        ? [del(key), del(keys.tag('vni', current.vni))]
-        : [put(key, JSON.stringify({ ...current, freedAt: now.toISOString() }))],
-    });
-    if (res.succeeded) return;
+    const done = gone ? await deleteLogical(store, read) : await replaceLogical(store, read, { ...current, freedAt: now.toISOString() });
+    if (done) return;
   }
   throw new OvsnetError('NOT_READY', `swarm network ${networkId} is changing too fast on other hosts; the manager retries`);
 }

@@ -11,12 +11,11 @@
 import { createHash } from 'node:crypto';
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { keys, unpart } from '../../store/keys.js';
 import type { HostRecord } from '../../cluster/hosts.js';
-import { FollowedRecords } from '../../store/follow.js';
+import type { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
-import type { LogicalNetwork } from './logical.js';
-import type { NetworkRecord } from '../model/records.js';
+import type { LogicalNetwork, NetworkRecord } from '../model/records.js';
+import { followLogical } from '../records/logical-records.js';
 import type { OvsApi } from '../effects/deps.js';
 import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
 
@@ -84,14 +83,7 @@ export class Tunnels {
   settled: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: TunnelDeps) {
-    this.logical = new FollowedRecords<LogicalNetwork>({
-      store: deps.store,
-      prefix: keys.logicalNetworks,
-      nameOf: unpart,
-      log: deps.log,
-      what: 'logical networks',
-      onChange: () => this.schedule(),
-    });
+    this.logical = followLogical(deps.store, deps.log, () => this.schedule());
   }
 
   /** Loads the logical networks and follows them (again after a lost watch). */
