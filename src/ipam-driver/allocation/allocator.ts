@@ -31,7 +31,7 @@ export interface AddressRequest {
   readonly gateway: boolean;
   /** Docker's endpoint name (dockerd 29+), for the reservation record and its holder key. */
   readonly name?: string;
-  /** The holder key (holders.ts); absent for Docker's requests, whose key is made here. */
+  /** The holder key (holder-keys.ts); absent for Docker's requests, whose key is made here. */
   readonly holder?: string;
 }
 

@@ -8,9 +8,8 @@
  */
 import type { KeyValue, WatchEvent } from '../../store/types.js';
 import { holderOf, isKeyed } from '../state/holder-keys.js';
-import { decodeReservation, type Reservation } from '../state/records.js';
+import { decodeReservation, decodeSticky, type Reservation, type StickyRecord } from '../state/records.js';
 import { parseIpamKey } from '../state/ipam-keys.js';
-import type { StickyRecord } from '../state/ipam-txn.js';
 
 interface PoolHolders {
   /** Keyed holder -> address. */
@@ -41,12 +40,8 @@ export class HolderIndex {
       const sticky = this.of(p.poolId).sticky;
       if (event.type === 'delete') sticky.delete(p.holder);
       else {
-        try {
-          const value = JSON.parse(event.kv.value) as Partial<StickyRecord>;
-          if (typeof value.address === 'string') sticky.set(p.holder, { address: value.address, releasedAt: String(value.releasedAt) });
-        } catch {
-          // not one of ours: ignored (a hint only)
-        }
+        const record = decodeSticky(event.kv.value);
+        if (record !== undefined) sticky.set(p.holder, record);
       }
       return;
     }

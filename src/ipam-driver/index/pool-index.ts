@@ -130,7 +130,7 @@ export function refreshCount(pool: PoolState, stored: StoredCount | undefined): 
 export class PoolIndex {
   readonly pools = new Map<string, PoolState>();
 
-  /** Replaces everything with one snapshot of the keys under keys.ipam. */
+  /** Replaces everything with one snapshot of the keys under IPAM_PREFIX (state/ipam-keys.ts). */
   load(kvs: readonly KeyValue[]): void {
     this.pools.clear();
     // Pools first: in key order "addresses/" sorts before "pools/".

@@ -2,7 +2,7 @@
  * Reaping: releasing this host's reservations whose holder no longer exists, which `ovsnet
  * doctor` used to report only. A sweep every third of the grace period (1 to 30 s) judges each reservation of this host:
  *
- * - `endpoint gone`: bound to a Docker endpoint (bind.ts) that no endpoint record names any more
+ * - `endpoint gone`: bound to a Docker endpoint (bind-endpoint.ts) that no endpoint record names any more
  *   (Docker removed it while ovsnet was down, or its ReleaseAddress was lost);
  * - `container gone`: a CNI attachment whose container the CNI side says is gone (its network
  *   namespace vanished): the `cniAlive` hook, which that side sets;

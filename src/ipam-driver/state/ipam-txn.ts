@@ -5,7 +5,7 @@
  */
 import { absent, del, get, modRevisionIs, put, type Compare, type KeyValue, type Op } from '../../store/types.js';
 import { ipamKeys } from './ipam-keys.js';
-import { decodeBlock, decodeReservation, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
+import { decodeBlock, decodeReservation, type BlockRecord, type PoolRecord, type Reservation, type StickyRecord } from './records.js';
 
 /** A record as stored: its value decoded, with the revisions a later compare needs. */
 export interface Stored<T> {
@@ -95,12 +95,6 @@ export const blockTxn = {
   read: (kv: KeyValue | undefined): { record: BlockRecord | undefined; modRevision: number | undefined } =>
     kv === undefined ? { record: undefined, modRevision: undefined } : { record: decodeBlock(kv), modRevision: kv.modRevision },
 };
-
-/** What a sticky pool remembers of a released reservation. */
-export interface StickyRecord {
-  readonly address: string;
-  readonly releasedAt: string;
-}
 
 export const stickyTxn = {
   put: (poolId: string, holder: string, record: StickyRecord): Op => put(ipamKeys.stickyKey(poolId, holder), JSON.stringify(record)),
