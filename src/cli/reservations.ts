@@ -1,7 +1,7 @@
 /**
- * `ovsnet ipam --reservations [POOL]`: every reservation with its holder (src/ipam-driver/
- * state/holder-keys.ts), the host that made it and its age; POOL (a subnet or a PoolID) narrows it to one
- * pool. A pure read of the store.
+ * `ovsnet ipam --reservations [POOL]`: every reservation with its holder
+ * (src/ipam-driver/state/holder-keys.ts), the host that made it and its age; POOL (a subnet or
+ * a PoolID) narrows it to one pool. A pure read of the store.
  */
 import { OvsnetError } from '../lib/errors.js';
 import { holderOf } from '../ipam-driver/state/holder-keys.js';
