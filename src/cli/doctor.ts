@@ -10,10 +10,9 @@ import type { Config } from '../config/config.js';
 import { messageOf } from '../lib/errors.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
 import { countLogical } from '../driver/records/logical-records.js';
-import { decodeReservation } from '../ipam-driver/state/records.js';
-import { decodeAll, recordProblem } from '../store/decode.js';
+import { countProblems, listReservations } from '../ipam-driver/state/ipam-reads.js';
+import { recordProblem } from '../store/decode.js';
 import { FAMILIES } from '../store/shapes.js';
-import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import type { Ovsdb } from '../driver/ovs/ovsdb.js';
 import { endpointOf } from '../driver/ovs/external-ids.js';
@@ -143,7 +142,7 @@ export async function doctor(
       ...(bad.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start sets each gateway port to its network MTU' }),
     });
     const endpointIds = new Set((await listEndpoints(store)).map((e) => e.endpointId));
-    const orphans = decodeAll((await store.list(keys.allAddresses)).kvs, decodeReservation).filter(
+    const orphans = (await listReservations(store)).filter(
       (r) => r.endpoint !== undefined && !endpointIds.has(r.endpoint) && nets.length > 0,
     );
     checks.push({
@@ -248,10 +247,9 @@ export async function recordsCheck(store: Store): Promise<Check> {
       if (problem !== undefined) bad.push(`${kv.key} (${problem})`);
     }
   }
-  for (const kv of (await store.list(`${keys.ipam}counts/`)).kvs) {
-    read++;
-    if (!/^\d{1,15}$/.test(kv.value)) bad.push(`${kv.key} (a pool count, not a whole number: ${JSON.stringify(kv.value.slice(0, 40))})`);
-  }
+  const counts = await countProblems(store);
+  read += counts.read;
+  bad.push(...counts.bad);
   if (bad.length === 0) return { check: 'store records', ok: true, detail: `${read} records, all well-formed` };
   const more = bad.length > BAD_KEYS_SHOWN ? ` and ${bad.length - BAD_KEYS_SHOWN} more` : '';
   return {

@@ -7,9 +7,8 @@ import { size } from '../lib/cidr.js';
 import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
 import { registeredNames } from '../cluster/hosts.js';
 import { PoolIndex } from '../ipam-driver/index/pool-index.js';
-import { decodeReservation } from '../ipam-driver/state/records.js';
+import { ipamSnapshot, reservationsIn } from '../ipam-driver/state/ipam-reads.js';
 import { poolUsage } from '../ipam-driver/index/usage.js';
-import { keys } from '../store/keys.js';
 import type { Store } from '../store/types.js';
 import { networkRows, type NetworkRow } from './networks-view.js';
 
@@ -50,17 +49,13 @@ export async function endpoints(store: Store): Promise<EndpointRow[]> {
 
 /** Pool usage: what `docker network inspect` cannot show for a remote IPAM. */
 export async function pools(store: Store): Promise<PoolRow[]> {
-  const snapshot = (await store.list(keys.ipam)).kvs;
+  const snapshot = await ipamSnapshot(store);
   const index = new PoolIndex();
   index.load(snapshot);
   return [...index.pools.values()].map((p) => {
     const u = poolUsage(p);
     const byHost: Record<string, number> = {};
-    for (const kv of snapshot) {
-      if (!kv.key.startsWith(keys.addresses(u.poolId))) continue;
-      const { host } = decodeReservation(kv);
-      byHost[host] = (byHost[host] ?? 0) + 1;
-    }
+    for (const { host } of reservationsIn(snapshot, u.poolId)) byHost[host] = (byHost[host] ?? 0) + 1;
     const blocks: Record<string, number> = {};
     for (const b of u.blocks ?? []) {
       const owner = b.host || '(unowned)';

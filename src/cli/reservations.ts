@@ -1,13 +1,11 @@
 /**
- * `ovsnet ipam --reservations [POOL]`: every reservation with its holder (src/ipam-driver/
- * holders.ts), the host that made it and its age; POOL (a subnet or a PoolID) narrows it to one
- * pool. A pure read of the store.
+ * `ovsnet ipam --reservations [POOL]`: every reservation with its holder
+ * (src/ipam-driver/state/holder-keys.ts), the host that made it and its age; POOL (a subnet or
+ * a PoolID) narrows it to one pool. A pure read of the store.
  */
 import { OvsnetError } from '../lib/errors.js';
 import { holderOf } from '../ipam-driver/state/holder-keys.js';
-import { decodePool, decodeReservation } from '../ipam-driver/state/records.js';
-import { decodeAll } from '../store/decode.js';
-import { keys } from '../store/keys.js';
+import { listPools, listReservations } from '../ipam-driver/state/ipam-reads.js';
 import type { Store } from '../store/types.js';
 import { parseAddress } from '../lib/cidr.js';
 
@@ -35,7 +33,7 @@ export function age(ms: number): string {
 }
 
 export async function reservations(store: Store, pool: string | undefined, now = new Date()): Promise<ReservationRow[]> {
-  const pools = decodeAll((await store.list(keys.pools)).kvs, decodePool);
+  const pools = (await listPools(store)).map((p) => p.record);
   const chosen = pool === undefined ? pools : pools.filter((p) => p.pool === pool || p.poolId === pool || p.subPool === pool);
   if (pool !== undefined && chosen.length === 0) {
     const known = pools.map((p) => p.pool).join(', ');
@@ -46,7 +44,7 @@ export async function reservations(store: Store, pool: string | undefined, now =
   }
   const rows: ReservationRow[] = [];
   for (const p of chosen) {
-    for (const r of decodeAll((await store.list(keys.addresses(p.poolId))).kvs, decodeReservation)) {
+    for (const r of await listReservations(store, p.poolId)) {
       rows.push({
         pool: p.pool,
         address: r.address,

@@ -3,14 +3,14 @@
  *
  * - A reservation is one transaction: create-if-absent on the address key and a count moved
  *   by compare-and-swap, so count == reservations, always (contiv's EpAddrCount rule), across
- *   processes and hosts sharing one store. One-host pools keep one count (one-host.ts); pools
- *   shared by a logical network keep one per block, each block owned by a host (shared.ts).
- * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools.ts.
+ *   processes and hosts sharing one store. One-host pools keep one count (one-host-pool.ts);
+ *   pools shared by a logical network keep one per block, each owned by a host (shared-pool.ts).
+ * - Only state/ reads and writes IPAM's keys; the rooms above it decide over typed records.
+ * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools/.
  * - The in-memory PoolIndex finds free addresses; index-sync.ts keeps it current with other
- *   processes' writes (a snapshot, then a watch). Addresses a request names are checked in
- *   address.ts.
- * - A change the store did not confirm (a timeout) is settled once it answers (doubts.ts keeps
- *   them, settle.ts undoes them).
+ *   processes' writes (a snapshot, then a watch).
+ * - Releases take one path (release.ts). A change the store did not confirm (a timeout) is
+ *   settled once it answers (unconfirmed.ts keeps them, settle-unconfirmed.ts undoes them).
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../lib/errors.js';
@@ -22,7 +22,8 @@ import { holders } from './state/holder-keys.js';
 import { refuseSwarmPool } from './pools/pool-checks.js';
 import { bindLogicalPool } from './pools/bind-logical.js';
 import { HolderIndex } from './index/holder-index.js';
-import { Keyed, type AddressRequest } from './allocation/allocator.js';
+import { Keyed, type AddressRequest, type KeyedDeps } from './allocation/allocator.js';
+import { Release } from './allocation/release.js';
 import { SharedPools } from './allocation/shared-pool.js';
 import { OneHostPools, type AddressStrategy } from './allocation/one-host-pool.js';
 import { Doubts } from './recovery/unconfirmed.js';
@@ -39,7 +40,7 @@ export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
   readonly readyTimeoutMs: number;
   /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
   readonly journal?: string;
-  /** doubts.ts: how long a second look waits after a first that found nothing (default 5 s). */
+  /** unconfirmed.ts: how long a second look waits after a first that found nothing (default 5 s). */
   readonly doubtConfirmMs?: number;
   /** OVSNET_SCOPE=global: a swarm node, whose GlobalDefault pools are swarm networks' (refused). */
   readonly swarmScope?: boolean;
@@ -49,6 +50,7 @@ export class Ipam {
   private readonly index = new PoolIndex();
   private readonly holders = new HolderIndex();
   private readonly keyed: Keyed;
+  private readonly release: Release;
   private readonly recent = new RecentReservations();
   private readonly sync: IndexSync;
   private readonly now = (): Date => new Date();
@@ -61,9 +63,14 @@ export class Ipam {
   constructor(private readonly deps: IpamDeps) {
     this.sync = new IndexSync(this.index, deps, this.holders);
     this.pools = new Pools({ ...deps, now: this.now }, this.index);
-    this.shared = new SharedPools({ store: deps.store, host: deps.host, now: this.now, written: (key) => this.recent.take(key) });
+    this.shared = new SharedPools({
+      store: deps.store,
+      host: deps.host,
+      now: this.now,
+      written: (poolId, address) => this.recent.take(poolId, address),
+    });
     this.local = new OneHostPools(deps.store);
-    this.keyed = new Keyed({
+    const keyedDeps: KeyedDeps = {
       store: deps.store,
       host: deps.host,
       now: this.now,
@@ -72,7 +79,9 @@ export class Ipam {
       pool: (poolId) => this.pool(poolId),
       strategy: (pool) => this.strategy(pool),
       written: (poolId, r) => this.recent.note(poolId, r),
-    });
+    };
+    this.keyed = new Keyed(keyedDeps);
+    this.release = new Release(keyedDeps);
     const settle: SettleDeps = {
       store: deps.store,
       log: deps.log,
@@ -116,7 +125,7 @@ export class Ipam {
     await this.pools.release(poolId);
   }
 
-  /** A dead host leaves a logical network's pool (reclaim.ts); the last user removes it. */
+  /** A dead host leaves a logical network's pool (dead-host-reclaim.ts); the last user removes it. */
   async leavePool(poolId: string, host: string): Promise<void> {
     await this.ready();
     await this.pools.release(poolId, host);
@@ -165,7 +174,7 @@ export class Ipam {
    */
   async releaseIf(poolId: string, address: string, onlyIf?: (r: Reservation) => boolean): Promise<boolean> {
     await this.ready();
-    return this.keyed.release(poolId, address, onlyIf);
+    return this.release.byAddress(poolId, address, onlyIf);
   }
 
   /**
@@ -175,7 +184,7 @@ export class Ipam {
    */
   async releaseHolder(holder: string, poolId?: string): Promise<string[]> {
     await this.ready();
-    return this.keyed.releaseHolder(holder, poolId);
+    return this.release.byHolder(holder, poolId);
   }
 
   /**
@@ -187,7 +196,7 @@ export class Ipam {
     return this.holders.inPool(poolId, prefix);
   }
 
-  /** `ovsnet ipam adopt`: reserves `address` for `holder` in this host's pool holding it (keyed.ts). */
+  /** `ovsnet ipam adopt`: reserves `address` for `holder` in this host's pool holding it (allocator.ts). */
   async adopt(address: string, holder: string, from: string, name?: string): ReturnType<Keyed['adopt']> {
     await this.ready();
     return this.keyed.adopt(this.poolsHolding(address) ?? [], address, holder, from, name);
@@ -246,7 +255,7 @@ export class Ipam {
     return bindReservation(this.deps.store, address, endpointId, this.poolsHolding(address.split('/')[0] ?? ''));
   }
 
-  /** bindEndpoint as ops of the caller's transaction, when this process wrote the reservation (bind.ts). */
+  /** bindEndpoint as ops of the caller's transaction, when this process wrote the reservation (bind-endpoint.ts). */
   bindOps(address: string, endpointId: string): BindOps | undefined {
     return this.recent.bindOps(address, endpointId);
   }

@@ -1,28 +1,29 @@
 /**
- * Allocation and release by holder key (holders.ts): what Ipam does with a RequestAddress, a
- * ReleaseAddress, a CNI ADD or DEL.
+ * Allocation by holder key (holder-keys.ts): what Ipam does with a RequestAddress or a CNI ADD;
+ * their releases are release.ts's.
  *
  * - A keyed holder that holds an address of the pool gets that address again (a repeated CNI ADD,
  *   a retried Docker request with its endpoint name): the count does not move. Requests of one
  *   key run one at a time in this process; only the key's own host allocates for it.
  * - In a sticky pool (`--ipam-opt ovsnet.sticky=true`) a key gets back the address it held last
- *   while that address is free; the release leaves a sticky record (keys.stickyKey) behind.
- * - A release by someone who does not hold the address changes nothing: Docker's ReleaseAddress
- *   never frees a CNI attachment's address, a CNI DEL frees only what its key holds.
+ *   while that address is free (the release leaves a sticky record behind).
+ * - A gateway several networks share is answered with, not refused (shared-gateway.ts).
  * - An address `ovsnet ipam adopt docker` kept for a running container is taken over by the
  *   request for exactly that address (the container moving over with `--ip`), not handed out.
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { defaultGateway, formatAddress, formatWithLength } from '../../lib/cidr.js';
 import { KeyedLock } from '../../lib/locks.js';
-import { keys } from '../../store/keys.js';
-import { get, modRevisionIs, put, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import { addressIn, checkRequested } from './address-checks.js';
 import type { HolderIndex } from '../index/holder-index.js';
-import { holderOf, holders, isKeyed, releasableByDocker, STICKY, stickyKeyOf } from '../state/holder-keys.js';
+import { holderOf, holders, isKeyed, STICKY } from '../state/holder-keys.js';
 import type { AddressStrategy } from './one-host-pool.js';
 import type { PoolState } from '../index/pool-index.js';
-import { decodeReservation, describeHolder, type Reservation, type ReservationKind } from '../state/records.js';
+import { describeHolder, type Reservation, type ReservationKind } from '../state/records.js';
+import { readReservation } from '../state/ipam-reads.js';
+import { reservationTxn } from '../state/ipam-txn.js';
+import { sharesGateway } from './shared-gateway.js';
 
 export interface AddressRequest {
   readonly poolId: string;
@@ -31,7 +32,7 @@ export interface AddressRequest {
   readonly gateway: boolean;
   /** Docker's endpoint name (dockerd 29+), for the reservation record and its holder key. */
   readonly name?: string;
-  /** The holder key (holders.ts); absent for Docker's requests, whose key is made here. */
+  /** The holder key (holder-keys.ts); absent for Docker's requests, whose key is made here. */
   readonly holder?: string;
 }
 
@@ -45,11 +46,11 @@ export interface KeyedDeps {
   /** The pool, or IPAM_POOL_NOT_FOUND. */
   readonly pool: (poolId: string) => Promise<PoolState>;
   readonly strategy: (pool: PoolState) => AddressStrategy;
-  /** Told each container's reservation record as it is made, before its write (bind.ts RecentReservations). */
+  /** Told each container's reservation record as it is made, before its write (bind-endpoint.ts RecentReservations). */
   readonly written?: (poolId: string, r: Reservation) => void;
 }
 
-const isSticky = (pool: PoolState) => pool.record.options[STICKY] === 'true';
+export const isSticky = (pool: PoolState) => pool.record.options[STICKY] === 'true';
 
 export class Keyed {
   private readonly locks = new KeyedLock();
@@ -78,50 +79,6 @@ export class Keyed {
       }
       return { address: formatWithLength(pool.prefix.family, held, pool.prefix.bits) };
     });
-  }
-
-  /**
-   * Releases the address when its reservation passes `onlyIf` (default: Docker's release, which
-   * frees no CNI attachment's address). Remembers it for its key in a sticky pool. Idempotent.
-   */
-  async release(poolId: string, address: string, onlyIf?: (r: Reservation) => boolean): Promise<boolean> {
-    const pool = await this.deps.usable(poolId);
-    if (pool === undefined) return false; // the pool is gone (its reservations with it), or another host's
-    const value = addressIn(pool, address);
-    const plain = formatAddress(pool.prefix.family, value);
-    const known = this.deps.holders.holderAt(poolId, plain);
-    // Every network sharing the pool (group-pool.ts) has this gateway: it goes with the last.
-    if (known === holders.dockerGateway && (pool.record.shares ?? 0) > 0) return false;
-    const strategy = this.deps.strategy(pool);
-    if (onlyIf === undefined && !isSticky(pool) && (known === undefined || releasableByDocker(known))) {
-      await strategy.release(pool, value);
-      this.deps.holders.forget(poolId, plain);
-      return true;
-    }
-    const test = onlyIf ?? ((r: Reservation) => releasableByDocker(holderOf(r)));
-    let passed: Reservation | undefined;
-    await strategy.release(pool, value, (r) => {
-      passed = test(r) ? r : undefined;
-      return passed !== undefined;
-    });
-    if (passed === undefined) return false;
-    this.deps.holders.forget(poolId, plain);
-    const key = isSticky(pool) ? stickyKeyOf(passed) : undefined;
-    if (key !== undefined) {
-      const value = JSON.stringify({ address: plain, releasedAt: this.deps.now().toISOString() });
-      await this.deps.store.txn({ compares: [], success: [put(keys.stickyKey(poolId, key), value)] });
-    }
-    return true;
-  }
-
-  /** Releases whatever `holder` holds (in `poolId` only, when given); returns the addresses freed. */
-  async releaseHolder(holder: string, poolId?: string): Promise<string[]> {
-    const freed: string[] = [];
-    for (const h of this.deps.holders.held(holder)) {
-      if (poolId !== undefined && h.poolId !== poolId) continue;
-      if (await this.release(h.poolId, h.address, (r) => holderOf(r) === holder)) freed.push(h.address);
-    }
-    return freed;
   }
 
   /**
@@ -167,9 +124,9 @@ export class Keyed {
     const { poolId } = pool.record;
     const address = this.deps.holders.addressOf(poolId, holder);
     if (address === undefined) return undefined;
-    const kv = await this.deps.store.get(keys.address(poolId, address));
-    if (kv !== undefined && holderOf(decodeReservation(kv)) === holder) return addressIn(pool, address);
-    if (kv === undefined) this.deps.holders.forget(poolId, address);
+    const held = await readReservation(this.deps.store, poolId, address);
+    if (held !== undefined && holderOf(held.record) === holder) return addressIn(pool, address);
+    if (held === undefined) this.deps.holders.forget(poolId, address);
     return undefined;
   }
 
@@ -205,9 +162,7 @@ export class Keyed {
       const value = req.address === '' ? defaultGateway(pool.prefix) : checkRequested(pool, req.address, req.gateway);
       const kind: ReservationKind = req.gateway ? 'gateway' : 'static';
       let taken = await strategy.reserve(pool, value, record(kind));
-      // An endpoint group asks for its parent's gateway, which it shares (group-pool.ts).
-      if (taken?.kind === 'gateway' && req.gateway && (pool.record.shares ?? 0) > 0)
-        return { address: formatWithLength(family, value, bits) };
+      if (taken?.kind === 'gateway' && req.gateway && sharesGateway(pool.record)) return { address: formatWithLength(family, value, bits) };
       if (taken !== undefined && !req.gateway) taken = await this.takeOver(pool, value, taken, req, record(kind));
       if (taken !== undefined) {
         throw new OvsnetError(
@@ -247,13 +202,13 @@ export class Keyed {
   ): Promise<Reservation | undefined> {
     const adopted = taken.holder?.startsWith('adopted/docker/') === true && taken.endpoint === undefined;
     if (!adopted || (req.name !== undefined && taken.name !== undefined && req.name !== taken.name)) return taken;
-    const key = keys.address(pool.record.poolId, taken.address);
-    const kv = await this.deps.store.get(key);
-    if (kv === undefined || holderOf(decodeReservation(kv)) !== holderOf(taken)) return taken;
+    const { poolId } = pool.record;
+    const held = await readReservation(this.deps.store, poolId, taken.address);
+    if (held === undefined || holderOf(held.record) !== holderOf(taken)) return taken;
     const res = await this.deps.store.txn({
-      compares: [modRevisionIs(key, kv.modRevision)],
-      success: [put(key, JSON.stringify(record(formatAddress(pool.prefix.family, value))))],
-      failure: [get(key)],
+      compares: [reservationTxn.unchanged(poolId, taken.address, held.modRevision)],
+      success: [reservationTxn.put(record(formatAddress(pool.prefix.family, value)))],
+      failure: [reservationTxn.get(poolId, taken.address)],
     });
     return res.succeeded ? undefined : taken;
   }

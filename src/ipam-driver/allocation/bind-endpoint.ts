@@ -4,11 +4,11 @@
  * (Ipam.bindEndpoint), so that later work can adopt and reap by endpoint; only ovsnet's IPAM
  * writes reservation keys.
  */
-import { decodeAll } from '../../store/decode.js';
 import { containsAddress, parseAddress, parseCidr } from '../../lib/cidr.js';
-import { keys } from '../../store/keys.js';
-import { modRevisionIs, put, type Compare, type Op, type Store } from '../../store/types.js';
-import { decodePool, decodeReservation, type Reservation } from '../state/records.js';
+import type { Compare, Op, Store } from '../../store/types.js';
+import type { Reservation } from '../state/records.js';
+import { listPools, readReservation } from '../state/ipam-reads.js';
+import { reservationTxn } from '../state/ipam-txn.js';
 
 /**
  * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Returns false when
@@ -19,15 +19,13 @@ import { decodePool, decodeReservation, type Reservation } from '../state/record
 export async function bindReservation(store: Store, address: string, endpointId: string, poolIds?: readonly string[]): Promise<boolean> {
   const plain = address.split('/')[0] ?? '';
   for (const poolId of poolIds ?? (await poolsHolding(store, plain))) {
-    const key = keys.address(poolId, plain);
     for (let attempt = 0; attempt < 8; attempt++) {
-      const kv = await store.get(key);
-      if (kv === undefined) break;
-      const record = decodeReservation(kv);
-      if (record.endpoint === endpointId) return true;
+      const held = await readReservation(store, poolId, plain);
+      if (held === undefined) break;
+      if (held.record.endpoint === endpointId) return true;
       const res = await store.txn({
-        compares: [modRevisionIs(key, kv.modRevision)],
-        success: [put(key, JSON.stringify({ ...record, endpoint: endpointId }))],
+        compares: [reservationTxn.unchanged(poolId, plain, held.modRevision)],
+        success: [reservationTxn.put({ ...held.record, endpoint: endpointId })],
       });
       if (res.succeeded) return true;
     }
@@ -37,7 +35,7 @@ export async function bindReservation(store: Store, address: string, endpointId:
 
 async function poolsHolding(store: Store, address: string): Promise<string[]> {
   const { family, value } = parseAddress(address);
-  const pools = decodeAll((await store.list(keys.pools)).kvs, decodePool);
+  const pools = (await listPools(store)).map((p) => p.record);
   return pools.filter((p) => containsAddress(parseCidr(p.pool), family, value)).map((p) => p.poolId);
 }
 
@@ -59,39 +57,41 @@ const RECENT_LIMIT = 4096;
  * binds the usual way (bindReservation).
  */
 export class RecentReservations {
-  /** Reservation key -> the JSON last written there by this process (or about to be). */
+  /** Reservation (pool and address) -> the JSON last written there by this process (or about to be). */
   private readonly byKey = new Map<string, string>();
-  /** Plain address -> its reservation key, until bound. */
-  private readonly unbound = new Map<string, string>();
+  /** Plain address -> its reservation, until bound. */
+  private readonly unbound = new Map<string, { poolId: string; address: string }>();
 
   note(poolId: string, reservation: Reservation): void {
-    const key = keys.address(poolId, reservation.address);
-    this.remember(this.unbound, reservation.address, key);
-    this.remember(this.byKey, key, JSON.stringify(reservation));
+    this.remember(this.unbound, reservation.address, { poolId, address: reservation.address });
+    this.remember(this.byKey, idOf(poolId, reservation.address), JSON.stringify(reservation));
   }
 
   /** The binding of `address` (plain or CIDR form) to `endpointId` as transaction ops; undefined when not remembered. */
   bindOps(address: string, endpointId: string): BindOps | undefined {
     const plain = address.split('/')[0] ?? '';
-    const key = this.unbound.get(plain);
-    const json = key === undefined ? undefined : this.byKey.get(key);
+    const at = this.unbound.get(plain);
+    const json = at === undefined ? undefined : this.byKey.get(idOf(at.poolId, at.address));
     this.unbound.delete(plain); // bound once: a second CreateEndpoint binds the usual way
-    if (key === undefined || json === undefined) return undefined;
-    const bound = JSON.stringify({ ...(JSON.parse(json) as Reservation), endpoint: endpointId });
-    this.remember(this.byKey, key, bound); // what the release compares (if the bind did not happen, it reads)
-    return { compares: [{ key, target: 'value', op: '==', value: json }], success: [put(key, bound)] };
+    if (at === undefined || json === undefined) return undefined;
+    const bound: Reservation = { ...(JSON.parse(json) as Reservation), endpoint: endpointId };
+    this.remember(this.byKey, idOf(at.poolId, at.address), JSON.stringify(bound)); // what the release compares (if the bind did not happen, it reads)
+    return { compares: [reservationTxn.valueIs(at.poolId, at.address, json)], success: [reservationTxn.put(bound)] };
   }
 
-  /** The JSON this process last wrote at `key` (forgotten once taken: the release is its last use). */
-  take(key: string): string | undefined {
-    const json = this.byKey.get(key);
-    this.byKey.delete(key);
+  /** The JSON this process last wrote for the reservation (forgotten once taken: the release is its last use). */
+  take(poolId: string, address: string): string | undefined {
+    const id = idOf(poolId, address);
+    const json = this.byKey.get(id);
+    this.byKey.delete(id);
     return json;
   }
 
-  private remember(map: Map<string, string>, k: string, v: string): void {
+  private remember<V>(map: Map<string, V>, k: string, v: V): void {
     map.delete(k);
     map.set(k, v);
     if (map.size > RECENT_LIMIT) map.delete(map.keys().next().value ?? '');
   }
 }
+
+const idOf = (poolId: string, address: string) => `${poolId}\0${address}`;

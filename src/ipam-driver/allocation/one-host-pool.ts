@@ -3,15 +3,16 @@
  * count moved from the value this process last saw (compare on its mod revision), in one
  * transaction. A repeated request finds the key present and moves nothing; a release deletes
  * the key and moves the count only if the key was there. So count == reservations, always
- * (contiv's EpAddrCount rule), across processes sharing one store. Shared pools (shared.ts)
+ * (contiv's EpAddrCount rule), across processes sharing one store. Shared pools (shared-pool.ts)
  * do the same per block.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { keys } from '../../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import { formatAddress } from '../../lib/cidr.js';
-import type { PoolState } from '../index/pool-index.js';
-import { decodeReservation, type Reservation } from '../state/records.js';
+import { refreshCount, type PoolState } from '../index/pool-index.js';
+import type { Reservation } from '../state/records.js';
+import { countTxn, reservationTxn } from '../state/ipam-txn.js';
+import { readReservation } from '../state/ipam-reads.js';
 
 const MAX_RETRIES = 64;
 
@@ -23,11 +24,6 @@ export interface AddressStrategy {
   allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined>;
   /** Releases; with `onlyIf`, only a reservation that passes it. Idempotent. */
   release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void>;
-}
-
-export function refreshCount(pool: PoolState, kv: { value: string; modRevision: number } | undefined): void {
-  pool.count = kv === undefined ? 0 : Number(kv.value);
-  pool.countRevision = kv === undefined ? 0 : kv.modRevision;
 }
 
 function setCount(pool: PoolState, count: number, revision: number): void {
@@ -52,47 +48,46 @@ export class OneHostPools implements AddressStrategy {
 
   async reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined> {
     const address = formatAddress(pool.prefix.family, value);
-    const key = keys.address(pool.record.poolId, address);
-    const countKey = keys.poolCount(pool.record.poolId);
-    const json = JSON.stringify(record(address));
+    const { poolId } = pool.record;
+    const made = record(address);
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       // The count written is the one compared: the watch may move pool.count during the await.
       const next = pool.count + 1;
       const res = await this.store.txn({
-        compares: [absent(key), modRevisionIs(countKey, pool.countRevision)],
-        success: [put(key, json), put(countKey, String(next))],
-        failure: [get(key), get(countKey)],
+        compares: [reservationTxn.absent(poolId, address), countTxn.unchanged(poolId, pool.countRevision)],
+        success: [reservationTxn.put(made), countTxn.put(poolId, next)],
+        failure: [reservationTxn.get(poolId, address), countTxn.get(poolId)],
       });
       if (res.succeeded) {
         pool.mark(value, true);
         setCount(pool, next, res.revision);
         return undefined;
       }
-      const holder = res.gets[0];
+      const holder = reservationTxn.read(res.gets[0]);
       if (holder !== undefined) {
         pool.mark(value, true);
-        return decodeReservation(holder);
+        return holder.record;
       }
-      refreshCount(pool, res.gets[1]);
+      refreshCount(pool, countTxn.read(res.gets[1]));
     }
     throw new OvsnetError('NOT_READY', `pool ${pool.record.pool} is under heavy contention; retry`);
   }
 
   async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
     const { poolId } = pool.record;
-    const key = keys.address(poolId, formatAddress(pool.prefix.family, value));
+    const address = formatAddress(pool.prefix.family, value);
     // With `onlyIf` (settling a doubt): only that reservation, unchanged since it was read.
-    const held = onlyIf === undefined ? undefined : await this.store.get(key);
-    if (onlyIf !== undefined && (held === undefined || !onlyIf(decodeReservation(held)))) return;
+    const held = onlyIf === undefined ? undefined : await readReservation(this.store, poolId, address);
+    if (onlyIf !== undefined && (held === undefined || !onlyIf(held.record))) return;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const next = pool.count - 1;
       const res = await this.store.txn({
         compares: [
-          held === undefined ? { key, target: 'present' } : modRevisionIs(key, held.modRevision),
-          modRevisionIs(keys.poolCount(poolId), pool.countRevision),
+          held === undefined ? reservationTxn.present(poolId, address) : reservationTxn.unchanged(poolId, address, held.modRevision),
+          countTxn.unchanged(poolId, pool.countRevision),
         ],
-        success: [del(key), put(keys.poolCount(poolId), String(next))],
-        failure: [get(key), get(keys.poolCount(poolId))],
+        success: [reservationTxn.del(poolId, address), countTxn.put(poolId, next)],
+        failure: [reservationTxn.get(poolId, address), countTxn.get(poolId)],
       });
       if (res.succeeded) {
         pool.mark(value, false);
@@ -103,7 +98,7 @@ export class OneHostPools implements AddressStrategy {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }
-      refreshCount(pool, res.gets[1]);
+      refreshCount(pool, countTxn.read(res.gets[1]));
     }
     throw new OvsnetError(
       'NOT_READY',

@@ -13,12 +13,14 @@
  * - The block's count moves only with a new reservation or a real release, like a pool's count.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { keys } from '../../store/keys.js';
-import { absent, del, get, modRevisionIs, put, type Compare, type KeyValue, type Op, type Store } from '../../store/types.js';
+import type { KeyValue, Op, Store } from '../../store/types.js';
 import { formatAddress, parseAddress } from '../../lib/cidr.js';
 import type { AddressStrategy } from './one-host-pool.js';
 import type { PoolState } from '../index/pool-index.js';
-import { decodeBlock, decodePool, decodeReservation, type BlockRecord, type PoolRecord, type Reservation } from '../state/records.js';
+import type { BlockRecord, PoolRecord, Reservation } from '../state/records.js';
+import { blockTxn, countTxn, poolTxn, reservationTxn, type Stored } from '../state/ipam-txn.js';
+import { listReservations, readCount, readPool, readReservation } from '../state/ipam-reads.js';
+import { keepsGateway } from './shared-gateway.js';
 
 const MAX_RETRIES = 64;
 /** How many blocks one search looks at: enough to find an unclaimed one past the claimed. */
@@ -28,8 +30,8 @@ export interface SharedDeps {
   readonly store: Store;
   readonly host: string;
   readonly now: () => Date;
-  /** A reservation's value as this process last wrote it (bind.ts RecentReservations), to compare instead of reading. */
-  readonly written?: (key: string) => string | undefined;
+  /** A reservation's value as this process last wrote it (bind-endpoint.ts RecentReservations), to compare instead of reading. */
+  readonly written?: (poolId: string, address: string) => string | undefined;
 }
 
 /** Where a dynamic address comes from: this host's block, a block to claim, or a borrowed one. */
@@ -49,14 +51,14 @@ export class SharedPools implements AddressStrategy {
    */
   async share(pool: PoolState, name: string): Promise<'shared' | 'moved' | 'gone'> {
     const { poolId } = pool.record;
-    const kv = await this.deps.store.get(keys.pool(poolId));
-    if (kv === undefined) return 'gone';
-    const record: PoolRecord = { ...decodePool(kv), logical: name, users: [this.deps.host] };
-    const countKv = await this.deps.store.get(keys.poolCount(poolId));
-    const held = await this.deps.store.list(keys.addresses(poolId));
+    const stored = await readPool(this.deps.store, poolId);
+    if (stored === undefined) return 'gone';
+    const record: PoolRecord = { ...stored.record, logical: name, users: [this.deps.host] };
+    const count = await readCount(this.deps.store, poolId);
+    const held = await listReservations(this.deps.store, poolId);
     const counts = new Map<bigint, number>();
-    for (const a of held.kvs) {
-      const start = pool.blockOf(parseAddress(decodeReservation(a).address).value);
+    for (const r of held) {
+      const start = pool.blockOf(parseAddress(r.address).value);
       counts.set(start, (counts.get(start) ?? 0) + 1);
     }
     const blocks = [...counts].map(([start, count]) => ({
@@ -65,11 +67,11 @@ export class SharedPools implements AddressStrategy {
     }));
     const res = await this.deps.store.txn({
       // Every reservation moves the count key: an unchanged count means the list is complete.
-      compares: [modRevisionIs(keys.pool(poolId), kv.modRevision), modRevisionIs(keys.poolCount(poolId), countKv?.modRevision ?? 0)],
+      compares: [poolTxn.unchanged(poolId, stored.modRevision), countTxn.unchanged(poolId, count?.modRevision ?? 0)],
       success: [
-        put(keys.pool(poolId), JSON.stringify(record)),
-        del(keys.poolCount(poolId)),
-        ...blocks.map((b) => put(keys.block(poolId, formatAddress(pool.prefix.family, b.start)), JSON.stringify(b.block))),
+        poolTxn.put(record),
+        countTxn.del(poolId),
+        ...blocks.map((b) => blockTxn.put(poolId, formatAddress(pool.prefix.family, b.start), b.block)),
       ],
     });
     if (!res.succeeded) return 'moved';
@@ -94,9 +96,7 @@ export class SharedPools implements AddressStrategy {
    */
   async reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined> {
     const r = await this.tryReserve(pool, value, record, false);
-    if (r === 'ok' || r === 'lost') return undefined;
-    // A logical network has one gateway, the same on every host: each host's Docker asks for it.
-    return r.kind === 'gateway' && record(r.address).kind === 'gateway' ? undefined : r;
+    return r === 'ok' || r === 'lost' ? undefined : r;
   }
 
   /**
@@ -109,34 +109,36 @@ export class SharedPools implements AddressStrategy {
     record: (address: string) => Reservation,
     claim: boolean,
   ): Promise<'ok' | 'lost' | Reservation> {
+    const { poolId } = pool.record;
     const address = formatAddress(pool.prefix.family, value);
-    const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);
-    const blockKey = keys.block(pool.record.poolId, formatAddress(pool.prefix.family, start));
+    const blockStart = formatAddress(pool.prefix.family, start);
     const me = this.deps.host;
+    let made: Reservation | undefined;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const state = pool.blocks.get(start);
       const current = state?.record;
       const owner = current?.host ?? '';
       if (claim && owner !== '' && owner !== me) return 'lost';
+      made ??= record(address);
       const next: BlockRecord =
         claim && owner !== me
           ? { host: me, count: (current?.count ?? 0) + 1, claimedAt: this.deps.now().toISOString() }
           : { host: owner, count: (current?.count ?? 0) + 1, claimedAt: current?.claimedAt ?? this.deps.now().toISOString() };
       const res = await this.deps.store.txn({
-        compares: [absent(key), this.blockIs(blockKey, state?.modRevision, current)],
-        success: [put(key, JSON.stringify(record(address))), put(blockKey, JSON.stringify(next))],
-        failure: [get(key), get(blockKey)],
+        compares: [reservationTxn.absent(poolId, address), this.blockIs(poolId, blockStart, state?.modRevision, current)],
+        success: [reservationTxn.put(made), blockTxn.put(poolId, blockStart, next)],
+        failure: [reservationTxn.get(poolId, address), blockTxn.get(poolId, blockStart)],
       });
       if (res.succeeded) {
         pool.mark(value, true);
         pool.setBlock(start, next, res.revision);
         return 'ok';
       }
-      const holder = res.gets[0];
+      const holder = reservationTxn.read(res.gets[0]);
       if (holder !== undefined) {
         pool.mark(value, true);
-        return decodeReservation(holder);
+        return holder.record;
       }
       this.refresh(pool, start, res.gets[1], res.revision);
     }
@@ -145,48 +147,53 @@ export class SharedPools implements AddressStrategy {
 
   /**
    * Deletes this host's reservation and moves its block's count; an emptied block of ours goes
-   * back. The gateway stays while another host uses the pool. Another host's reservation is left alone: after a dead host's addresses were reclaimed
-   * and handed out again, its Docker's late release must not free the new holder's address.
+   * back. The gateway stays while another network uses the pool (shared-gateway.ts). Another
+   * host's reservation is left alone: after a dead host's addresses were reclaimed and handed out
+   * again, its Docker's late release must not free the new holder's address.
    */
   async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
+    const { poolId } = pool.record;
     const address = formatAddress(pool.prefix.family, value);
-    const key = keys.address(pool.record.poolId, address);
     const start = pool.blockOf(value);
-    const blockKey = keys.block(pool.record.poolId, formatAddress(pool.prefix.family, start));
+    const blockStart = formatAddress(pool.prefix.family, start);
     // The value this process wrote is compared instead of read (no round trip); a changed one
     // fails the compare and comes back in the failure's get.
-    const written = onlyIf === undefined ? this.deps.written?.(key) : undefined;
-    let held: KeyValue | undefined = written === undefined ? await this.deps.store.get(key) : undefined;
+    const written = onlyIf === undefined ? this.deps.written?.(poolId, address) : undefined;
+    let held: Stored<Reservation> | undefined = written === undefined ? await readReservation(this.deps.store, poolId, address) : undefined;
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
       const known = attempt === 0 ? written : undefined;
       if (held === undefined && known === undefined) {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
       }
-      const r = held === undefined ? (JSON.parse(known ?? '{}') as Reservation) : decodeReservation(held);
+      const r = held === undefined ? (JSON.parse(known ?? '{}') as Reservation) : held.record;
       if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
-      // The shared gateway stays while another host's network uses the pool.
-      if (r.kind === 'gateway' && (pool.record.users ?? []).some((u) => u !== this.deps.host)) return;
+      if (r.kind === 'gateway' && keepsGateway(pool.record, this.deps.host)) return;
       const state = pool.blocks.get(start);
       const current = state?.record;
       const count = Math.max((current?.count ?? 1) - 1, 0);
       const goesBack = count === 0 && (current?.host === this.deps.host || current?.host === '' || current === undefined);
       const next: BlockRecord | undefined = goesBack || current === undefined ? undefined : { ...current, count };
-      const ops: Op[] = [del(key), next === undefined ? del(blockKey) : put(blockKey, JSON.stringify(next))];
+      const ops: Op[] = [
+        reservationTxn.del(poolId, address),
+        next === undefined ? blockTxn.del(poolId, blockStart) : blockTxn.put(poolId, blockStart, next),
+      ];
       const res = await this.deps.store.txn({
         compares: [
-          held === undefined ? { key, target: 'value', op: '==', value: known ?? '' } : modRevisionIs(key, held.modRevision),
-          this.blockIs(blockKey, state?.modRevision, current),
+          held === undefined
+            ? reservationTxn.valueIs(poolId, address, known ?? '')
+            : reservationTxn.unchanged(poolId, address, held.modRevision),
+          this.blockIs(poolId, blockStart, state?.modRevision, current),
         ],
         success: ops,
-        failure: [get(key), get(blockKey)],
+        failure: [reservationTxn.get(poolId, address), blockTxn.get(poolId, blockStart)],
       });
       if (res.succeeded) {
         pool.mark(value, false);
         pool.setBlock(start, next, res.revision);
         return;
       }
-      held = res.gets[0];
+      held = reservationTxn.read(res.gets[0]);
       if (held === undefined) {
         pool.mark(value, false);
         return; // not reserved: a second release moves nothing
@@ -224,11 +231,12 @@ export class SharedPools implements AddressStrategy {
     return borrow;
   }
 
-  private blockIs(blockKey: string, modRevision: number | undefined, current: BlockRecord | undefined): Compare {
-    return current === undefined || modRevision === undefined ? absent(blockKey) : modRevisionIs(blockKey, modRevision);
+  private blockIs(poolId: string, start: string, modRevision: number | undefined, current: BlockRecord | undefined) {
+    return blockTxn.unchanged(poolId, start, current === undefined ? undefined : modRevision);
   }
 
   private refresh(pool: PoolState, start: bigint, kv: KeyValue | undefined, revision: number): void {
-    pool.setBlock(start, kv === undefined ? undefined : decodeBlock(kv), kv?.modRevision ?? revision);
+    const seen = blockTxn.read(kv);
+    pool.setBlock(start, seen.record, seen.modRevision ?? revision);
   }
 }

@@ -6,16 +6,10 @@
  * A hint, like the pool index: the store's create-if-absent on the address key decides, so an
  * address is never held by two keys whatever this map says.
  */
-import { keys, unpart } from '../../store/keys.js';
 import type { KeyValue, WatchEvent } from '../../store/types.js';
 import { holderOf, isKeyed } from '../state/holder-keys.js';
-import { decodeReservation, type Reservation } from '../state/records.js';
-
-/** What a sticky pool remembers of a released reservation. */
-export interface StickyRecord {
-  readonly address: string;
-  readonly releasedAt: string;
-}
+import { decodeReservation, decodeSticky, type Reservation, type StickyRecord } from '../state/records.js';
+import { parseIpamKey } from '../state/ipam-keys.js';
 
 interface PoolHolders {
   /** Keyed holder -> address. */
@@ -24,18 +18,6 @@ interface PoolHolders {
   readonly byAddress: Map<string, string>;
   /** Sticky key -> the address it last held. */
   readonly sticky: Map<string, StickyRecord>;
-}
-
-type Parsed = { kind: 'address' | 'sticky'; poolId: string; name: string } | { kind: 'pool'; poolId: string } | undefined;
-
-function parse(key: string): Parsed {
-  const rest = key.slice(keys.ipam.length).split('/');
-  const [section, a, b] = rest;
-  if (a === undefined) return undefined;
-  if (section === 'pools' && rest.length === 2) return { kind: 'pool', poolId: unpart(a) };
-  if ((section === 'addresses' || section === 'sticky') && b !== undefined && rest.length === 3)
-    return { kind: section === 'addresses' ? 'address' : 'sticky', poolId: unpart(a), name: unpart(b) };
-  return undefined;
 }
 
 export class HolderIndex {
@@ -48,26 +30,22 @@ export class HolderIndex {
 
   /** One change of the store; a malformed record is skipped (the pool index reports it). */
   apply(event: WatchEvent): void {
-    const p = parse(event.kv.key);
-    if (p === undefined) return;
+    const p = parseIpamKey(event.kv.key);
     if (p.kind === 'pool') {
       if (event.type === 'delete') this.pools.delete(p.poolId);
       return;
     }
+    if (p.kind !== 'address' && p.kind !== 'sticky') return;
     if (p.kind === 'sticky') {
       const sticky = this.of(p.poolId).sticky;
-      if (event.type === 'delete') sticky.delete(p.name);
+      if (event.type === 'delete') sticky.delete(p.holder);
       else {
-        try {
-          const value = JSON.parse(event.kv.value) as Partial<StickyRecord>;
-          if (typeof value.address === 'string') sticky.set(p.name, { address: value.address, releasedAt: String(value.releasedAt) });
-        } catch {
-          // not one of ours: ignored (a hint only)
-        }
+        const record = decodeSticky(event.kv.value);
+        if (record !== undefined) sticky.set(p.holder, record);
       }
       return;
     }
-    if (event.type === 'delete') this.forget(p.poolId, p.name);
+    if (event.type === 'delete') this.forget(p.poolId, p.address);
     else {
       try {
         this.note(decodeReservation(event.kv));

@@ -12,12 +12,11 @@
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import { Follower } from '../../store/follow.js';
-import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/types.js';
 import { parseAddress } from '../../lib/cidr.js';
-import { refreshCount } from '../allocation/one-host-pool.js';
-import { PoolState, type PoolIndex } from './pool-index.js';
-import { decodePool, decodeReservation } from '../state/records.js';
+import { PoolState, refreshCount, type PoolIndex } from './pool-index.js';
+import { IPAM_PREFIX } from '../state/ipam-keys.js';
+import { listReservations, readCount, readPool } from '../state/ipam-reads.js';
 import type { HolderIndex } from './holder-index.js';
 
 export interface IndexSyncDeps {
@@ -49,7 +48,7 @@ export class IndexSync {
   ) {
     this.follower = new Follower({
       store: deps.store,
-      prefix: keys.ipam,
+      prefix: IPAM_PREFIX,
       log: deps.log,
       what: 'IPAM pools and addresses',
       onSnapshot: (kvs) => {
@@ -130,13 +129,13 @@ export class IndexSync {
   /** A pool another process created that the watch has not delivered yet; undefined if none. */
   async loadPool(poolId: string): Promise<PoolState | undefined> {
     const { store } = this.deps;
-    const snapshot = await store.list(`${keys.addresses(poolId)}`);
-    const kv = await store.get(keys.pool(poolId));
-    if (kv === undefined) return undefined;
-    const pool = this.index.pools.get(poolId) ?? new PoolState(decodePool(kv));
+    const reserved = await listReservations(store, poolId);
+    const stored = await readPool(store, poolId);
+    if (stored === undefined) return undefined;
+    const pool = this.index.pools.get(poolId) ?? new PoolState(stored.record);
     this.index.pools.set(poolId, pool);
-    for (const a of snapshot.kvs) pool.mark(parseAddress(decodeReservation(a).address).value, true);
-    refreshCount(pool, await store.get(keys.poolCount(poolId)));
+    for (const r of reserved) pool.mark(parseAddress(r.address).value, true);
+    refreshCount(pool, await readCount(store, poolId));
     return pool;
   }
 }

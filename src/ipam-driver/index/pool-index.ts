@@ -4,13 +4,14 @@
  * snapshot at start and kept current by a watch (ipam.ts). It is a hint for finding a free
  * address fast; the store's create-if-absent transaction decides.
  */
-import { keys, unpart } from '../../store/keys.js';
 import type { KeyValue, WatchEvent } from '../../store/types.js';
 import { parseAddress, prefix as parsePrefix, size, usableBounds, type Prefix } from '../../lib/cidr.js';
 import { isOvsnetError, messageOf } from '../../lib/errors.js';
 import { invalidRecord, skippedRecords } from '../../store/decode.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
 import { decodeBlock, decodePool, type BlockRecord, type PoolRecord } from '../state/records.js';
+import { parseIpamKey } from '../state/ipam-keys.js';
+import type { StoredCount } from '../state/ipam-txn.js';
 
 /** A block as last seen: its record (undefined once deleted) and the revision that said so. */
 export interface BlockState {
@@ -120,35 +121,21 @@ export class PoolState {
   }
 }
 
-type Parsed =
-  | { kind: 'pool'; poolId: string }
-  | { kind: 'address'; poolId: string; address: string }
-  | { kind: 'count'; poolId: string }
-  | { kind: 'block'; poolId: string; start: string }
-  | { kind: 'other' };
-
-function parseKey(key: string): Parsed {
-  const rest = key.slice(keys.ipam.length).split('/');
-  const [section, a, b] = rest;
-  if (section === 'pools' && a !== undefined && rest.length === 2) return { kind: 'pool', poolId: unpart(a) };
-  if (section === 'addresses' && a !== undefined && b !== undefined && rest.length === 3) {
-    return { kind: 'address', poolId: unpart(a), address: unpart(b) };
-  }
-  if (section === 'counts' && a !== undefined && rest.length === 2) return { kind: 'count', poolId: unpart(a) };
-  if (section === 'blocks' && a !== undefined && b !== undefined && rest.length === 3)
-    return { kind: 'block', poolId: unpart(a), start: unpart(b) };
-  return { kind: 'other' };
+/** The pool's count as read from the store (none: 0, never written). */
+export function refreshCount(pool: PoolState, stored: StoredCount | undefined): void {
+  pool.count = stored?.count ?? 0;
+  pool.countRevision = stored?.modRevision ?? 0;
 }
 
 export class PoolIndex {
   readonly pools = new Map<string, PoolState>();
 
-  /** Replaces everything with one snapshot of the keys under keys.ipam. */
+  /** Replaces everything with one snapshot of the keys under IPAM_PREFIX (state/ipam-keys.ts). */
   load(kvs: readonly KeyValue[]): void {
     this.pools.clear();
     // Pools first: in key order "addresses/" sorts before "pools/".
-    for (const kv of kvs) if (parseKey(kv.key).kind === 'pool') this.apply({ type: 'put', kv });
-    for (const kv of kvs) if (parseKey(kv.key).kind !== 'pool') this.apply({ type: 'put', kv });
+    for (const kv of kvs) if (parseIpamKey(kv.key).kind === 'pool') this.apply({ type: 'put', kv });
+    for (const kv of kvs) if (parseIpamKey(kv.key).kind !== 'pool') this.apply({ type: 'put', kv });
   }
 
   /**
@@ -166,7 +153,7 @@ export class PoolIndex {
   }
 
   private applyOne(event: WatchEvent): void {
-    const p = parseKey(event.kv.key);
+    const p = parseIpamKey(event.kv.key);
     switch (p.kind) {
       case 'pool':
         if (event.type === 'delete') this.pools.delete(p.poolId);
@@ -203,6 +190,7 @@ export class PoolIndex {
         }
         return;
       }
+      case 'sticky':
       case 'other':
         return;
     }

@@ -1,21 +1,20 @@
 /**
- * Endpoint groups' pools (issue 13, item 2): a group network shares its parent's pool. Docker
+ * Endpoint groups' pools: a group network shares its parent's pool. Docker
  * asks the IPAM for a network's pool before it tells the driver anything, and gives it only
  * --ipam-opt, so a group's RequestPool carries `--ipam-opt ovsnet.group=NAME` and exactly the
  * parent's --subnet (and --ip-range): it gets the parent's PoolID, and the pool counts one more
- * network sharing it (`shares`). The gateway is every sharing network's: asking for it again is
- * answered with it, releasing it is a no-op while another network shares the pool, and
+ * network sharing it (`shares`). The gateway is every sharing network's (shared-gateway.ts), and
  * ReleasePool takes one share off before it removes the pool (pools.ts).
  */
 import { formatPrefix } from '../../lib/cidr.js';
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { decodeAll } from '../../store/decode.js';
-import { keys } from '../../store/keys.js';
-import { modRevisionIs, put, type KeyValue, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import type { PoolIndex } from '../index/pool-index.js';
 import { GROUP_OPTION, parsePool } from './pool-checks.js';
-import { decodePool, type PoolRecord } from '../state/records.js';
+import type { PoolRecord } from '../state/records.js';
+import { listPools } from '../state/ipam-reads.js';
+import { poolTxn, type Stored } from '../state/ipam-txn.js';
 
 const MAX_RETRIES = 64;
 
@@ -45,9 +44,9 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
   const pool = formatPrefix(parsePool(req.pool, 'Pool'));
   const sub = req.subPool === '' ? undefined : formatPrefix(parsePool(req.subPool, 'SubPool (--ip-range)'));
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-    const listed = await deps.store.list(keys.pools);
-    const records = decodeAll(listed.kvs, decodePool);
-    const parent = records.find((r) => r.addressSpace === req.addressSpace && r.pool === pool && !r.v6 && r.host === deps.host);
+    const listed = await listPools(deps.store);
+    const found = listed.find(({ record: r }) => r.addressSpace === req.addressSpace && r.pool === pool && !r.v6 && r.host === deps.host);
+    const parent = found?.record;
     if (parent === undefined || parent.logical !== undefined) {
       const why =
         parent === undefined
@@ -64,8 +63,7 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
         `${opt}: the parent's pool ${pool} has ${parent.subPool === undefined ? 'no --ip-range' : `--ip-range ${parent.subPool}`}; give the group the same`,
       );
     }
-    const kv = listed.kvs.find((k) => k.key === keys.pool(parent.poolId));
-    if (kv !== undefined && (await addShare(deps, index, parent, kv, 1))) {
+    if (found !== undefined && (await addShare(deps, index, found, 1))) {
       deps.log.info({ poolId: parent.poolId, group: req.group }, 'endpoint group shares its parent pool');
       return { poolId: parent.poolId, pool: parent.pool };
     }
@@ -74,20 +72,14 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
 }
 
 /** Adds `delta` to the pool's shares in one compared write; false if the record moved meanwhile. */
-export async function addShare(
-  deps: Pick<Deps, 'store'>,
-  index: PoolIndex,
-  record: PoolRecord,
-  kv: KeyValue,
-  delta: 1 | -1,
-): Promise<boolean> {
+export async function addShare(deps: Pick<Deps, 'store'>, index: PoolIndex, stored: Stored<PoolRecord>, delta: 1 | -1): Promise<boolean> {
+  const { record } = stored;
   const shares = (record.shares ?? 0) + delta;
   const { shares: _dropped, ...rest } = record;
-  const value = JSON.stringify(shares > 0 ? { ...rest, shares } : rest);
-  const key = keys.pool(record.poolId);
-  const res = await deps.store.txn({ compares: [modRevisionIs(key, kv.modRevision)], success: [put(key, value)] });
+  const next: PoolRecord = shares > 0 ? { ...rest, shares } : rest;
+  const res = await deps.store.txn({ compares: [poolTxn.unchanged(record.poolId, stored.modRevision)], success: [poolTxn.put(next)] });
   if (!res.succeeded) return false;
   // The index knows the share before the group's gateway request comes.
-  index.apply({ type: 'put', kv: { ...kv, value, modRevision: res.revision, version: kv.version + 1 } });
+  index.apply({ type: 'put', kv: poolTxn.written(next, { ...stored, modRevision: res.revision, version: stored.version + 1 }) });
   return true;
 }

@@ -3,17 +3,17 @@
  * an overlap check counts only if that key did not move in between, so two processes sharing a
  * store never create overlapping pools. Dynamic pools come from OVSNET_DEFAULT_POOLS (carve.ts).
  */
-import { decodeAll } from '../../store/decode.js';
 import type { DefaultPool } from '../../config/config.js';
 import { formatPrefix, parseCidr, type Family, type Prefix } from '../../lib/cidr.js';
 import type { HostNet, MinPrefix } from '../../lib/subnets.js';
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import { keys } from '../../store/keys.js';
-import { del, get, modRevisionIs, put, type Compare, type Op, type Store } from '../../store/types.js';
+import type { Compare, Op, Store } from '../../store/types.js';
 import { nextPool } from './carve.js';
 import type { PoolIndex } from '../index/pool-index.js';
-import { decodePool, poolUsableBy, type PoolRecord } from '../state/records.js';
+import { poolUsableBy, type PoolRecord } from '../state/records.js';
+import { listPools, readCursor, readPool, readSpace } from '../state/ipam-reads.js';
+import { cursorTxn, poolTxn, spaceTxn, type Stored } from '../state/ipam-txn.js';
 import { checkHost, checkOptions, checkPool, checkSpace, GROUP_OPTION, normalOptions, parsePool } from './pool-checks.js';
 
 import { poolIdOf } from './pool-id.js';
@@ -64,9 +64,9 @@ export class Pools {
     const group = req.options[GROUP_OPTION];
     if (group !== undefined) return shareWithGroup(this.deps, this.index, { ...req, addressSpace: space, group });
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const spaceKv = await this.deps.store.get(keys.space(space));
-      const listed = await this.deps.store.list(keys.pools);
-      const existing = decodeAll(listed.kvs, decodePool);
+      const spaceKv = await readSpace(this.deps.store, space);
+      const listed = await listPools(this.deps.store);
+      const existing = listed.map((p) => p.record);
       const logical = req.pool === '' ? undefined : this.logicalPool(req, space, existing);
       if (logical !== undefined) {
         // A host already in it is refused by join() with that reason, not as an overlap with its own gateway.
@@ -78,7 +78,7 @@ export class Pools {
             this.deps,
           );
         }
-        if (await this.join(logical, listed.kvs.find((kv) => kv.key === keys.pool(logical.poolId))?.modRevision ?? 0))
+        if (await this.join(logical, listed.find((p) => p.record.poolId === logical.poolId)?.modRevision ?? 0))
           return { poolId: logical.poolId, pool: logical.pool };
         continue;
       }
@@ -96,24 +96,15 @@ export class Pools {
         createdAt: this.deps.now().toISOString(),
         token,
       };
-      const ops: Op[] = [put(keys.pool(poolId), JSON.stringify(record)), put(keys.space(space), String((spaceKv?.version ?? 0) + 1))];
-      if (chosen.cursor !== undefined) ops.push(put(keys.poolCursor(chosen.pool.family), chosen.cursor.toString()));
+      const ops: Op[] = [poolTxn.put(record), spaceTxn.bump(space, spaceKv.version)];
+      if (chosen.cursor !== undefined) ops.push(cursorTxn.put(chosen.pool.family, chosen.cursor));
       const res = await this.deps.store.txn({
-        compares: [modRevisionIs(keys.space(space), spaceKv?.modRevision ?? 0), ...(chosen.cursorCompare ?? [])],
+        compares: [spaceTxn.unchanged(space, spaceKv.modRevision), ...(chosen.cursorCompare ?? [])],
         success: ops,
       });
       if (res.succeeded) {
-        this.index.apply({
-          type: 'put',
-          kv: {
-            key: keys.pool(poolId),
-            value: JSON.stringify(record),
-            createRevision: res.revision,
-            modRevision: res.revision,
-            version: 1,
-            lease: '0',
-          },
-        });
+        const meta = { createRevision: res.revision, modRevision: res.revision, version: 1 };
+        this.index.apply({ type: 'put', kv: poolTxn.written(record, meta) });
         this.deps.log.info({ poolId, dynamic: record.dynamic }, 'pool requested');
         return { poolId, pool: record.pool };
       }
@@ -127,14 +118,14 @@ export class Pools {
    */
   async release(poolId: string, host = this.deps.host): Promise<void> {
     for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const kv = await this.deps.store.get(keys.pool(poolId));
-      if (kv === undefined) return; // already released: idempotent
-      const record = decodePool(kv);
+      const stored = await readPool(this.deps.store, poolId);
+      if (stored === undefined) return; // already released: idempotent
+      const { record } = stored;
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
       if (!poolUsableBy(record, this.deps.host)) return; // another host's pool: not found here, nothing released
       // An endpoint group (or its parent) leaves a pool others still share: one share less.
       if ((record.shares ?? 0) > 0) {
-        if (await addShare(this.deps, this.index, record, kv, -1))
+        if (await addShare(this.deps, this.index, stored, -1))
           return void this.deps.log.info({ poolId }, 'a network left the pool it shares');
         continue;
       }
@@ -145,8 +136,8 @@ export class Pools {
         const others = users.filter((u) => u !== host);
         if (others.length > 0) {
           const res = await this.deps.store.txn({
-            compares: [modRevisionIs(keys.pool(poolId), kv.modRevision)],
-            success: [put(keys.pool(poolId), JSON.stringify({ ...record, users: others }))],
+            compares: [poolTxn.unchanged(poolId, stored.modRevision)],
+            success: [poolTxn.put({ ...record, users: others })],
           });
           if (res.succeeded) {
             this.deps.log.info({ poolId, host, users: others }, 'left the shared pool of a logical network');
@@ -155,7 +146,7 @@ export class Pools {
           continue;
         }
       }
-      if (await this.remove(poolId, record, kv.modRevision)) return;
+      if (await this.remove(stored)) return;
     }
     throw new OvsnetError(
       'NOT_READY',
@@ -179,36 +170,23 @@ export class Pools {
         `pool ${record.pool} is already used on this host by logical network ${record.logical ?? '?'}: a host takes part in a logical network with one Docker network`,
       );
     }
-    const value = JSON.stringify({ ...record, users: [...users, this.deps.host] });
-    const res = await this.deps.store.txn({
-      compares: [modRevisionIs(keys.pool(record.poolId), modRevision)],
-      success: [put(keys.pool(record.poolId), value)],
-    });
+    const joined: PoolRecord = { ...record, users: [...users, this.deps.host] };
+    const res = await this.deps.store.txn({ compares: [poolTxn.unchanged(record.poolId, modRevision)], success: [poolTxn.put(joined)] });
     if (!res.succeeded) return false;
     // The index must know the pool is shared before this host's first RequestAddress.
-    this.index.apply({
-      type: 'put',
-      kv: { key: keys.pool(record.poolId), value, createRevision: 0, modRevision: res.revision, version: 0, lease: '0' },
-    });
+    this.index.apply({ type: 'put', kv: poolTxn.written(joined, { createRevision: 0, modRevision: res.revision, version: 0 }) });
     this.deps.log.info({ poolId: record.poolId, logical: record.logical }, 'joined the shared pool of a logical network');
     return true;
   }
 
   /** Deletes the pool and everything under it; false if the pool or its space moved meanwhile. */
-  private async remove(poolId: string, record: PoolRecord, modRevision: number): Promise<boolean> {
-    const spaceKey = keys.space(record.addressSpace);
-    const spaceKv = await this.deps.store.get(spaceKey);
+  private async remove(stored: Stored<PoolRecord>): Promise<boolean> {
+    const { poolId, addressSpace } = stored.record;
+    const spaceKv = await readSpace(this.deps.store, addressSpace);
     const res = await this.deps.store.txn({
-      compares: [modRevisionIs(spaceKey, spaceKv?.modRevision ?? 0), modRevisionIs(keys.pool(poolId), modRevision)],
-      success: [
-        del(keys.pool(poolId)),
-        { type: 'deletePrefix', prefix: keys.addresses(poolId) },
-        { type: 'deletePrefix', prefix: keys.blocks(poolId) },
-        { type: 'deletePrefix', prefix: keys.sticky(poolId) },
-        del(keys.poolCount(poolId)),
-        put(spaceKey, String((spaceKv?.version ?? 0) + 1)),
-      ],
-      failure: [get(keys.pool(poolId))],
+      compares: [spaceTxn.unchanged(addressSpace, spaceKv.modRevision), poolTxn.unchanged(poolId, stored.modRevision)],
+      success: [...poolTxn.removeAll(poolId), spaceTxn.bump(addressSpace, spaceKv.version)],
+      failure: [poolTxn.get(poolId)],
     });
     if (res.succeeded || res.gets[0] === undefined) {
       this.index.pools.delete(poolId);
@@ -220,9 +198,9 @@ export class Pools {
 
   private async choosePool(v6: boolean, existing: readonly PoolRecord[]): Promise<Chosen> {
     const family: Family = v6 ? 6 : 4;
-    const cursorKv = await this.deps.store.get(keys.poolCursor(family));
+    const cursor = await readCursor(this.deps.store, family);
     const taken = [...existing.map((r) => parseCidr(r.pool)), ...this.deps.hostNets().map((h) => h.prefix)];
-    const found = nextPool(this.deps.defaultPools, family, BigInt(cursorKv?.value ?? '0'), taken);
+    const found = nextPool(this.deps.defaultPools, family, cursor.next, taken);
     if (found === undefined) {
       const ranges = this.deps.defaultPools.filter((p) => p.range.family === family).map((p) => `${formatPrefix(p.range)}:${p.bits}`);
       throw new OvsnetError(
@@ -232,6 +210,6 @@ export class Pools {
           : `every pool of OVSNET_DEFAULT_POOLS (${ranges.join(',')}) overlaps a network or a host route: pass --subnet, or add ranges`,
       );
     }
-    return { pool: found.prefix, cursor: found.next, cursorCompare: [modRevisionIs(keys.poolCursor(family), cursorKv?.modRevision ?? 0)] };
+    return { pool: found.prefix, cursor: found.next, cursorCompare: [cursorTxn.unchanged(family, cursor.modRevision)] };
   }
 }

@@ -15,23 +15,12 @@ import { messageOf } from '../../lib/errors.js';
 import { Repeater } from '../../lib/timers.js';
 import type { Logger } from '../../lib/log.js';
 import { formatAddress, parseAddress, prefix as parsePrefix } from '../../lib/cidr.js';
-import { keys, unpart } from '../../store/keys.js';
-import { absent, del, modRevisionIs, put, type KeyValue, type Op, type Store } from '../../store/types.js';
+import type { Op, Store } from '../../store/types.js';
 import { blockSizeOf } from '../index/pool-index.js';
-import { decodeAll, decodeRecord } from '../../store/decode.js';
-import { decodeBlock, decodePool, decodeReservation, type PoolRecord, type Reservation } from '../state/records.js';
-
-interface Departed {
-  readonly host: string;
-  readonly since: string;
-}
-
-/** The members of a logical network record (the driver owns that record; only names matter here). */
-function membersOf(kv: KeyValue): Record<string, unknown> {
-  return decodeRecord<{ members: Record<string, unknown> }>(kv.key, kv.value, (v) =>
-    typeof v.members === 'object' && v.members !== null ? undefined : 'it has no members',
-  ).members;
-}
+import type { PoolRecord, Reservation } from '../state/records.js';
+import { listBlocks, listPools, listReservations } from '../state/ipam-reads.js';
+import { blockTxn, reservationTxn } from '../state/ipam-txn.js';
+import { departedTxn, listDeparted, listLogicalMembers, type Departed } from '../state/departed.js';
 
 export interface ReclaimDeps {
   readonly store: Store;
@@ -72,54 +61,54 @@ export class Reclaimer {
     const registered = this.deps.hosts();
     if (registered === undefined) return [];
     const { store } = this.deps;
-    const [pools, blocks, logical, departed] = await Promise.all([
-      store.list(keys.pools),
-      store.list(keys.allBlocks),
-      store.list(keys.logicalNetworks),
-      store.list(keys.departed),
+    const [listed, blocks, logical, gone] = await Promise.all([
+      listPools(store),
+      listBlocks(store),
+      listLogicalMembers(store),
+      listDeparted(store),
     ]);
+    const pools = listed.map((p) => p.record);
     const named = new Set<string>();
-    for (const p of decodeAll(pools.kvs, decodePool)) for (const u of p.users ?? []) named.add(u);
-    for (const b of decodeAll(blocks.kvs, decodeBlock)) named.add(b.host);
-    for (const kv of logical.kvs) for (const m of Object.keys(membersOf(kv))) named.add(m);
-    const gone = new Map(departed.kvs.map((kv) => [unpart(kv.key.slice(keys.departed.length)), decodeRecord<Departed>(kv.key, kv.value)]));
+    for (const p of pools) for (const u of p.users ?? []) named.add(u);
+    for (const b of blocks) named.add(b.block.record.host);
+    for (const l of logical) for (const m of l.members) named.add(m);
     const reclaimed: string[] = [];
     for (const host of named) {
       if (host === '' || host === this.deps.self || registered.has(host)) continue;
       const since = gone.get(host);
       if (since === undefined) {
         const record: Departed = { host, since: this.now().toISOString() };
-        await store.txn({
-          compares: [absent(keys.departedHost(host)), absent(keys.host(host))],
-          success: [put(keys.departedHost(host), JSON.stringify(record))],
-        });
+        await store.txn({ compares: [departedTxn.noted(host), departedTxn.unregistered(host)], success: [departedTxn.put(record)] });
         this.deps.log.warn(
           { host, graceSeconds: this.deps.graceMs / 1000 },
           'host gone: its addresses in logical networks are kept until the grace period ends',
         );
       } else if (this.now().getTime() - Date.parse(since.since) >= this.deps.graceMs) {
-        await this.reclaim(host, pools.kvs, logical.kvs);
+        await this.reclaim(host, pools, logical);
         reclaimed.push(host);
       }
     }
     // A departed host that registered again keeps what it has.
     for (const host of gone.keys()) {
-      if (registered.has(host)) await store.txn({ compares: [], success: [del(keys.departedHost(host))] });
+      if (registered.has(host)) await store.txn({ compares: [], success: [departedTxn.del(host)] });
     }
     return reclaimed;
   }
 
-  private async reclaim(host: string, pools: readonly KeyValue[], logical: readonly KeyValue[]): Promise<void> {
+  private async reclaim(
+    host: string,
+    pools: readonly PoolRecord[],
+    logical: readonly { name: string; members: string[] }[],
+  ): Promise<void> {
     let addresses = 0;
-    for (const pool of decodeAll(pools, decodePool)) {
+    for (const pool of pools) {
       if (pool.logical === undefined) continue;
       addresses += await this.reclaimPool(host, pool);
     }
-    for (const kv of logical) {
-      const name = unpart(kv.key.slice(keys.logicalNetworks.length));
-      if (host in membersOf(kv)) await this.deps.leaveLogical(name, host);
+    for (const { name, members } of logical) {
+      if (members.includes(host)) await this.deps.leaveLogical(name, host);
     }
-    await this.deps.store.txn({ compares: [absent(keys.host(host))], success: [del(keys.departedHost(host))] });
+    await this.deps.store.txn({ compares: [departedTxn.unregistered(host)], success: [departedTxn.del(host)] });
     this.deps.log.warn({ host, addresses }, "grace period over: reclaimed a dead host's blocks and addresses");
   }
 
@@ -129,33 +118,31 @@ export class Reclaimer {
     const p = parsePrefix(pool.pool);
     const size = blockSizeOf(pool);
     const startOf = (value: bigint) => p.base + ((value - p.base) / size) * size;
-    const held = decodeAll((await store.list(keys.addresses(pool.poolId))).kvs, decodeReservation);
+    const held = await listReservations(store, pool.poolId);
     const theirs = new Map<string, Reservation[]>();
     for (const r of held) {
       if (r.host !== host || r.kind === 'gateway') continue;
       const start = formatAddress(p.family, startOf(parseAddress(r.address).value));
       theirs.set(start, [...(theirs.get(start) ?? []), r]);
     }
-    const blocks = await store.list(keys.blocks(pool.poolId));
-    for (const kv of blocks.kvs) {
-      const start = unpart(kv.key.slice(keys.blocks(pool.poolId).length));
-      if (decodeBlock(kv).host === host && !theirs.has(start)) theirs.set(start, []);
+    const blocks = await listBlocks(store, pool.poolId);
+    for (const b of blocks) {
+      if (b.block.record.host === host && !theirs.has(b.start)) theirs.set(b.start, []);
     }
     let freed = 0;
     for (const [start, list] of theirs) {
-      const key = keys.block(pool.poolId, start);
-      const kv = blocks.kvs.find((b) => b.key === key);
-      const block = kv === undefined ? undefined : decodeBlock(kv);
+      const stored = blocks.find((b) => b.start === start)?.block;
+      const block = stored?.record;
       const count = Math.max((block?.count ?? list.length) - list.length, 0);
       const host2 = block?.host === host ? '' : (block?.host ?? '');
-      const ops: Op[] = list.map((r) => del(keys.address(pool.poolId, r.address)));
+      const ops: Op[] = list.map((r) => reservationTxn.del(pool.poolId, r.address));
       ops.push(
         count === 0 && host2 === ''
-          ? del(key)
-          : put(key, JSON.stringify({ host: host2, count, claimedAt: block?.claimedAt ?? this.now().toISOString() })),
+          ? blockTxn.del(pool.poolId, start)
+          : blockTxn.put(pool.poolId, start, { host: host2, count, claimedAt: block?.claimedAt ?? this.now().toISOString() }),
       );
       const res = await store.txn({
-        compares: [absent(keys.host(host)), kv === undefined ? absent(key) : modRevisionIs(key, kv.modRevision)],
+        compares: [departedTxn.unregistered(host), blockTxn.unchanged(pool.poolId, start, stored?.modRevision)],
         success: ops,
       });
       if (res.succeeded) freed += list.length;

@@ -2,7 +2,7 @@
  * Reaping: releasing this host's reservations whose holder no longer exists, which `ovsnet
  * doctor` used to report only. A sweep every third of the grace period (1 to 30 s) judges each reservation of this host:
  *
- * - `endpoint gone`: bound to a Docker endpoint (bind.ts) that no endpoint record names any more
+ * - `endpoint gone`: bound to a Docker endpoint (bind-endpoint.ts) that no endpoint record names any more
  *   (Docker removed it while ovsnet was down, or its ReleaseAddress was lost);
  * - `container gone`: a CNI attachment whose container the CNI side says is gone (its network
  *   namespace vanished): the `cniAlive` judge, which the daemon passes from that side;
@@ -24,11 +24,10 @@
 import { messageOf } from '../../lib/errors.js';
 import { Repeater } from '../../lib/timers.js';
 import type { Logger } from '../../lib/log.js';
-import { decodeAll } from '../../store/decode.js';
-import { keys } from '../../store/keys.js';
-import { del, modRevisionIs, type Store } from '../../store/types.js';
+import type { Store } from '../../store/types.js';
 import { cniOf, holderOf } from '../state/holder-keys.js';
-import { decodePool, decodeReservation, type Reservation } from '../state/records.js';
+import type { Reservation } from '../state/records.js';
+import { listPools, listReservations, listSticky } from '../state/ipam-reads.js';
 
 export type ReapReason = 'endpoint gone' | 'container gone' | 'never bound';
 
@@ -104,14 +103,14 @@ export class Reaper {
   /** One pass: judges every reservation of this host, releases those whose holder is gone. */
   async sweep(): Promise<Reaped[]> {
     const { store, host, graceMs } = this.deps;
-    const [held, poolKvs] = await Promise.all([store.list(keys.allAddresses), store.list(keys.pools)]);
-    const pools = new Map(decodeAll(poolKvs.kvs, decodePool).map((p) => [p.poolId, p.pool]));
+    const [held, listed] = await Promise.all([listReservations(store), listPools(store)]);
+    const pools = new Map(listed.map(({ record: p }) => [p.poolId, p.pool]));
     const endpoints = await this.deps.endpoints();
     const driverPools = await this.deps.driverPools();
     const now = this.now().getTime();
     const seen = new Set<string>();
     const reaped: Reaped[] = [];
-    for (const r of decodeAll(held.kvs, decodeReservation)) {
+    for (const r of held) {
       if (r.host !== host || r.kind === 'gateway') continue;
       const holder = holderOf(r);
       // A CNI attachment's endpoint record names its address: it is judged by its container instead.
@@ -159,15 +158,9 @@ export class Reaper {
     return container && ovsnetPool && age >= this.deps.graceMs ? 'never bound' : undefined;
   }
 
-  /** Sticky records (keyed.ts) of this host's pools are kept a day, then forgotten. */
+  /** Sticky records (release.ts) of this host's pools are kept a day, then forgotten. */
   private async forgetOldSticky(now: number): Promise<void> {
-    const old = (await this.deps.store.list(keys.allSticky)).kvs.filter((kv) => {
-      try {
-        return now - Date.parse((JSON.parse(kv.value) as { releasedAt: string }).releasedAt) > STICKY_KEEP_MS;
-      } catch {
-        return false;
-      }
-    });
-    for (const kv of old) await this.deps.store.txn({ compares: [modRevisionIs(kv.key, kv.modRevision)], success: [del(kv.key)] });
+    const old = (await listSticky(this.deps.store)).filter((s) => now - s.releasedAtMs > STICKY_KEEP_MS);
+    for (const s of old) await this.deps.store.txn(s.forget);
   }
 }

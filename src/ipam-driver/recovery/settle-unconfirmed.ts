@@ -1,15 +1,14 @@
 /**
- * Settling one unconfirmed IPAM change (doubts.ts keeps them and says when): what a failed
+ * Settling one unconfirmed IPAM change (unconfirmed.ts keeps them and says when): what a failed
  * request may still have made is found by its token and released; a failed release is done
  * again, for the reservation Docker released only. Each step is idempotent, so a doubt settled
  * twice (a restart between the look and the journal's rewrite) does no harm.
  */
-import { decodeAll } from '../../store/decode.js';
 import type { Logger } from '../../lib/log.js';
-import { keys } from '../../store/keys.js';
 import type { Store } from '../../store/types.js';
 import type { Doubt, Settled } from './unconfirmed.js';
-import { decodePool, decodeReservation, type Reservation } from '../state/records.js';
+import type { Reservation } from '../state/records.js';
+import { listPools, listReservations } from '../state/ipam-reads.js';
 import { holderOf, releasableByDocker } from '../state/holder-keys.js';
 
 export interface SettleDeps {
@@ -26,7 +25,7 @@ export interface SettleDeps {
 export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> {
   switch (d.kind) {
     case 'pool': {
-      const made = decodeAll((await deps.store.list(keys.pools)).kvs, decodePool).filter((p) => p.token === d.token);
+      const made = (await listPools(deps.store)).map((p) => p.record).filter((p) => p.token === d.token);
       for (const p of made) {
         await deps.releasePool(p.poolId);
         deps.log.warn({ poolId: p.poolId }, 'released a pool created by a request that failed while the store was unreachable');
@@ -42,7 +41,7 @@ export async function settleDoubt(deps: SettleDeps, d: Doubt): Promise<Settled> 
       );
       return 'undone';
     case 'request': {
-      const made = decodeAll((await deps.store.list(keys.addresses(d.poolId))).kvs, decodeReservation).filter((r) => r.token === d.token);
+      const made = (await listReservations(deps.store, d.poolId)).filter((r) => r.token === d.token);
       for (const r of made) {
         await deps.releaseAddress(d.poolId, r.address, (cur) => cur.token === d.token);
         deps.log.warn(

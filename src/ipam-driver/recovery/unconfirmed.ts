@@ -5,7 +5,7 @@
  * release times out, Docker treats the address as released (it only logs release errors): the
  * reservation would stay forever. So each such failure is remembered here and settled in the
  * background once the store answers again: a reservation or pool the failed request made (found
- * by its token) is released, a release is done again (settle.ts). Each settle step is idempotent.
+ * by its token) is released, a release is done again (settle-unconfirmed.ts). Each settle step is idempotent.
  *
  * Finding nothing is not proof at the first look: the lost request can still be on its way
  * through the store (etcd resumed reads it and a later read on another stream can overtake

@@ -1,7 +1,7 @@
 /**
  * Who holds a reservation: its holder key, one string per holder, kept in the reservation record
  * (`holder`) so that allocation by key is idempotent, release by a non-holder changes nothing,
- * and a reservation whose holder is gone can be found and reaped (reap.ts). The forms:
+ * and a reservation whose holder is gone can be found and reaped (orphan-reaper.ts). The forms:
  *
  * - `cni/<containerID>/<ifname>`: a CNI attachment (ADD keyed by CNI_CONTAINERID and CNI_IFNAME).
  *   Container IDs are unique on their host and only the host's daemon allocates for them.
@@ -9,7 +9,7 @@
  *   `com.docker.network.endpoint.name` in RequestAddress). The host is part of the key: two hosts
  *   sharing a logical network's pool may each run a container of that name.
  * - `docker/endpoint/<endpointID>`: a Docker reservation once CreateEndpoint bound it to its
- *   endpoint (the record's `endpoint`, bind.ts); the endpoint is then the holder, whatever key
+ *   endpoint (the record's `endpoint`, bind-endpoint.ts); the endpoint is then the holder, whatever key
  *   the request had (but a CNI attachment's, which keeps its key: the CNI front end makes and
  *   removes its endpoint with the attachment).
  * - `docker/request/<host>/<token>`: a Docker request without a name (dockerd up to 28), before
@@ -28,7 +28,7 @@
  * - DEL: `ipam.releaseHolder(holders.cni(id, ifname))` (frees only what that key holds; none: nothing);
  * - GC: `ipam.holdersIn(poolId, 'cni/')`, then releaseHolder for each the runtime no longer lists;
  * - gone containers: the reaper's `cniAlive: (containerId, ifname) => ...` (true alive, false gone,
- *   undefined cannot tell), judged by the reaper's periodic sweep (reap.ts).
+ *   undefined cannot tell), judged by the reaper's periodic sweep (orphan-reaper.ts).
  */
 import type { Reservation } from './records.js';
 

@@ -63,7 +63,7 @@ export interface Reservation {
   /** Endpoint bound to it by the network driver's CreateEndpoint. */
   readonly endpoint?: string;
   /**
-   * The holder key it was reserved for (holders.ts lists the forms); absent in records written
+   * The holder key it was reserved for (holder-keys.ts lists the forms); absent in records written
    * before holders were kept, which holderOf reads from `endpoint`, `kind` and `name`.
    */
   readonly holder?: string;
@@ -84,7 +84,7 @@ function fields(wanted: Readonly<Record<string, 'string' | 'number'>>): ShapeChe
 const poolShape = fields({ poolId: 'string', pool: 'string' });
 const blockShape = fields({ host: 'string', count: 'number' });
 const reservationFields = fields({ address: 'string', poolId: 'string', host: 'string' });
-/** A holder key, when present, is a string (holders.ts reads it as one). */
+/** A holder key, when present, is a string (holder-keys.ts reads it as one). */
 const reservationShape: ShapeCheck = (value) =>
   reservationFields(value) ?? (value.holder === undefined || typeof value.holder === 'string' ? undefined : 'its holder is not a string');
 
@@ -93,6 +93,22 @@ export const decodePool = (kv: Pick<KeyValue, 'key' | 'value'>): PoolRecord => d
 export const decodeBlock = (kv: Pick<KeyValue, 'key' | 'value'>): BlockRecord => decodeRecord<BlockRecord>(kv.key, kv.value, blockShape);
 export const decodeReservation = (kv: Pick<KeyValue, 'key' | 'value'>): Reservation =>
   decodeRecord<Reservation>(kv.key, kv.value, reservationShape);
+
+/** What a sticky pool remembers of a released reservation (allocation/release.ts). */
+export interface StickyRecord {
+  readonly address: string;
+  readonly releasedAt: string;
+}
+
+/** A sticky record's value, or undefined when it is not one of ours (a hint: never an error). */
+export function decodeSticky(value: string): StickyRecord | undefined {
+  try {
+    const v = JSON.parse(value) as Partial<StickyRecord>;
+    return typeof v.address === 'string' ? { address: v.address, releasedAt: String(v.releasedAt) } : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 export function describeHolder(r: Reservation): string {
   const who = r.kind === 'gateway' ? 'the network gateway' : r.kind === 'static' ? 'a request for this exact address' : 'a container';
