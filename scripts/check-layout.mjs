@@ -1,19 +1,25 @@
-// The layout rules the test command keeps (README, "Development"): no import cycle among
+// The layout rules the test command keeps (docs/architecture.md): no import cycle among
 // src/**/*.ts (type-only imports count: a cycle of types is still a tangle to read), no source
-// file over 300 lines, and in src/driver no room importing a higher room (LAYERS). Prints what
-// breaks them; exit status 1 if anything does.
+// file over 300 lines, no folder over 15 entries, and in src/driver and src/ipam-driver no room
+// importing a higher room (ROOMS). Prints what breaks them; exit status 1 if anything does.
 import fs from 'node:fs';
 import path from 'node:path';
 
 const MAX_LINES = 300;
-// src/driver's rooms from the floor up: a room imports only rooms below it (type-only imports
-// too), so each reads without those above. Files at its root stand above every room.
-const DRIVER = 'driver';
-const LAYERS = ['model', 'ovs', 'links', 'records', 'effects', 'qos', 'ports', 'network', 'vxlan', 'uplink', 'groups', 'endpoint'];
+const MAX_ENTRIES = 15;
+// Rooms from the floor up: a room imports only rooms below it (type-only imports too), so each
+// reads without those above. Files at the folder's root stand above every room.
+const ROOMS = {
+  driver: ['model', 'ovs', 'links', 'records', 'effects', 'qos', 'ports', 'network', 'vxlan', 'uplink', 'groups', 'endpoint'],
+  'ipam-driver': ['state', 'index', 'allocation', 'pools', 'recovery'],
+};
 const root = path.resolve(process.argv[2] ?? 'src');
+const problems = [];
 const files = [];
 const walk = (dir) => {
-  for (const e of fs.readdirSync(dir, { withFileTypes: true })) {
+  const entries = fs.readdirSync(dir, { withFileTypes: true });
+  if (entries.length > MAX_ENTRIES) problems.push(`${path.relative(root, dir) || '.'}/: ${entries.length} entries (at most ${MAX_ENTRIES})`);
+  for (const e of entries) {
     const p = path.join(dir, e.name);
     if (e.isDirectory()) walk(p);
     else if (p.endsWith('.ts')) files.push(p);
@@ -21,7 +27,6 @@ const walk = (dir) => {
 };
 walk(root);
 
-const problems = [];
 const graph = new Map();
 for (const f of files) {
   const text = fs.readFileSync(f, 'utf8');
@@ -35,21 +40,26 @@ for (const f of files) {
   graph.set(f, deps);
 }
 
-// The floor of a file under src/driver: its room's index, LAYERS.length at the root; else undefined.
-const floorOf = (f) => {
-  const parts = path.relative(path.join(root, DRIVER), f).split(path.sep);
-  if (parts[0] === '..' || path.isAbsolute(parts[0])) return undefined;
-  if (parts.length === 1) return LAYERS.length;
-  const i = LAYERS.indexOf(parts[0]);
-  if (i < 0) problems.push(`${path.relative(root, f)}: room ${parts[0]} is not in check-layout.mjs's LAYERS`);
-  return i < 0 ? LAYERS.length : i;
+// A file's place: [folder with rooms, its room's index (the room count at the folder's root)].
+const placeOf = (f) => {
+  for (const [folder, layers] of Object.entries(ROOMS)) {
+    const parts = path.relative(path.join(root, folder), f).split(path.sep);
+    if (parts[0] === '..' || path.isAbsolute(parts[0])) continue;
+    if (parts.length === 1) return [folder, layers.length];
+    const i = layers.indexOf(parts[0]);
+    if (i < 0) problems.push(`${path.relative(root, f)}: room ${parts[0]} is not in check-layout.mjs's ROOMS.${folder}`);
+    return [folder, i < 0 ? layers.length : i];
+  }
+  return undefined;
 };
 for (const [f, deps] of graph) {
-  const from = floorOf(f);
+  const from = placeOf(f);
   if (from === undefined) continue;
   for (const d of deps) {
-    const to = floorOf(d);
-    if (to !== undefined && to > from) problems.push(`import up a layer: ${path.relative(root, f)} -> ${path.relative(root, d)}`);
+    const to = placeOf(d);
+    if (to !== undefined && to[0] === from[0] && to[1] > from[1]) {
+      problems.push(`import up a layer: ${path.relative(root, f)} -> ${path.relative(root, d)}`);
+    }
   }
 }
 
@@ -73,5 +83,5 @@ if (problems.length > 0) {
   process.exit(1);
 }
 console.log(
-  `layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines, none importing a higher room of ${DRIVER}/`,
+  `layout: ${files.length} files under ${path.relative(process.cwd(), root) || '.'}, no import cycle, none over ${MAX_LINES} lines, no folder over ${MAX_ENTRIES} entries, none importing a higher room of ${Object.keys(ROOMS).join('/ or ')}/`,
 );

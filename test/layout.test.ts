@@ -38,3 +38,27 @@ t.test('rooms importing lower rooms, and root files importing rooms, pass', asyn
   });
   t.equal(res.status, 0, res.stderr);
 });
+
+t.test('ipam-driver rooms keep their order too, each folder apart', async (t) => {
+  const res = check(t, {
+    'ipam-driver/state/a.ts': "import type { B } from '../index/b.js';\nexport type A = B;\n",
+    'ipam-driver/index/b.ts': 'export type B = number;\n',
+  });
+  t.equal(res.status, 1);
+  t.match(res.stderr, 'import up a layer: ipam-driver/state/a.ts -> ipam-driver/index/b.ts');
+  const across = check(t, {
+    'ipam-driver/state/a.ts': 'export type A = number;\n',
+    'driver/model/c.ts': "import type { A } from '../../ipam-driver/state/a.js';\nexport type C = A;\n",
+  });
+  t.equal(across.status, 0, across.stderr);
+});
+
+t.test('a folder of more than 15 entries fails, naming it', async (t) => {
+  const files: Record<string, string> = {};
+  for (let i = 0; i < 16; i++) files[`bag/f${i}.ts`] = `export const x${i} = ${i};\n`;
+  const res = check(t, files);
+  t.equal(res.status, 1);
+  t.match(res.stderr, 'bag/: 16 entries (at most 15)');
+  delete files['bag/f15.ts'];
+  t.equal(check(t, files).status, 0);
+});
