@@ -264,6 +264,27 @@ await t.test("the masquerade carries a container's traffic out, with the host's 
   );
 });
 
+await t.test('a user-defined Docker bridge network made after the ovsnet one: no connection in, nor after dockerd restarts', async (t) => {
+  // As a user would: both networks exist (Docker put its bridge's accept rules in FORWARD last).
+  await host.dockerOk(['network', 'create', '--subnet', '10.86.1.0/24', 'ubr']);
+  await host.dockerOk(['run', '-d', '--name', 'ub1', '--network', 'ubr', IMAGE, ...server('ub1')]);
+  const ov1 = await addrOf('ov1', 'dns');
+  const ub1 = await addrOf('ub1', 'ubr');
+  const isolated = async (when: string) => {
+    t.equal(await sh(['sh', '-c', `busybox nc -w 2 ${ub1} 7000 </dev/null`]), 'ub1', `${when}: control: the host reaches ub1`);
+    t.equal(await tcp('asker', ov1, 7000), 'ov1', `${when}: control: ov1 answers on its own network`);
+    t.equal(await tcp('ub1', ov1, 7000), '', `${when}: ub1 cannot open a connection to ov1's unpublished port`);
+    t.not((await host.docker(['exec', 'ub1', 'ping', '-c', '1', '-W', '2', ov1])).code, 0, `${when}: nor ping it`);
+    t.equal(await tcp('asker', ub1, 7000), '', `${when}: nor the other way`);
+    t.equal(await tcp('asker', FAR, 9000), 'seen 198.18.0.1', `${when}: ovsnet's container still reaches outside`);
+  };
+  await isolated('both networks made');
+  await host.restartDockerd('--live-restore');
+  await isolated('dockerd restarted');
+  await host.dockerOk(['rm', '-f', 'ub1']);
+  await host.dockerOk(['network', 'rm', 'ubr']);
+});
+
 await t.test('dual stack on a host whose new interfaces get IPv6 off: IPv6 ping across containers and to the gateway', async (t) => {
   for (const [net, prefix, ipam] of [
     ['six', 'fd00:84:1::', []],

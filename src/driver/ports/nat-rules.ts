@@ -20,6 +20,8 @@ export const CHAINS = {
   masquerade: 'OVSNET-POSTROUTING',
   dnat: 'OVSNET-DNAT',
   forward: 'OVSNET-FORWARD',
+  /** Drops only, jumped to from the top of DOCKER-USER: what must be seen before Docker's accepts. */
+  isolation: 'OVSNET-ISOLATION',
 } as const;
 
 /**
@@ -31,11 +33,22 @@ export const CHAINS = {
  */
 export const DOCKER_ISOLATION = 'DOCKER-ISOLATION-STAGE-2';
 
+/**
+ * Docker's chain for its users' rules: FORWARD jumps to it first (Docker puts that jump at the
+ * top on every start and network creation) and Docker never flushes it. ovsnet's isolation chain
+ * is jumped to from its top, so ovsnet's drops are seen before Docker's accepts for its bridges
+ * (`-i BR ! -o BR -j ACCEPT`) whichever of the two starts first and after either restarts; what
+ * they let through returns to the operator's rules there. Created (with FORWARD's jump to it)
+ * where Docker has not made it yet: Docker then uses it as it finds it. ovsnet never removes it.
+ */
+export const DOCKER_USER = 'DOCKER-USER';
+
 /** ovsnet's chains, in the order they are created. */
 export const OWN_CHAINS: readonly (readonly [Table, string])[] = [
   ['nat', CHAINS.masquerade],
   ['nat', CHAINS.dnat],
   ['filter', CHAINS.forward],
+  ['filter', CHAINS.isolation],
 ];
 
 /**
@@ -52,8 +65,18 @@ export const JUMPS: readonly Rule[] = [
     spec: ['!', '-d', '127.0.0.0/8', '-m', 'addrtype', '--dst-type', 'LOCAL', '-j', CHAINS.dnat],
     insert: false,
   },
-  // Before Docker's own FORWARD rules, whose policy is DROP.
+  // The accepts: before FORWARD's policy, DROP with Docker (the drops are seen first, FIRST_JUMPS).
   { table: 'filter', chain: 'FORWARD', spec: ['-j', CHAINS.forward], insert: true },
+];
+
+/**
+ * Kept first in their chain (re-asserted whenever a network's rules are applied: creation,
+ * reconcile, start): FORWARD into DOCKER-USER (as Docker keeps it), and DOCKER-USER into
+ * ovsnet's isolation chain, above Docker's own FORWARD rules and anything else.
+ */
+export const FIRST_JUMPS: readonly Rule[] = [
+  { table: 'filter', chain: 'FORWARD', spec: ['-j', DOCKER_USER], insert: true },
+  { table: 'filter', chain: DOCKER_USER, spec: ['-j', CHAINS.isolation], insert: true },
 ];
 
 /** What JUMPS and the IPv6 filter need (no NAT for IPv6: its addresses are routed). */
@@ -68,39 +91,60 @@ export const OLD_JUMPS: readonly Rule[] = [
 const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slice(0, 12)}`];
 
 /**
- * Per network: masquerade on the way out (IPv4); isolation from every other ovsnet network (a
- * drop towards any other gateway port, inserted so that it precedes every network's accepts; the
- * hairpin back into the same network inserted before it) and from Docker's bridge networks (new
- * connections, except to a published port, go through Docker's isolation chain first); out
- * accepted; in only replies and published ports (DNATed), as Docker's bridge driver: nothing else
- * routed to the host (a container of another Docker network, a machine routing through the host)
- * opens a connection.
+ * Per network: masquerade on the way out (IPv4). Isolation, in ovsnet's isolation chain (seen
+ * before Docker's accepts): new connections out (except to a published port) through Docker's
+ * isolation chain, so none reaches a Docker bridge network; in, only replies, published ports
+ * (DNATed) and the network's own traffic, as Docker's bridge driver: nothing else routed to the
+ * host (a container of another Docker network, a machine routing through the host) opens a
+ * connection; what passes returns. Then the accepts, in ovsnet's forwarding chain: isolation from
+ * every other ovsnet network (a drop towards any other gateway port, inserted so that it precedes
+ * every network's accepts; the hairpin back into the same network inserted before it); out
+ * accepted; in, replies and published ports.
  */
 export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Rule[] {
   const c = comment(networkId);
-  const toGw = (state: string[]): Rule => ({
-    table: 'filter',
-    chain: CHAINS.forward,
-    spec: ['-o', gatewayPort, ...state, ...c, '-j', 'ACCEPT'],
-  });
   const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
+  const replies = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'];
+  const published = ['-m', 'conntrack', '--ctstate', 'DNAT'];
+  const { isolation: iso, forward: fwd } = CHAINS;
+  const to = (chain: string, spec: string[], target: string, insert = false): Rule => ({
+    table: 'filter',
+    chain,
+    spec: [...spec, ...c, '-j', target],
+    ...(insert ? { insert } : {}),
+  });
   return [
     ...(subnet.includes(':') || !masquerade
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
-    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...fresh, ...c, '-j', DOCKER_ISOLATION], insert: true },
-    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`, ...c, '-j', 'DROP'], insert: true },
-    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, '-o', gatewayPort, ...c, '-j', 'ACCEPT'], insert: true },
-    { table: 'filter', chain: CHAINS.forward, spec: ['-i', gatewayPort, ...c, '-j', 'ACCEPT'] },
-    toGw(['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED']),
-    toGw(['-m', 'conntrack', '--ctstate', 'DNAT']),
-    { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...c, '-j', 'DROP'] },
+    to(iso, ['-i', gatewayPort, ...fresh], DOCKER_ISOLATION),
+    to(iso, ['-o', gatewayPort, ...replies], 'RETURN'),
+    to(iso, ['-o', gatewayPort, ...published], 'RETURN'),
+    to(iso, ['-i', gatewayPort, '-o', gatewayPort], 'RETURN'),
+    to(iso, ['-o', gatewayPort], 'DROP'),
+    to(fwd, ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`], 'DROP', true),
+    to(fwd, ['-i', gatewayPort, '-o', gatewayPort], 'ACCEPT', true),
+    to(fwd, ['-i', gatewayPort], 'ACCEPT'),
+    to(fwd, ['-o', gatewayPort, ...replies], 'ACCEPT'),
+    to(fwd, ['-o', gatewayPort, ...published], 'ACCEPT'),
+    to(fwd, ['-o', gatewayPort], 'DROP'),
   ];
 }
 
-/** A network's rules of earlier versions, removed where found: accepting every packet in. */
+/**
+ * A network's rules of earlier versions, removed where found: accepting every packet in, and the
+ * jump into Docker's isolation chain from the forwarding chain (now in the isolation chain).
+ */
 export function oldNetworkRules(networkId: string, gatewayPort: string): Rule[] {
-  return [{ table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...comment(networkId), '-j', 'ACCEPT'] }];
+  const c = comment(networkId);
+  return [
+    { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...c, '-j', 'ACCEPT'] },
+    {
+      table: 'filter',
+      chain: CHAINS.forward,
+      spec: ['-i', gatewayPort, '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', ...c, '-j', DOCKER_ISOLATION],
+    },
+  ];
 }
 
 /** Per published port: DNAT from the host's port, on one host address or all (single ports: host-ports.ts chose them). */

@@ -2,8 +2,9 @@
  * Applies the iptables rules of nat-rules.ts, with the iptables flavour Docker uses
  * (iptables-flavour.ts): the way out (masquerade), forwarding through the gateway port (IPv4 and
  * IPv6), and -p port publishing (DNAT), in ovsnet's own chains so that they are found and
- * removed without touching anyone else's. Network rules: every add checks first (-C) and every
- * delete treats a missing rule as done. An endpoint's port rules: one iptables-save and one
+ * removed without touching anyone else's. The isolation chain is jumped to first from Docker's
+ * DOCKER-USER, kept first on every network add (creation, reconcile, start). Network rules:
+ * every add checks first (-C) and every delete treats a missing rule as done. An endpoint's port rules: one iptables-save and one
  * iptables-restore --noflush batch, whatever their number (its old rules, found by their
  * comment, replaced in the same batch). All idempotent.
  */
@@ -13,6 +14,8 @@ import { detectFlavour, type Flavour } from './iptables-flavour.js';
 import {
   CHAINS,
   DOCKER_ISOLATION,
+  DOCKER_USER,
+  FIRST_JUMPS,
   JUMPS,
   JUMPS_V6,
   OLD_JUMPS,
@@ -44,8 +47,10 @@ export class Nat {
   async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
     const family = familyOf(subnet);
     await this.ensureChains(family);
-    for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
+    for (const j of FIRST_JUMPS) await this.first(family, j);
+    // The new rules before the old ones go: no moment without isolation.
     for (const r of networkRules(networkId, subnet, gatewayPort, masquerade)) await this.add(family, r);
+    for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
   }
 
   async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
@@ -104,7 +109,12 @@ export class Nat {
       ready = (async () => {
         const f = await this.flavour();
         const cmd = family === 4 ? f.iptables : f.ip6tables;
-        for (const [table, chain] of [...(family === 4 ? OWN_CHAINS : OWN_CHAINS_V6), ['filter', DOCKER_ISOLATION] as const]) {
+        const chains = [
+          ...(family === 4 ? OWN_CHAINS : OWN_CHAINS_V6),
+          ['filter', DOCKER_ISOLATION] as const,
+          ['filter', DOCKER_USER] as const,
+        ];
+        for (const [table, chain] of chains) {
           const r = await this.run(cmd, newChainArgs(table, chain));
           if (r.code !== 0 && !/already exists/i.test(r.stderr)) throw natError(`create chain ${chain} (${cmd})`, r.stderr);
         }
@@ -124,6 +134,32 @@ export class Nat {
     if ((await this.run(cmd, ruleArgs('check', rule))).code === 0) return;
     const r = await this.run(cmd, ruleArgs('add', rule));
     if (r.code !== 0) throw natError(`add ${rule.table} rule ${rule.spec.join(' ')} (${cmd})`, r.stderr);
+  }
+
+  /**
+   * The rule first in its chain: left alone if it is, else inserted at the top and then every
+   * other copy removed by its number (no moment without it).
+   */
+  private async first(family: Family, rule: Rule): Promise<void> {
+    const cmd = await this.command(family);
+    const line = ['-A', rule.chain, ...rule.spec].join(' ');
+    const listed = async (): Promise<string[]> => {
+      const r = await this.run(cmd, ['-w', '-t', rule.table, '-S', rule.chain]);
+      if (r.code !== 0) throw natError(`list chain ${rule.chain} (${cmd})`, r.stderr);
+      return r.stdout
+        .split('\n')
+        .filter((l) => l.startsWith(`-A ${rule.chain} `))
+        .map((l) => l.trim());
+    };
+    if ((await listed())[0] === line) return;
+    const added = await this.run(cmd, ruleArgs('add', { ...rule, insert: true }));
+    if (added.code !== 0) throw natError(`add ${rule.table} rule ${rule.spec.join(' ')} first in ${rule.chain} (${cmd})`, added.stderr);
+    const rules = await listed();
+    for (let n = rules.length; n > 1; n--) {
+      if (rules[n - 1] !== line) continue;
+      const r = await this.run(cmd, ['-w', '-t', rule.table, '-D', rule.chain, String(n)]);
+      if (r.code !== 0) throw natError(`remove a second ${rule.spec.join(' ')} from ${rule.chain} (${cmd})`, r.stderr);
+    }
   }
 
   private async remove(family: Family, rule: Rule): Promise<void> {

@@ -1,10 +1,11 @@
 /** The iptables rules ovsnet wants (pure builders), and how Nat applies and removes them. */
-import t from 'tap';
+import t, { type Test } from 'tap';
 import type { ExecResult } from '../../../src/lib/exec.js';
 import { Nat } from '../../../src/driver/ports/nat.js';
 import {
   CHAINS,
   DOCKER_ISOLATION,
+  FIRST_JUMPS,
   JUMPS,
   networkRules,
   newChainArgs,
@@ -29,50 +30,54 @@ const bind = (b: Partial<PortBinding>): PortBinding => ({
   ...b,
 });
 
-t.test(
-  "a network: masquerade out, isolation from other gateways and Docker's bridges before its accepts, hairpin first, in only replies and DNAT",
-  async (t) => {
-    t.same(networkRules(NET, '10.1.0.0/24', GW), [
-      { table: 'nat', chain: 'OVSNET-POSTROUTING', spec: ['-s', '10.1.0.0/24', '!', '-o', GW, ...NET_COMMENT, '-j', 'MASQUERADE'] },
-      {
-        table: 'filter',
-        chain: 'OVSNET-FORWARD',
-        spec: ['-i', GW, '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT', ...NET_COMMENT, '-j', 'DOCKER-ISOLATION-STAGE-2'],
-        insert: true,
-      },
-      { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, '-o', 'ovg+', ...NET_COMMENT, '-j', 'DROP'], insert: true },
-      { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, '-o', GW, ...NET_COMMENT, '-j', 'ACCEPT'], insert: true },
-      { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-i', GW, ...NET_COMMENT, '-j', 'ACCEPT'] },
-      {
-        table: 'filter',
-        chain: 'OVSNET-FORWARD',
-        spec: ['-o', GW, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED', ...NET_COMMENT, '-j', 'ACCEPT'],
-      },
-      {
-        table: 'filter',
-        chain: 'OVSNET-FORWARD',
-        spec: ['-o', GW, '-m', 'conntrack', '--ctstate', 'DNAT', ...NET_COMMENT, '-j', 'ACCEPT'],
-      },
-      { table: 'filter', chain: 'OVSNET-FORWARD', spec: ['-o', GW, ...NET_COMMENT, '-j', 'DROP'] },
-    ]);
-    t.same(
-      networkRules(NET, 'fd00:1::/64', GW).map((r) => r.table),
-      ['filter', 'filter', 'filter', 'filter', 'filter', 'filter', 'filter'],
-      'IPv6: the same forwarding rules, no masquerade',
-    );
-    // Inserted at the top in this order, the hairpin accept ends up above the drop, both above
-    // the jump into Docker's isolation chain (new connections only: replies and published ports pass).
-    const inserted = networkRules(NET, '10.1.0.0/24', GW)
-      .filter((r) => r.insert === true)
-      .map((r) => r.spec.at(-1));
-    t.same(inserted, [DOCKER_ISOLATION, 'DROP', 'ACCEPT']);
-    t.not(
-      networkRules('b'.repeat(64), '10.1.0.0/24', GW)[0]?.spec.join(' '),
-      networkRules(NET, '10.1.0.0/24', GW)[0]?.spec.join(' '),
-      'the comment names the network',
-    );
-  },
-);
+t.test('a network: masquerade out; isolation (drops only) apart from the accepts; hairpin first, in only replies and DNAT', async (t) => {
+  const iso = (spec: string[], target: string) => ({
+    table: 'filter',
+    chain: 'OVSNET-ISOLATION',
+    spec: [...spec, ...NET_COMMENT, '-j', target],
+  });
+  const fwd = (spec: string[], target: string, insert?: true) => ({
+    table: 'filter',
+    chain: 'OVSNET-FORWARD',
+    spec: [...spec, ...NET_COMMENT, '-j', target],
+    ...(insert === undefined ? {} : { insert }),
+  });
+  t.same(networkRules(NET, '10.1.0.0/24', GW), [
+    { table: 'nat', chain: 'OVSNET-POSTROUTING', spec: ['-s', '10.1.0.0/24', '!', '-o', GW, ...NET_COMMENT, '-j', 'MASQUERADE'] },
+    iso(['-i', GW, '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'], 'DOCKER-ISOLATION-STAGE-2'),
+    iso(['-o', GW, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
+    iso(['-o', GW, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
+    iso(['-i', GW, '-o', GW], 'RETURN'),
+    iso(['-o', GW], 'DROP'),
+    fwd(['-i', GW, '-o', 'ovg+'], 'DROP', true),
+    fwd(['-i', GW, '-o', GW], 'ACCEPT', true),
+    fwd(['-i', GW], 'ACCEPT'),
+    fwd(['-o', GW, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'ACCEPT'),
+    fwd(['-o', GW, '-m', 'conntrack', '--ctstate', 'DNAT'], 'ACCEPT'),
+    fwd(['-o', GW], 'DROP'),
+  ]);
+  t.same(
+    networkRules(NET, 'fd00:1::/64', GW).map((r) => r.table),
+    Array.from({ length: 11 }, () => 'filter'),
+    'IPv6: the same forwarding rules, no masquerade',
+  );
+  t.ok(
+    networkRules(NET, '10.1.0.0/24', GW)
+      .filter((r) => r.chain === CHAINS.isolation)
+      .every((r) => ['DROP', 'RETURN', DOCKER_ISOLATION].includes(r.spec.at(-1) ?? '')),
+    "the isolation chain only drops (or returns): the operator's DOCKER-USER rules still see what passes",
+  );
+  // Inserted at the top in this order, the hairpin accept ends up above the drop towards other gateways.
+  const inserted = networkRules(NET, '10.1.0.0/24', GW)
+    .filter((r) => r.insert === true)
+    .map((r) => r.spec.at(-1));
+  t.same(inserted, ['DROP', 'ACCEPT']);
+  t.not(
+    networkRules('b'.repeat(64), '10.1.0.0/24', GW)[0]?.spec.join(' '),
+    networkRules(NET, '10.1.0.0/24', GW)[0]?.spec.join(' '),
+    'the comment names the network',
+  );
+});
 
 t.test('DNAT per port binding: protocol, range, host address or all', async (t) => {
   const dnat = (hostSpec: string[], proto: string, range: string, to: string) => ({
@@ -110,7 +115,8 @@ t.test('DNAT per port binding: protocol, range, host address or all', async (t) 
 });
 
 t.test('iptables arguments: check, append or insert at the top, delete; chains and jumps', async (t) => {
-  const [masq, drop] = networkRules(NET, '10.1.0.0/24', GW);
+  const [masq] = networkRules(NET, '10.1.0.0/24', GW);
+  const drop = networkRules(NET, '10.1.0.0/24', GW).find((r) => r.insert === true);
   if (masq === undefined || drop === undefined) throw new Error('rules expected');
   t.same(ruleArgs('check', masq), ['-w', '-t', 'nat', '-C', 'OVSNET-POSTROUTING', ...masq.spec]);
   t.same(ruleArgs('add', masq), ['-w', '-t', 'nat', '-A', 'OVSNET-POSTROUTING', ...masq.spec]);
@@ -121,7 +127,16 @@ t.test('iptables arguments: check, append or insert at the top, delete; chains a
     ['nat', 'OVSNET-POSTROUTING'],
     ['nat', 'OVSNET-DNAT'],
     ['filter', 'OVSNET-FORWARD'],
+    ['filter', 'OVSNET-ISOLATION'],
   ]);
+  t.same(
+    FIRST_JUMPS.map((j) => [j.chain, j.spec.join(' ')]),
+    [
+      ['FORWARD', '-j DOCKER-USER'],
+      ['DOCKER-USER', '-j OVSNET-ISOLATION'],
+    ],
+    "kept first: FORWARD into Docker's DOCKER-USER, and from its top into ovsnet's isolation",
+  );
   t.same(
     JUMPS.map((j) => [j.table, j.chain, j.spec.at(-1), j.insert]),
     [
@@ -153,13 +168,19 @@ function fakeIptables(docker: string[] = []) {
       rules.set(key, []);
       return ok();
     }
-    if (op === '-S') return list === undefined && !docker.includes(chain) ? fail('iptables: No chain/target/match by that name.\n') : ok();
+    if (op === '-S') {
+      if (list === undefined && !docker.includes(chain)) return fail('iptables: No chain/target/match by that name.\n');
+      return ok([`-N ${chain}`, ...(list ?? []).map((r) => `-A ${chain} ${r}`)].join('\n') + '\n');
+    }
     const here = list ?? [];
     if (op === '-C') return here.includes(rule) ? ok() : fail('iptables: Bad rule.\n');
     if (failOn !== undefined && rule.includes(failOn)) return fail(`iptables: cannot ${failOn}\n`);
     if (op === '-A') here.push(rule);
     else if (op === '-I') here.unshift(rule);
-    else if (op === '-D') {
+    else if (op === '-D' && /^\d+$/.test(rule)) {
+      if (Number(rule) > here.length) return fail('iptables: Index of deletion too big.\n');
+      here.splice(Number(rule) - 1, 1);
+    } else if (op === '-D') {
       if (!here.includes(rule)) return fail('iptables: Bad rule (does a matching rule exist in that chain?).\n');
       here.splice(here.indexOf(rule), 1);
     }
@@ -206,38 +227,50 @@ t.test('Nat: chains once, every add checked first, removal mirrors the add and l
   const nat = new Nat(ipt.run, flavour('nft'));
   await nat.addNetwork(NET, '10.1.0.0/24', GW);
   t.same(
-    ipt.calls.slice(0, 3),
+    ipt.calls.slice(0, OWN_CHAINS.length),
     OWN_CHAINS.map(([table, chain]) => ['iptables-nft', ...newChainArgs(table, chain)]),
     'the chains first, with the flavour given',
+  );
+  const C = NET_COMMENT.join(' ');
+  t.same(
+    ipt.rules.get('filter/OVSNET-ISOLATION'),
+    [
+      `-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${C} -j DOCKER-ISOLATION-STAGE-2`,
+      `-o ${GW} -m conntrack --ctstate RELATED,ESTABLISHED ${C} -j RETURN`,
+      `-o ${GW} -m conntrack --ctstate DNAT ${C} -j RETURN`,
+      `-i ${GW} -o ${GW} ${C} -j RETURN`,
+      `-o ${GW} ${C} -j DROP`,
+    ],
+    "isolation: out through Docker's isolation chain; in, replies, DNAT and the network's own pass, the rest dropped",
   );
   t.same(
     ipt.rules.get('filter/OVSNET-FORWARD'),
     [
-      `-i ${GW} -o ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`,
-      `-i ${GW} -o ovg+ ${NET_COMMENT.join(' ')} -j DROP`,
-      `-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${NET_COMMENT.join(' ')} -j DOCKER-ISOLATION-STAGE-2`,
-      `-i ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`,
-      `-o ${GW} -m conntrack --ctstate RELATED,ESTABLISHED ${NET_COMMENT.join(' ')} -j ACCEPT`,
-      `-o ${GW} -m conntrack --ctstate DNAT ${NET_COMMENT.join(' ')} -j ACCEPT`,
-      `-o ${GW} ${NET_COMMENT.join(' ')} -j DROP`,
+      `-i ${GW} -o ${GW} ${C} -j ACCEPT`,
+      `-i ${GW} -o ovg+ ${C} -j DROP`,
+      `-i ${GW} ${C} -j ACCEPT`,
+      `-o ${GW} -m conntrack --ctstate RELATED,ESTABLISHED ${C} -j ACCEPT`,
+      `-o ${GW} -m conntrack --ctstate DNAT ${C} -j ACCEPT`,
+      `-o ${GW} ${C} -j DROP`,
     ],
-    "the hairpin above the isolation drop, both above Docker's isolation chain and the accepts; in: replies and DNAT, then drop",
+    'the hairpin above the drop towards other gateways, both above the accepts; in: replies and DNAT, then drop',
   );
   t.same(ipt.rules.get(`filter/${DOCKER_ISOLATION}`), [], "Docker's isolation chain made (empty) where Docker has not made it");
-  t.same(ipt.rules.get('filter/FORWARD'), ['-j OVSNET-FORWARD']);
+  t.same(ipt.rules.get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION'], 'DOCKER-USER made where Docker has not, ovsnet first in it');
+  t.same(ipt.rules.get('filter/FORWARD'), ['-j DOCKER-USER', '-j OVSNET-FORWARD']);
   t.same(ipt.rules.get('nat/OUTPUT'), ['! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j OVSNET-DNAT'], 'loopback never DNATed');
   const before = ipt.calls.length;
   await nat.addNetwork(NET, '10.1.0.0/24', GW);
   t.same(
     ipt.calls.slice(before).map((c) => c[4]),
-    ['-C', '-C', '-C', '-C', '-C', '-C', '-C', '-C', '-C'],
-    'again: checks only (the old accept-all, then the eight rules), no chain creation, no duplicate',
+    ['-S', '-S', ...Array.from({ length: 14 }, () => '-C')],
+    'again: the two jumps found first, then checks only (the twelve rules, then the two old ones), no duplicate',
   );
   await nat.addPorts(EP, '10.1.0.5', [bind({}), bind({ proto: 'udp', hostPort: 53, hostPortEnd: 53, containerPort: 53 })]);
   t.equal(ipt.rules.get('nat/OVSNET-DNAT')?.length, 2);
   await nat.removePorts(EP);
   await nat.removeNetwork(NET, '10.1.0.0/24', GW);
-  for (const chain of ['nat/OVSNET-POSTROUTING', 'nat/OVSNET-DNAT', 'filter/OVSNET-FORWARD'])
+  for (const chain of ['nat/OVSNET-POSTROUTING', 'nat/OVSNET-DNAT', 'filter/OVSNET-FORWARD', 'filter/OVSNET-ISOLATION'])
     t.same(ipt.rules.get(chain), [], `${chain} empty again`);
   const after = ipt.calls.length;
   await nat.removeNetwork(NET, '10.1.0.0/24', GW);
@@ -256,13 +289,129 @@ t.test("Nat: Docker's isolation chain, where Docker made it, is used as it is", 
   t.same(ipt.rules.get(`filter/${DOCKER_ISOLATION}`), ['-o docker0 -j DROP', '-j RETURN'], 'and kept when the network goes');
 });
 
+/**
+ * The verdict of the filter table's FORWARD chain for one packet, as the kernel walks it: rules
+ * in order, jumps followed, RETURN back to the caller, FORWARD's policy DROP (Docker sets it).
+ * Matches on -i, -o (with + wildcards) and conntrack state, the only ones these chains use.
+ */
+function verdict(
+  rules: Map<string, string[]>,
+  inIf: string,
+  outIf: string,
+  state: 'NEW' | 'ESTABLISHED' | 'DNAT',
+  chain = 'FORWARD',
+): string {
+  const iface = (pattern: string, name: string) => (pattern.endsWith('+') ? name.startsWith(pattern.slice(0, -1)) : pattern === name);
+  for (const rule of rules.get(`filter/${chain}`) ?? []) {
+    const w = rule.split(' ');
+    let matches = true;
+    let target = '';
+    for (let i = 0; i < w.length; i++) {
+      const negated = w[i] === '!';
+      if (negated) i++;
+      const [key, value = ''] = [w[i], w[i + 1]];
+      i++;
+      if (key === '-i') matches &&= iface(value, inIf) !== negated;
+      else if (key === '-o') matches &&= iface(value, outIf) !== negated;
+      else if (key === '--ctstate') matches &&= value.split(',').includes(state) !== negated;
+      else if (key === '-j') target = value;
+      else if (key !== '-m' && key !== '--comment') throw new Error(`verdict: no match ${key} in ${rule}`);
+    }
+    if (!matches) continue;
+    if (target === 'ACCEPT' || target === 'DROP' || target === 'RETURN') return target;
+    const sub = verdict(rules, inIf, outIf, state, target);
+    if (sub !== 'RETURN') return sub;
+  }
+  return chain === 'FORWARD' ? 'DROP' : 'RETURN';
+}
+
+/**
+ * Docker 20.10's bridge driver starting (or restarting) with one user-defined bridge: its
+ * isolation chains made anew, its accepts inserted at the top of FORWARD, then its jump into
+ * DOCKER-USER put back first; DOCKER-USER kept as it is (a RETURN appended if missing).
+ */
+function dockerStarts(rules: Map<string, string[]>, bridge = 'br-u'): void {
+  const accepts = [
+    '-j DOCKER-ISOLATION-STAGE-1',
+    `-o ${bridge} -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT`,
+    `-o ${bridge} -j DOCKER`,
+    `-i ${bridge} ! -o ${bridge} -j ACCEPT`,
+    `-i ${bridge} -o ${bridge} -j ACCEPT`,
+  ];
+  const others = (rules.get('filter/FORWARD') ?? []).filter((r) => !accepts.includes(r) && r !== '-j DOCKER-USER');
+  rules.set('filter/FORWARD', ['-j DOCKER-USER', ...accepts, ...others]);
+  rules.set('filter/DOCKER-ISOLATION-STAGE-1', [`-i ${bridge} ! -o ${bridge} -j DOCKER-ISOLATION-STAGE-2`, '-j RETURN']);
+  rules.set(`filter/${DOCKER_ISOLATION}`, [`-o ${bridge} -j DROP`, '-j RETURN']);
+  rules.set('filter/DOCKER', []);
+  const user = rules.get('filter/DOCKER-USER') ?? [];
+  if (!user.includes('-j RETURN')) user.push('-j RETURN');
+  rules.set('filter/DOCKER-USER', user);
+}
+
+/** What crosses the host, by its effect: each case and the verdict it must get. */
+function isolationHolds(t: Test, rules: Map<string, string[]>, when: string): void {
+  const cases: [string, string, 'NEW' | 'ESTABLISHED' | 'DNAT', string, string][] = [
+    ['br-u', GW, 'NEW', 'DROP', 'a container on a Docker bridge network opens no connection into the ovsnet network'],
+    ['br-u', GW, 'ESTABLISHED', 'ACCEPT', 'replies to it pass'],
+    ['br-u', GW, 'DNAT', 'ACCEPT', 'a published port is reached'],
+    ['eth0', GW, 'NEW', 'DROP', 'nor does a machine routing through the host'],
+    [GW, 'eth0', 'NEW', 'ACCEPT', 'the ovsnet container reaches outside'],
+    [GW, 'br-u', 'NEW', 'DROP', 'and opens no connection to a Docker bridge network'],
+    [GW, 'ovgbbbbbbbbbbbb', 'NEW', 'DROP', 'nor to another ovsnet network'],
+    [GW, GW, 'NEW', 'ACCEPT', 'the hairpin back into its own network passes'],
+    ['br-u', 'eth0', 'NEW', 'ACCEPT', "Docker's own traffic out is Docker's as before"],
+  ];
+  for (const [from, to, state, expected, what] of cases) t.equal(verdict(rules, from, to, state), expected, `${when}: ${what}`);
+}
+
+t.test(
+  "Nat: isolation from Docker's bridge networks holds whichever starts first, after either restarts, and after a rule is put above it",
+  async (t) => {
+    const dockerFirst = fakeIptables(['DOCKER-USER']);
+    dockerStarts(dockerFirst.rules);
+    await new Nat(dockerFirst.run, flavour('nft')).addNetwork(NET, '10.1.0.0/24', GW);
+    isolationHolds(t, dockerFirst.rules, 'Docker first');
+    t.same(
+      dockerFirst.rules.get('filter/DOCKER-USER'),
+      ['-j OVSNET-ISOLATION', '-j RETURN'],
+      "ovsnet first in DOCKER-USER, Docker's RETURN kept",
+    );
+
+    const ovsnetFirst = fakeIptables();
+    const nat = new Nat(ovsnetFirst.run, flavour('nft'));
+    await nat.addNetwork(NET, '10.1.0.0/24', GW);
+    dockerStarts(ovsnetFirst.rules);
+    isolationHolds(t, ovsnetFirst.rules, 'ovsnet first, then Docker (its accepts above every FORWARD rule ovsnet made)');
+    dockerStarts(ovsnetFirst.rules);
+    isolationHolds(t, ovsnetFirst.rules, 'dockerd restarted');
+    await new Nat(ovsnetFirst.run, flavour('nft')).addNetwork(NET, '10.1.0.0/24', GW);
+    isolationHolds(t, ovsnetFirst.rules, 'ovsnet restarted');
+    t.same(ovsnetFirst.rules.get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION', '-j RETURN'], 'one jump, however often applied');
+
+    // An operator's rule inserted above ovsnet's: the next reconcile puts ovsnet's back on top; the
+    // operator's rule still applies to what ovsnet's drops let through.
+    ovsnetFirst.rules.get('filter/DOCKER-USER')?.unshift(`-i ${GW} -o eth0 -j DROP`);
+    await nat.addNetwork(NET, '10.1.0.0/24', GW);
+    t.same(ovsnetFirst.rules.get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION', `-i ${GW} -o eth0 -j DROP`, '-j RETURN']);
+    t.equal(verdict(ovsnetFirst.rules, GW, 'eth0', 'NEW'), 'DROP', "the operator's DOCKER-USER rule is still seen");
+    t.equal(verdict(ovsnetFirst.rules, 'br-u', GW, 'NEW'), 'DROP');
+
+    // A second copy of the jump further down (another tool, a race with Docker): one left, on top.
+    ovsnetFirst.rules.set('filter/DOCKER-USER', ['-j RETURN', '-j OVSNET-ISOLATION', '-j OVSNET-ISOLATION']);
+    await nat.addNetwork(NET, '10.1.0.0/24', GW);
+    t.same(ovsnetFirst.rules.get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION', '-j RETURN']);
+  },
+);
+
 t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no masquerade', async (t) => {
   const ipt = fakeIptables();
   const nat = new Nat(ipt.run, flavour('legacy'));
   await nat.addNetwork(NET, 'fd00:1::/64', GW);
-  t.equal(ipt.tables[6].get('filter/OVSNET-FORWARD')?.length, 7);
+  t.equal(ipt.tables[6].get('filter/OVSNET-FORWARD')?.length, 6);
+  t.equal(ipt.tables[6].get('filter/OVSNET-ISOLATION')?.length, 5);
   t.same(ipt.tables[6].get(`filter/${DOCKER_ISOLATION}`), [], "ip6tables: Docker's isolation chain made too");
-  t.same(ipt.tables[6].get('filter/FORWARD'), ['-j OVSNET-FORWARD']);
+  t.same(ipt.tables[6].get('filter/FORWARD'), ['-j DOCKER-USER', '-j OVSNET-FORWARD']);
+  t.same(ipt.tables[6].get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION']);
   t.equal(ipt.tables[4].size, 0, 'nothing in the IPv4 tables');
   t.ok(
     ipt.calls.every((c) => c[0] === 'ip6tables-legacy'),
@@ -272,11 +421,17 @@ t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no mas
 
 t.test("Nat: an older version's accept-everything rule and loopback-capturing jump are replaced", async (t) => {
   const ipt = fakeIptables();
-  ipt.rules.set('filter/OVSNET-FORWARD', [`-o ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`]);
+  const oldIsolation = `-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${NET_COMMENT.join(' ')} -j DOCKER-ISOLATION-STAGE-2`;
+  ipt.rules.set('filter/OVSNET-FORWARD', [oldIsolation, `-o ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`]);
   ipt.rules.set('nat/OUTPUT', ['-m addrtype --dst-type LOCAL -j OVSNET-DNAT']);
   const nat = new Nat(ipt.run, flavour(''));
   await nat.addNetwork(NET, '10.1.0.0/24', GW);
   t.notOk(ipt.rules.get('filter/OVSNET-FORWARD')?.includes(`-o ${GW} ${NET_COMMENT.join(' ')} -j ACCEPT`), 'old accept gone');
+  t.notOk(
+    ipt.rules.get('filter/OVSNET-FORWARD')?.includes(oldIsolation),
+    'the old jump into Docker isolation moved to the isolation chain',
+  );
+  t.ok(ipt.rules.get('filter/OVSNET-ISOLATION')?.includes(oldIsolation));
   t.same(ipt.rules.get('nat/OUTPUT'), ['! -d 127.0.0.0/8 -m addrtype --dst-type LOCAL -j OVSNET-DNAT']);
 });
 
