@@ -1,5 +1,5 @@
 /**
- * A full host among the 200-host benchmark's light agents (issue 16 item 5): its tunnels drive a
+ * A full host among the 200-host benchmark's light agents: its tunnels drive a
  * real Open vSwitch (ovsdb-server and ovs-vswitchd, userspace datapath) in a simulated host
  * (test/harness/host.sh), through ovsnet's OVSDB client and ovs-vswitchd control socket as the
  * daemon assembles them (src/daemon/assemble.ts: after adding tunnels, wait until applied and

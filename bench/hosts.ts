@@ -1,5 +1,5 @@
 /**
- * Many hosts (issue 16 item 5): BENCH_HOSTS (200) light agents in this process (bench/agent.ts),
+ * Many hosts: BENCH_HOSTS (200) light agents in this process (bench/agent.ts),
  * each with its own etcd client against the real etcd of the run, doing what ovsnet does for the
  * cluster and nothing else: the host registry, membership of one logical network, and the
  * tunnels into an in-memory OVS. No dockerd, no kernel. Measured: how long after a new host

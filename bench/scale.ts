@@ -1,5 +1,5 @@
 /**
- * Scale benchmark (issue 16 item 4), every figure next to its baseline from the same run:
+ * Scale benchmark, every figure next to its baseline from the same run:
  * 1. Pool memory, in process: the offset set of a /8 at 1% use, allocated next-fit (as dynamic
  *    addresses are) and scattered at random (static addresses), against an empty one.
  * 2. 10k endpoints on one store, on a simulated host (embedded store): BENCH_SCALE (10,000)

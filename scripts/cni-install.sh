@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs ovsnet's CNI plugin (README, "CNI"): the runtime executes DIR/ovsnet, which runs the
+# Installs ovsnet's CNI plugin (docs/cni.md): the runtime executes DIR/ovsnet, which runs the
 # thin client (dist/src/cni/client.js) with Node; the client forwards each command to the ovsnet
 # daemon's CNI socket.
 #

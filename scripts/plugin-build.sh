@@ -51,7 +51,7 @@ mkdir -p "$debs"
 for deb in "$debs"/*.deb; do dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$R" ./lib ./lib64 ./usr/lib 2>/dev/null || true; done
 [ -f "$R/usr/lib/x86_64-linux-gnu/libstdc++.so.6" ] || { echo "plugin-build: the runtime libraries did not unpack into $R" >&2; exit 1; }
 # iptables of both flavours (nft, legacy) with save/restore and ip6tables: ovsnet uses the one
-# Docker uses on the host (src/driver/iptables-flavour.ts) and batches port rules (restore).
+# Docker uses on the host (src/driver/ports/iptables-flavour.ts) and batches port rules (restore).
 for b in iptables ip6tables; do
   for f in '' -nft -legacy; do
     for s in '' -save -restore; do [ ! -e "/usr/sbin/$b$f$s" ] || copy_bin "/usr/sbin/$b$f$s"; done
@@ -91,7 +91,7 @@ if [ "$(node -p process.versions.modules)" != "$("$rt/bin/node" -p process.versi
 fi
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$R/etc/passwd"
 cp plugin/config.json "$out/config.json"
-bash scripts/cni-install.sh --bundle "$out/cni" >/dev/null # the CNI plugin, for hosts that want it (README, "CNI")
+bash scripts/cni-install.sh --bundle "$out/cni" >/dev/null # the CNI plugin, for hosts that want it (docs/cni.md)
 # The root file system on its own (chroot: none of this host's files): the runtime, the native
 # module, the app.
 env -u NODE_EXTRA_CA_CERTS -u NODE_OPTIONS chroot "$R" /usr/bin/node -e "new (require('/app/node_modules/better-sqlite3'))(':memory:').prepare('select 1').get()" ||

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm start`, the quick start: on a fresh Debian or Ubuntu host, as root, installs Open vSwitch
 # if missing, starts it if it is not running, installs dependencies and builds if needed, and
-# runs `ovsnet serve` in the foreground with the embedded store. Settings: OVSNET_* (README).
+# runs `ovsnet serve` in the foreground with the embedded store. Settings: OVSNET_* (docs/settings.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 say() { printf 'ovsnet start: %s\n' "$*" >&2; }
@@ -30,7 +30,7 @@ fi
 if [ ! -f dist/src/main.js ] || [ -n "$(find src -newer dist/src/main.js -name '*.ts' -print -quit)" ]; then
   npx tsc -p tsconfig.json
 fi
-# The CNI plugin, for podman and other CNI runtimes on this host (README, "CNI"); CNI_BIN_DIR
+# The CNI plugin, for podman and other CNI runtimes on this host (docs/cni.md); CNI_BIN_DIR
 # names another directory than /opt/cni/bin.
 if [ "$(id -u)" = 0 ]; then bash scripts/cni-install.sh "${CNI_BIN_DIR:-/opt/cni/bin}" >&2; else say "not root: the CNI plugin is not installed"; fi
 exec node dist/src/main.js serve

@@ -165,7 +165,7 @@ export class Metrics {
     if (removed > 0) this.repairs.inc({ action: 'removed' }, removed);
   }
 
-  /** A reservation released by the reaper (src/ipam-driver/reap.ts), by reason. */
+  /** A reservation released by the reaper (src/ipam-driver/recovery/orphan-reaper.ts), by reason. */
   observeReaped(reason: string): void {
     this.reaped.inc({ reason });
   }

@@ -1,4 +1,4 @@
-/** Metric names (issue 15, item 3): the standard process_* and nodejs_* series, the build's facts. */
+/** Metric names: the standard process_* and nodejs_* series, the build's facts. */
 import t from 'tap';
 import { Metrics } from '../src/metrics.js';
 import { VERSION } from '../src/lib/version.js';

@@ -1,17 +1,13 @@
 /**
  * `ovsnet ipam adopt`: takes over the addresses another allocator handed out, so that ovsnet
- * never hands them out again and their holders keep them when they move to ovsnet:
- *
- * - `host-local NAME`: the CNI host-local IPAM's files under /var/lib/cni/networks/NAME (one
- *   file per address, named by it, holding the container ID and, since CNI plugins 0.8, the
- *   interface name on a second line). Each becomes a reservation of holder
- *   `cni/<containerID>/<ifname>`: ovsnet's CNI ADD of that attachment gets the same address.
- * - `docker NETWORK`: the addresses Docker's IPAM gave the running containers of a network being
- *   moved to ovsnet (`docker network inspect`). Holder `adopted/docker/<containerID>`; the
- *   container's request for exactly that address (`docker network connect --ip`) takes it over.
- *
- * Each address goes into the ovsnet pool of this host holding it (create-if-absent: an address
- * someone else holds is reported, never given twice). Adopting again changes nothing.
+ * never hands them out again and their holders keep them when they move to ovsnet.
+ * `host-local NAME`: the CNI host-local IPAM's files under /var/lib/cni/networks/NAME (one per
+ * address, holding the container ID and, since CNI plugins 0.8, the interface name on a second
+ * line), each held by `cni/<containerID>/<ifname>` so that ovsnet's CNI ADD gets the same
+ * address. `docker NETWORK`: the running containers' addresses (`docker network inspect`), held
+ * by `adopted/docker/<containerID>` until `docker network connect --ip` takes it over. Each goes
+ * into the ovsnet pool of this host holding it (create-if-absent: an address someone else holds
+ * is reported, never given twice). Adopting again changes nothing.
  */
 import fs from 'node:fs';
 import http from 'node:http';

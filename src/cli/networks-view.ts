@@ -1,6 +1,6 @@
 /**
  * `ovsnet networks`, pure: network and endpoint records to rows (networkRows), rows and Docker's
- * names to what each output form prints (networksShown). Endpoint groups (issue 13, item 2) are
+ * names to what each output form prints (networksShown). Endpoint groups are
  * listed right under their parent, each with its own tag and endpoint count; a group whose
  * parent's record is gone (the parent removed first) still shows, last, flagged as orphaned.
  */

@@ -139,7 +139,7 @@ export class HostRegistry {
     });
     const record: HostRecord = { ...self, startedAt: (this.opts.now?.() ?? new Date()).toISOString() };
     try {
-      // Back before peers reclaimed its addresses: it keeps them (reclaim.ts).
+      // Back before peers reclaimed its addresses: it keeps them (ipam-driver/recovery/dead-host-reclaim.ts).
       await store.txn({ compares: [], success: [put(key, JSON.stringify(record), keeper.lease), del(keys.departedHost(self.name))] });
     } catch (err) {
       await keeper.stop(true).catch(() => undefined);

@@ -4,7 +4,7 @@
  * that a repeated ADD returns the same result, DEL knows what to undo, GC knows what exists,
  * and an ADD cut short (the daemon killed mid-way) is undone at the next start.
  *
- * An attachment's addresses are held in IPAM under `cni/<containerId>/<ifname>` (ipam-driver/holders.ts).
+ * An attachment's addresses are held in IPAM under `cni/<containerId>/<ifname>` (ipam-driver/state/holder-keys.ts).
  */
 import { createHash } from 'node:crypto';
 import { decodeAll, decodeRecord, type ShapeCheck } from '../store/decode.js';

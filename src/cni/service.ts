@@ -107,7 +107,7 @@ export class CniService {
     await this.attachments.put(att);
     try {
       for (const poolId of pools) {
-        // Keyed by the attachment: a repeated ADD gets the same address (ipam-driver/keyed.ts).
+        // Keyed by the attachment: a repeated ADD gets the same address (ipam-driver/allocation/allocator.ts).
         const { address } = await this.deps.ipam.requestAddress({
           poolId,
           address: '',
@@ -229,7 +229,7 @@ export class CniService {
   }
 
   /**
-   * Whether an attachment's container still exists, for the reaper (ipam-driver/reap.ts): false
+   * Whether an attachment's container still exists, for the reaper (ipam-driver/recovery/orphan-reaper.ts): false
    * when no attachment record is left or its network namespace is gone; undefined when that
    * cannot be told from here (the namespace's directory is not visible to this process).
    */

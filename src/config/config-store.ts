@@ -16,7 +16,7 @@ export type StoreConfig =
       readonly auth?: { readonly username: string; readonly password: string };
     };
 
-/** The settings read here (config.ts's table documents each). */
+/** The settings read here (settings.ts's table documents each). */
 export const STORE_SETTINGS = [
   'OVSNET_ETCD_CA',
   'OVSNET_ETCD_CERT',

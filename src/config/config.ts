@@ -1,6 +1,6 @@
 /**
- * Every OVSNET_* setting: one defaults table, validated once, frozen. The README's settings
- * table and plugin/config.json list the same names (test/config.test.ts checks both).
+ * Every OVSNET_* setting: one defaults table, validated once, frozen. docs/settings.md's table
+ * and plugin/config.json list the same names (test/config/config.test.ts checks both).
  */
 import path from 'node:path';
 import { OvsnetError } from '../lib/errors.js';
@@ -32,9 +32,9 @@ export interface Config {
   readonly metrics: { readonly host: string; readonly port: number } | undefined;
   /** File keeping IPAM changes the store did not confirm until they are settled; '' = memory only. */
   readonly journal: string;
-  /** OVSNET_REAP_GRACE: how long a reservation whose holder is gone is kept (src/ipam-driver/reap.ts). */
+  /** OVSNET_REAP_GRACE: how long a reservation whose holder is gone is kept (recovery/orphan-reaper.ts). */
   readonly reapGraceSeconds: number;
-  /** Released veth pairs kept for reuse (driver/spares.ts); 0 = none. */
+  /** Released veth pairs kept for reuse (driver/endpoint/spares.ts); 0 = none. */
   readonly spareVeths: number;
   /** The driver's scope: 'global' serves Docker swarm networks (swarm.ts). */
   readonly scope: 'local' | 'global';

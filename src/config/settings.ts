@@ -1,12 +1,12 @@
 /**
- * Every OVSNET_* setting: its default, its valid form and what it does. The one source of the
- * README's settings table and plugin/config.json's env (test/config.test.ts checks all three
- * agree); config.ts validates them.
+ * Every OVSNET_* setting: its default, its valid form and what it does. The one source of
+ * docs/settings.md's table and plugin/config.json's env (test/config/config.test.ts checks all
+ * three agree); config.ts validates them.
  */
 export type LogLevel = 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
 export const LOG_LEVELS: readonly LogLevel[] = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'];
 
-/** Name, default and valid form of each setting: the source of the README table. */
+/** Name, default and valid form of each setting: the source of docs/settings.md's table. */
 export const SETTINGS = {
   OVSNET_STORE: {
     default: 'sqlite:/var/lib/ovsnet/state.db',

@@ -63,7 +63,7 @@ export interface Parts {
   readonly registry: HostRegistry;
   readonly tunnels: Tunnels;
   readonly reclaimer: Reclaimer;
-  /** Releases this host's reservations whose holder is gone (ipam-driver/reap.ts). */
+  /** Releases this host's reservations whose holder is gone (ipam-driver/recovery/orphan-reaper.ts). */
   readonly reaper: Reaper;
   readonly app: FastifyInstance;
   /** The CNI front end; undefined with OVSNET_CNI_SOCKET=off. */

@@ -1,5 +1,5 @@
 /**
- * The reaper's view of the driver (src/ipam-driver/reap.ts): IPAM does not read the driver's
+ * The reaper's view of the driver (ipam-driver/recovery/orphan-reaper.ts): IPAM does not read the driver's
  * records, so the daemon hands it the endpoints of every host and this host's ovsnet subnets.
  *
  * It also removes this host's endpoints that left their container while ovsnet was down: when

@@ -1,16 +1,11 @@
 /**
- * Address management: pools and one reservation record per address in the store.
- *
- * - A reservation is one transaction: create-if-absent on the address key and a count moved
- *   by compare-and-swap, so count == reservations, always (contiv's EpAddrCount rule), across
- *   processes and hosts sharing one store. One-host pools keep one count (one-host-pool.ts);
- *   pools shared by a logical network keep one per block, each owned by a host (shared-pool.ts).
- * - Only state/ reads and writes IPAM's keys; the rooms above it decide over typed records.
- * - Pools (creation, release, overlap checks, dynamic pools, sharing) are in pools/.
- * - The in-memory PoolIndex finds free addresses; index-sync.ts keeps it current with other
- *   processes' writes (a snapshot, then a watch).
- * - Releases take one path (release.ts). A change the store did not confirm (a timeout) is
- *   settled once it answers (unconfirmed.ts keeps them, settle-unconfirmed.ts undoes them).
+ * Address management: pools and one reservation record per address in the store. A reservation
+ * is one transaction: create-if-absent on the address key and a count moved by compare-and-swap,
+ * so count == reservations, always (contiv's EpAddrCount rule), across processes and hosts. Rooms:
+ * state/ alone builds IPAM's keys (typed reads, transaction parts); index/ finds free addresses
+ * (index-sync.ts follows other processes' writes); allocation/ reserves and releases
+ * (one-host-pool.ts, shared-pool.ts, one release path in release.ts); pools/ creates and checks
+ * pools; recovery/ reaps, reclaims and settles what the store did not confirm.
  */
 import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../lib/errors.js';

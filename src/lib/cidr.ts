@@ -1,7 +1,7 @@
 /**
  * Pure address math, shared by IPAM, the network driver and config: prefixes and addresses as
  * bigints, parsed and printed through ip-address (RFC 5952 canonical IPv6). No I/O; tested
- * exhaustively in test/cidr.test.ts.
+ * exhaustively in test/lib/cidr.test.ts.
  */
 import { Address4, Address6 } from 'ip-address';
 

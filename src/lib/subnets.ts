@@ -2,7 +2,6 @@
  * What may be a container subnet: the one place IPAM (pools.ts, config's default pools) and the
  * network driver (CreateNetwork's IPv4Data/IPv6Data from any IPAM) ask. Pure: the host's
  * addresses and routes are handed in (host-nets.ts reads them).
- *
  * Refused, from the IANA special-purpose registries (iana-ipv4-special-registry,
  * iana-ipv6-special-registry, ipv6-address-space) where the addresses cannot number containers:
  * they are source-only, loopback, link-scoped, multicast, reserved, or given to a protocol that

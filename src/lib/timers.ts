@@ -1,19 +1,11 @@
 /**
- * The daemon's timers, in one place: the retry loop of its background work (keepTrying), the
- * bound on a round trip (expireAfterIo) and a pass repeated at an interval (Repeater). None of
- * them keeps the process alive.
- *
- * keepTrying tries until it works or the owner stops (joining the store, following a prefix,
- * registering the host, reconciling with Open vSwitch).
- *
- * The delays come from cockatiel's exponential backoff with decorrelated jitter: about 1 s,
- * 2 s, 4 s ... (medians) up to 30 s, each drawn at random. Jitter matters after an etcd outage:
- * every host lost the store at the same moment, and without it they would all come back in
- * lockstep, at the same instants, for as long as they retry.
- *
- * cockatiel's own retry policy sleeps through an abort (and calls the function once more after
- * it), so the loop is ours: the sleep ends at once when the owner aborts, its timer never holds
- * the process open, and nothing is tried after the abort.
+ * The daemon's timers, in one place: the retry loop of its background work (keepTrying: joining
+ * the store, following a prefix, registering the host, reconciling with Open vSwitch), the bound
+ * on a round trip (expireAfterIo) and a pass repeated at an interval (Repeater). None keeps the
+ * process alive. keepTrying's delays are cockatiel's exponential backoff with decorrelated
+ * jitter (about 1 s, 2 s, 4 s ... up to 30 s), so that hosts that lost etcd together do not
+ * retry in lockstep. The loop is ours, not cockatiel's retry policy (which sleeps through an
+ * abort and calls once more): the sleep ends at once on abort and nothing is tried after it.
  */
 import { ExponentialBackoff, type IBackoff } from 'cockatiel';
 

@@ -158,7 +158,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     genReqId: () => randomUUID().slice(0, 8),
     // One line per Docker call comes from the onResponse hook below, with the method in it.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
-    // req.log is the logger itself: the requestId comes from the request context (src/log.ts),
+    // req.log is the logger itself: the requestId comes from the request context (src/lib/log.ts),
     // once; a child bound with it too wrote the key twice on every line.
     childLoggerFactory: (logger) => logger,
     // Fastify's own 503 while closing has no Err: the onRequest hook below answers it instead.
@@ -191,7 +191,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     }
   });
 
-  // Everything the call causes, in any module, logs with its requestId (src/log.ts).
+  // Everything the call causes, in any module, logs with its requestId (src/lib/log.ts).
   app.addHook('onRequest', (req, reply, done) => {
     if (closing) {
       void reply

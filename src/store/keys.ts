@@ -51,7 +51,7 @@ export const keys = {
 
   /**
    * Sticky pools (--ipam-opt ovsnet.sticky=true): the address a holder key last held, kept after
-   * its release so that the key gets it back while it is free (holders.ts stickyKeyOf).
+   * its release so that the key gets it back while it is free (ipam-driver/state/holder-keys.ts stickyKeyOf).
    */
   sticky: (poolId: string) => `${ROOT}ipam/sticky/${part(poolId)}/`,
   stickyKey: (poolId: string, holder: string) => `${ROOT}ipam/sticky/${part(poolId)}/${part(holder)}`,

@@ -1,5 +1,5 @@
 /**
- * The store's layout version (issue 15, item 4). Keys live under a versioned prefix
+ * The store's layout version, for safe upgrades. Keys live under a versioned prefix
  * (/ovsnet/v1/, keys.ts); which layout a store holds is said by one key outside it,
  * /ovsnet/layout, so that a daemon of an older layout, which would see an empty /ovsnet/v1/ in a
  * store already moved to /ovsnet/v2/, refuses to start instead of handing out addresses again.

@@ -4,7 +4,7 @@
  * decode.ts, which applies the family's check: a record a peer or an operator wrote by hand
  * with a wrong field type, or a CIDR or address that does not parse, is refused where it is read
  * rather than deep inside whoever uses it. The record types themselves stay with their owners
- * (driver/records, vxlan/logical, ipam-driver/records, store/hosts); these checks are the least
+ * (driver/model/records, ipam-driver/state/records, cluster/hosts); these checks are the least
  * those owners rely on, and `ovsnet doctor` uses the same table to list bad keys.
  *
  * Fields added by a newer ovsnet are allowed (only the named ones are checked); optional fields
@@ -66,7 +66,7 @@ function check(fields: Readonly<Record<string, Field>>): ShapeCheck {
   };
 }
 
-/** An endpoint's or network's QoS (src/driver/qos.ts): what reaches ovs-ofctl. */
+/** An endpoint's or network's QoS (src/driver/model/qos-options.ts): what reaches ovs-ofctl. */
 const qos = objectWith(
   { rateKbps: optional(count), burstKbit: optional(count), dscp: optional(count) },
   'QoS: rateKbps, burstKbit, dscp as whole numbers',

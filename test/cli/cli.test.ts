@@ -1,5 +1,5 @@
 /**
- * The operator's CLI as an operator runs it (issue 15, items 1 and 2): it reads the store the
+ * The operator's CLI as an operator runs it: it reads the store the
  * running daemon reads, asked of the daemon; without one, the systemd environment file's; it says
  * where it and the daemon disagree on the store; `version`, `--version`, per-command help, `-o`
  * formats with `--json` as an alias, the documented exit statuses.

@@ -1,5 +1,5 @@
 /**
- * `ovsnet networks` with endpoint groups (issue 13, item 2): from fabricated network and endpoint
+ * `ovsnet networks` with endpoint groups: from fabricated network and endpoint
  * records, each group right under its parent with its own tag and endpoint count, in every
  * output form; a group whose parent is gone flagged as orphaned; networks without groups shown
  * exactly as before (the same columns and JSON fields); and `ovsnet networks` run as the operator

@@ -1,4 +1,4 @@
-/** The settings the admin endpoint shows (issue 15, item 1): every one, defaults filled, secrets redacted. */
+/** The settings the admin endpoint shows: every one, defaults filled, secrets redacted. */
 import t from 'tap';
 import { SETTINGS } from '../../src/config/config.js';
 import { createLogger } from '../../src/lib/log.js';

@@ -1,5 +1,5 @@
 /**
- * The last-resort handlers of `ovsnet serve` (src/main.ts, issue 11 item 5): a promise rejection
+ * The last-resort handlers of `ovsnet serve` (src/main.ts): a promise rejection
  * nobody handled is logged and the daemon keeps answering; an exception nobody caught is logged
  * as fatal, and the process exits 1 with its socket removed (rather than dying silently).
  */

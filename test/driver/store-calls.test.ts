@@ -1,5 +1,5 @@
 /**
- * Store round trips of a container's calls with ovsnet's IPAM (issue 16): RequestAddress one
+ * Store round trips of a container's calls with ovsnet's IPAM: RequestAddress one
  * transaction; CreateEndpoint writes the record and binds the reservation in one; Join,
  * EndpointOperInfo and Leave make no store call; DeleteEndpoint one; ReleaseAddress one. A reservation changed since the IPAM wrote it
  * is bound the usual way, never overwritten.

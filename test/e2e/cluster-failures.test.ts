@@ -89,7 +89,7 @@ t.test('etcd frozen for 20 s: requests fail fast and clearly; nothing duplicated
   t.equal(all.length, 18);
   t.equal(new Set(all).size, 18, 'no address twice across hosts after the outage');
   // A reservation sent to the frozen etcd may be applied when it resumes, though its request
-  // failed: ovsnet releases it once etcd answers again (ipam-driver/doubts.ts).
+  // failed: ovsnet releases it once etcd answers again (ipam-driver/recovery/unconfirmed.ts).
   const used = async () => (await m.pools(0)).find((p) => p.pool === '10.220.0.0/24')?.used;
   const settled = await until(async () => (await used()) === 19, 15_000);
   t.equal(await used(), 19, `the store holds exactly the 18 containers and the gateway (settled in ${settled} ms)`);

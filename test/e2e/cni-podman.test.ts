@@ -1,5 +1,5 @@
 /**
- * A real CNI runtime on an ovsnet network (issue 14, item 2): Debian's podman with its CNI
+ * A real CNI runtime on an ovsnet network: Debian's podman with its CNI
  * backend, in a simulated host beside that host's Docker. A podman container and a Docker
  * container on one network ping each other and exchange data over TCP; `podman rm -f` releases
  * the address and the OVS port; ovsnet killed in the middle of a podman ADD gives podman a
@@ -95,7 +95,7 @@ await t.test('setup: an ovsnet network in Docker, podman with the CNI backend an
   fs.chmodSync(`${T}/rootfs/bin/busybox`, 0o755);
   for (const a of ['sh', 'ip', 'ping', 'nc', 'sleep', 'cat']) fs.symlinkSync('busybox', `${T}/rootfs/bin/${a}`);
   await run('bash', [`${root}scripts/cni-install.sh`, `${T}/bin`]);
-  // The README's example configuration.
+  // docs/cni.md's example configuration.
   fs.writeFileSync(
     `${T}/net.d/shared.conflist`,
     JSON.stringify({ cniVersion: '1.0.0', name: 'shared', plugins: [{ type: 'ovsnet', network: 'shared' }] }),

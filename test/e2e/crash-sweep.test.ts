@@ -1,5 +1,5 @@
 /**
- * Crash consistency with real Docker (issue 11): container lifecycles on two ovsnet networks
+ * Crash consistency with real Docker: container lifecycles on two ovsnet networks
  * while ovsnet is SIGKILLed inside Docker's calls and restarted on the same state, as systemd or
  * the managed plugin would. Then every container and both networks are removed and, without
  * another restart of ovsnet (whose reconcile would tidy up), nothing of ovsnet's may be left:

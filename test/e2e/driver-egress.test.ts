@@ -1,6 +1,6 @@
 /**
  * A container's way out, end to end on the userspace datapath (the harness's hosts have no
- * openvswitch module), and the subnets Docker may hand the driver (issue 11, items 2 and 3).
+ * openvswitch module), and the subnets Docker may hand the driver.
  *
  * "Outside" is a namespace this test makes, joined to the simulated host by a veth: the host
  * routes 198.19.0.0/24 to it, and it has no route back to container subnets, so only traffic

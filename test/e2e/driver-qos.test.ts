@@ -1,5 +1,5 @@
 /**
- * QoS by its effect (issue 13, item 3), on the userspace datapath (the harness's hosts have no
+ * QoS by its effect, on the userspace datapath (the harness's hosts have no
  * openvswitch module), where ingress policing does nothing: TCP out of a container limited to
  * 20 mbit lands within ±20% of it while an unlimited neighbour sends at the same time; packets
  * from a container marked DSCP 46 carry it when they reach the host (counted by iptables' dscp

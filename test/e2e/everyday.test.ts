@@ -1,5 +1,5 @@
 /**
- * Everyday Docker features on ovsnet networks, with real Docker (issue 15, item 5): the embedded
+ * Everyday Docker features on ovsnet networks, with real Docker: the embedded
  * DNS, a docker-compose 1.29 project, multicast, isolation from Docker's bridge networks both
  * ways, the masquerade carrying traffic out, dual-stack networks, and dockerd restarted with
  * --live-restore under running containers. One host for all (dockerd runs with --live-restore

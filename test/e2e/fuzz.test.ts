@@ -246,7 +246,7 @@ const READ_ONLY = new Set([
 
 t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
   // The fuzz's endpoints have no container: their container ends stay on the host, which the
-  // reaper (ipam-driver/reap.ts, daemon/reaper.ts) rightly takes for containers gone after two
+  // reaper (ipam-driver/recovery/orphan-reaper.ts, daemon/reaper.ts) rightly takes for containers gone after two
   // grace periods and removes, a change no request made. Out of the way for the run.
   ovsnet = await host.startOvsnet({ OVSNET_REAP_GRACE: '86400' });
   base = await buildBaseline();

@@ -1,5 +1,5 @@
 /**
- * Endpoint groups through Docker, by their effect (issue 13, item 2): a parent network named with
+ * Endpoint groups through Docker, by their effect: a parent network named with
  * -o ovsnet.network and two groups sharing its subnet and pool, each on a tag of its own. One
  * pool hands out every address once; a group's containers reach each other and the gateway;
  * between groups (and the parent) new connections pass only where the receiving group allows the

@@ -1,5 +1,5 @@
 /**
- * Holders with a real Docker (issue 14): a container removed while ovsnet was down leaves its
+ * Holders with a real Docker: a container removed while ovsnet was down leaves its
  * reservation behind (Docker's DeleteEndpoint and ReleaseAddress find no plugin); the restarted
  * ovsnet reaps it (endpoint gone), logs and counts it, and the address serves a new container.
  * A reservation no CreateEndpoint ever bound is reaped; those of a `-d bridge --ipam-driver

@@ -1,5 +1,5 @@
 /**
- * The managed plugin's upgrade (issue 15, item 4), as README "Upgrading" says it: both versions
+ * The managed plugin's upgrade, as docs/upgrading.md says it: both versions
  * pushed to a registry (Debian's docker-registry, inside the simulated host, its data in this
  * test's directory), the previous one installed from it with its settings, containers running;
  * then `docker plugin disable -f`, `docker plugin upgrade`, `docker plugin enable` while they ping

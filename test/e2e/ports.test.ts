@@ -1,5 +1,5 @@
 /**
- * Port publishing and inbound isolation with real Docker (issue 11, items 1 and 3): a range
+ * Port publishing and inbound isolation with real Docker: a range
  * publishes one free port, `-p 80` picks one, a port a host process or another container holds
  * is refused, the host's loopback services are never captured while 127.0.0.1:PORT still reaches
  * the container, and nothing but replies and published ports gets in from outside the network.
@@ -127,8 +127,8 @@ await t.test('a host port another container holds is refused with the reason', a
   await host.dockerOk(['rm', '-f', 'web2']);
   await host.dockerOk(['run', '-d', '--name', 'web3', '--network', 'pub', '-p', '18080:80', IMAGE, ...body('web3')]);
   // The port is free again: the next container gets it (its traffic is not asserted here: a fresh
-  // container may resolve its gateway to its own veth's host end, the ARP finding of issue 11
-  // that another change closes; traffic to published ports is asserted above and below).
+  // container may resolve its gateway to its own veth's host end, the ARP finding
+  // that driver/links/host-end.ts closes; traffic to published ports is asserted above and below).
   t.same(
     (await publishedOf('web3')).map((p) => p.HostPort),
     [18080],

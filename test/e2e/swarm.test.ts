@@ -1,5 +1,5 @@
 /**
- * Docker swarm mode (issue 12): one manager and two workers, each with the managed plugin
+ * Docker swarm mode: one manager and two workers, each with the managed plugin
  * (OVSNET_SCOPE=global, one etcd), ovsnet's tunnels on UDP 4790 beside swarm's own VXLAN on 4789.
  * A swarm network is created once on the manager; services' tasks on different nodes talk, names
  * resolve to the VIP (dnsrr: to the tasks), a standalone container on any node reaches them,
@@ -80,7 +80,7 @@ t.test('tasks on different nodes get addresses of the subnet, each once, and tal
   );
   t.equal(new Set(tasks.map((x) => x.ip)).size, tasks.length, 'no address twice');
   t.equal(new Set(tasks.map((x) => x.host)).size, 3, 'on all three nodes');
-  // For the README: what a user and an operator see.
+  // For docs/swarm.md: what a user and an operator see.
   t.comment(await mgr.dockerOk(['service', 'ps', '--format', 'table {{.Name}}\t{{.Node}}\t{{.CurrentState}}', 'web']));
   const cli = await swarm.host(1).exec(['env', `OVSNET_STORE=${swarm.cluster.store}`, process.execPath, MAIN, 'networks']);
   t.comment(cli.stdout);
@@ -92,7 +92,7 @@ t.test('tasks on different nodes get addresses of the subnet, each once, and tal
 
 // Swarm's VIP load balancing needs a per-node load-balancer endpoint, which swarmkit allocates and
 // dockerd creates for the overlay driver only (any other driver's VIP resolves but answers nothing:
-// README "Swarm"); names still resolve to it, and dnsrr services and tasks.NAME to the tasks.
+// docs/swarm.md); names still resolve to it, and dnsrr services and tasks.NAME to the tasks.
 t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the tasks', async (t) => {
   const tasks = await view.tasks('web');
   const vips = JSON.parse(await mgr.dockerOk(['service', 'inspect', '-f', '{{json .Endpoint.VirtualIPs}}', 'web'])) as { Addr: string }[];

@@ -1,5 +1,5 @@
 /**
- * The systemd install's upgrade (issue 15, item 4), as README "Upgrading" says it: stop the
+ * The systemd install's upgrade, as docs/upgrading.md says it: stop the
  * service, replace /opt/ovsnet with the new build, start it. Here from the previous version (this
  * repository at the commit before package.json took the current version, built aside) to this
  * one, on one store, with containers running: they keep talking through it, the new version sees

@@ -1,5 +1,5 @@
 /**
- * Bounded work per request on the plugin socket (issue 11, item 6): metric labels from the fixed
+ * Bounded work per request on the plugin socket: metric labels from the fixed
  * set of Docker methods, nothing recorded with metrics off, one reconcile at a time however many
  * Plugin.Activate arrive, a health probe that starts none, idle connections closed, a cap on
  * connections.

@@ -1,5 +1,5 @@
 /**
- * Records no ovsnet writes, put into the store by hand (issue 11, item 5): `etcdctl put
+ * Records no ovsnet writes, put into the store by hand: `etcdctl put
  * /ovsnet/v1/hosts/x nojson`, a pool record with "pool":"bogus", a reservation key naming no
  * address, a count that is not a number. Each is skipped and noted; the IPAM index still loads
  * and becomes ready, the watch goes on, the host registry follows the other hosts. Run against

@@ -1,5 +1,5 @@
 /**
- * The store's layout version (src/store/layout.ts, issue 15 item 4): written at start on a
+ * The store's layout version (src/store/layout.ts): written at start on a
  * store without one (a 0.1.0 store or a new one), kept on a store of this layout, and a store of
  * a newer layout refused, by checkLayout and by `ovsnet serve`, which exits with the reason.
  */

@@ -3,7 +3,7 @@
  * Docker IDs sharing their first 12 characters would otherwise share a name, and the second
  * Join would replace the first container's veth. The first candidate is the ID's first 12
  * characters (as ovsnet always named them); when another live link holds it, the next
- * deterministic candidate (records.ts `names`). The chosen names go into the record, and every
+ * deterministic candidate (model/records.ts `names`). The chosen names go into the record, and every
  * later step uses the record's names.
  */
 import { OvsnetError } from '../../lib/errors.js';

@@ -1,17 +1,13 @@
 /**
  * Spare veth pairs (OVSNET_SPARE_VETHS): a pair DeleteEndpoint releases is kept, down and
- * renamed to a spare slot's names, and the next Join renames it to its endpoint's names instead
- * of creating one (links/spare-ops.ts says why: a deletion holds an RCU grace period under the
- * kernel's link lock, which the next Join waited for; a rename holds none). At most `capacity`
- * pairs are kept; past that, and when a pair cannot be parked (its container end did not come
- * back to the host), the pair is deleted as before. A spare that cannot be adopted is deleted
- * and the Join creates a pair anew: a spare never fails a Join.
- *
- * Every call runs under the driver's port mutex (Join, DeleteEndpoint, reconcile), so the slots
- * change one call at a time; the link worker answers in order, so a Join right behind a
- * DeleteEndpoint finds the pair it parked. Spares carry SPARE_ALIAS (not ovsnet's endpoint
- * alias: reconcile's orphan sweep leaves them to sweep() here), and go when ovsnet stops
- * (drop()); leftovers of a crash are deleted by the next start's reconcile (sweep()).
+ * renamed to a spare slot's names, and the next Join renames it instead of creating one
+ * (links/spare-ops.ts says why). At most `capacity` pairs are kept; past that, or when a pair
+ * cannot be parked (its container end did not come back), it is deleted; a spare that cannot be
+ * adopted is deleted and the Join creates a pair anew: a spare never fails a Join. Every call
+ * runs under the driver's port mutex, and the link worker answers in order, so a Join right
+ * behind a DeleteEndpoint finds the pair it parked. Spares carry SPARE_ALIAS (reconcile's orphan
+ * sweep leaves them to sweep() here) and go when ovsnet stops (drop()); a crash's leftovers go
+ * at the next start's reconcile (sweep()).
  */
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';

@@ -1,7 +1,7 @@
 /**
- * Endpoint groups in the driver (issue 13, item 2). A group (-o ovsnet.group=NAME
+ * Endpoint groups in the driver. A group (-o ovsnet.group=NAME
  * -o ovsnet.network=PARENT) is a network of its own tag on this host sharing its parent's
- * subnet, pool (ipam-driver/group-pool.ts) and gateway: Join gives its containers the parent's
+ * subnet, pool (ipam-driver/pools/group-pool.ts) and gateway: Join gives its containers the parent's
  * gateway, and the parent's OpenFlow plan (group-plan.ts -> ovs/group-flows.ts) follows the
  * records: after a group or an endpoint of the family comes or goes, at reconcile, and from the
  * periodic check once ovs-vswitchd lost it. A parent without groups has no such flows at all.

@@ -1,22 +1,13 @@
 /**
- * The host end of a container's veth is a switch port, nothing more: it must take no part in the
- * host's IP stack. On the userspace datapath the kernel still sees every frame the container
- * sends (OVS reads the veth through AF_PACKET), and with the defaults it answered a container's
- * ARP for its gateway from the veth's own MAC (arp_ignore 0: any local address, on any
- * interface), so gateway traffic went into the host stack through the veth, where no FORWARD
- * rule accepts it. The settings below, applied over netlink in the same Join step that creates
- * the pair and gone with the veth:
- *
- * - IFF_NOARP (set with the link up, netlink-ops.ts): the kernel drops ARP received there;
- * - IPv4 devconf (IFLA_AF_SPEC / AF_INET): arp_ignore 8 (never reply) and arp_announce 2 should
- *   ARP ever be turned back on, forwarding 0 and rp_filter 1 (no route points at the veth, so
- *   any IP packet arriving there is dropped, not routed or delivered), drop_unicast_in_l2_multicast;
- * - IPv6 (AF_INET6): address generation off, so no link-local address and no part in neighbour
- *   discovery; and disable_ipv6 through /proc/sys where that is writable (a managed plugin's
- *   /proc/sys is read-only: the netlink settings above do not need it).
- *
- * Frames still pass: OVS's kernel datapath takes them before the IP stack, and its userspace
- * datapath reads and writes them over AF_PACKET, which neither setting touches.
+ * The host end of a container's veth is a switch port, nothing more: no part in the host's IP
+ * stack (on the userspace datapath the kernel otherwise answered a container's ARP for its
+ * gateway from the veth, and its traffic went into the host stack: docs/networks.md). Applied
+ * over netlink in the Join step that creates the pair, gone with the veth: IFF_NOARP (set with
+ * the link up, netlink-ops.ts); IPv4 devconf arp_ignore 8, arp_announce 2, forwarding 0,
+ * rp_filter 1, drop_unicast_in_l2_multicast; IPv6 address generation off, and disable_ipv6
+ * through /proc/sys where writable (a managed plugin's is read-only; netlink does not need it).
+ * Frames still pass: OVS takes them before the IP stack (kernel datapath) or over AF_PACKET
+ * (userspace), which neither setting touches.
  */
 import fs from 'node:fs';
 

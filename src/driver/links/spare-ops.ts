@@ -1,11 +1,10 @@
 /**
- * Spare veth pairs over netlink (the link worker's side of driver/spares.ts). Deleting a veth
+ * Spare veth pairs over netlink (the link worker's side of endpoint/spares.ts). Deleting a veth
  * costs an RCU grace period under the kernel's RTNL lock (~20 ms), and the next Join's create
  * waits behind it; renaming a pair that is down holds no grace period. So a released pair is
  * parked (both ends down and renamed to a spare slot's names, the host end carrying the spare
  * alias instead of an endpoint's) and adopted by a later Join (renamed to that endpoint's names,
  * its MTU, MAC and alias set, the host end up), instead of deleted and created.
- *
  * What a pair keeps across reuse: the host end's isolation from the IP stack (host-end.ts: set
  * on the device, not the name), and the container end's offloads (set again on adoption). What
  * a container left on its end (addresses, routes, per-device sysctls) went when Docker moved it

@@ -1,5 +1,5 @@
 /**
- * Endpoint groups' options (issue 13, items 2 and 5), pure: `-o ovsnet.group=NAME` with
+ * Endpoint groups' options, pure: `-o ovsnet.group=NAME` with
  * `-o ovsnet.network=PARENT` makes a network a group of PARENT, and `-o ovsnet.allow=
  * GROUP[:PORT/PROTO][,...]` names the groups whose containers may open connections into this
  * one (GROUP may be the parent's own name: its endpoints outside every group). Names are

@@ -1,5 +1,5 @@
 /**
- * QoS options (issue 13, item 3): `ovsnet.bandwidth`, `ovsnet.burst` and `ovsnet.dscp`, given
+ * QoS options: `ovsnet.bandwidth`, `ovsnet.burst` and `ovsnet.dscp`, given
  * per network (`docker network create -o`) or per endpoint (`docker network connect
  * --driver-opt`, `docker run --network name=NET,driver-opt=...`: Docker puts an endpoint's
  * driver options at the top level of CreateEndpoint's Options, as strings). Parsing and the

@@ -40,7 +40,7 @@ export interface NetworkRecord {
   readonly qos?: Qos;
   /**
    * -o ovsnet.network=NAME without ovsnet.encap: a one-host network named for its endpoint groups
-   * to give as their parent (groups/group-network.ts).
+   * to give as their parent (groups/group-wiring.ts).
    */
   readonly groupsName?: string;
   /**

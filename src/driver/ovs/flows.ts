@@ -1,16 +1,13 @@
 /**
  * OpenFlow rules that keep a logical network's gateway local. Every host holds the same gateway
- * address on its own gateway port; without these rules an ARP request for it would cross the
- * tunnels and every host would answer, and containers would send their outbound traffic through
- * whichever answered last. So frames arriving from a tunnel of the network's VNI that ask for or
- * announce the gateway (ARP, IPv6 neighbour discovery) are dropped; everything else takes the
- * bridge's NORMAL (learning switch) path.
- *
- * OpenFlow is not OVSDB: ovs-ofctl is run here (openflow.ts), at network creation and reconcile only, never
- * on the container start path. Flows are not persisted by ovs-vswitchd: a periodic check
- * (NetworkDriver.checkGuards) puts them back after it restarts. Each network's flows carry a
- * cookie of its own (a prefix + the VNI). VLAN networks on the uplink are guarded the same way,
- * against frames arriving on the uplink with their tag (every host holds their gateway too).
+ * address; without these rules an ARP for it would cross the tunnels, every host would answer,
+ * and containers would send outbound traffic through whichever answered last. So frames from a
+ * tunnel of the network's VNI that ask for or announce the gateway (ARP, IPv6 neighbour
+ * discovery) are dropped; the rest takes NORMAL. ovs-ofctl runs through openflow.ts, at network
+ * creation and reconcile only, never on the container start path; a periodic check
+ * (NetworkDriver.checkGuards) puts the flows back after ovs-vswitchd restarts. Each network's
+ * flows carry a cookie of their own (a prefix + the VNI). VLAN networks on the uplink are guarded
+ * the same way, against frames arriving on the uplink with their tag.
  */
 import { OpenFlow } from './openflow.js';
 

@@ -1,27 +1,13 @@
 /**
- * Endpoint groups on the bridge (issue 13, item 2): the OpenFlow rules that make a parent
- * network's groups one subnet split at layer 2, with traffic between groups going through the
- * parent's gateway and dropped unless the receiving group allows the sender.
- *
- * Members of every group sit on access ports of their group's tag; the gateway port on the
- * parent's. Tags alone would keep a member from reaching the gateway at all, so per member:
- *
- * - ARP requests it sends go to table 41 with its group (reg6) and parent (reg7): a target of
- *   its own group is switched as before (NORMAL, on its tag); any other address of the subnet
- *   is answered by the flow itself with the gateway's MAC (proxy ARP), so cross-group traffic is
- *   sent to the gateway; addresses outside the subnet take NORMAL.
- * - IPv4 it sends to the gateway's MAC goes through conntrack (zone: the parent's tag) to table
- *   43, where a new connection is committed with its group in ct_mark, then out the gateway
- *   port. ARP replies to the gateway go straight to it.
- * - The gateway's ARP requests for its address, and frames to its MAC, go out its port; IPv4
- *   to it goes through conntrack to table 42 (reg5: its port), where established and related
- *   packets pass, new connections pass if they come from outside the parent's groups
- *   (ct_mark 0: the host, published ports, the internet) or from a group the member's group
- *   allows (with the port and protocol the allow names), and the rest is dropped.
- *
- * Conntrack and registers work on both datapaths (userspace conntrack since OVS 2.6). The
- * parent network is a group of its own (its tag is its group). Every flow carries the
- * parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one. IPv4 only.
+ * Endpoint groups on the bridge: the OpenFlow rules that make a parent network's groups one
+ * subnet split at layer 2, with traffic between groups going through the parent's gateway and
+ * dropped unless the receiving group allows the sender. Members sit on access ports of their
+ * group's tag, the gateway on the parent's; proxy ARP (table 41), conntrack with the sender's
+ * group in ct_mark (tables 43, then 42 for the allow check) do the rest: docs/endpoint-groups.md,
+ * "The flows", walks through them. Conntrack and registers work on both datapaths (userspace
+ * conntrack since OVS 2.6). The parent is a group of its own (its tag is its group). Every flow
+ * carries the parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one.
+ * IPv4 only.
  */
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
@@ -56,7 +42,7 @@ export interface GroupMember {
   /** Its network's tag: the group it is in (the parent's tag for the parent's own endpoints). */
   readonly group: number;
   /**
-   * Its QoS (qos.ts's effectiveQos), if any: these flows take its IPv4 to the gateway ahead of
+   * Its QoS (model/qos-options.ts's effectiveQos), if any: these flows take its IPv4 to the gateway ahead of
    * qos-flows.ts's, so they meter (with the meter qos-flows.ts installed, numbered by the port:
    * apply the endpoint's QoS first) and mark it too.
    */

@@ -2,7 +2,7 @@
  * OVSDB (RFC 7047) over JSON-RPC: transactions on the Open_vSwitch database, and the
  * datapath operations the driver needs. No ovs-vsctl process on any request path.
  *
- * Idempotency (each method's, for the driver, in src/driver/deps.ts): ensureBridge does
+ * Idempotency (each method's, for the driver, in src/driver/effects/deps.ts): ensureBridge does
  * nothing when the bridge exists (one another ovsnet creates meanwhile counts as made); setMtu
  * and waitApplied are safe to repeat; addPort fails if a port of that name exists (the caller
  * deletes first); deletePort treats a missing port as done. Rows ovsnet creates carry external_ids

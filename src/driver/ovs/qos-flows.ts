@@ -1,5 +1,5 @@
 /**
- * An endpoint's QoS on the bridge (issue 13, item 3): an OpenFlow 1.3 meter (a drop band at the
+ * An endpoint's QoS on the bridge: an OpenFlow 1.3 meter (a drop band at the
  * rate, with its burst) on traffic the container sends, and DSCP marking of its IPv4 and IPv6
  * packets, by flows matching the endpoint's OpenFlow port. Meters work on both datapaths (the
  * userspace one since OVS 2.7, the kernel one since OVS 2.10 with Linux 4.15), unlike ingress

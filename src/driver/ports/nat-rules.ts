@@ -2,7 +2,7 @@
  * The iptables rules ovsnet wants, as data (nat.ts applies them): masquerading on the way out,
  * forwarding through a network's gateway port and isolation from other ovsnet networks, DNAT
  * for -p port publishing, all in ovsnet's own chains, and the argument lists that check, add
- * and delete one rule. Pure: tested without iptables (test/driver/nat.test.ts).
+ * and delete one rule. Pure: tested without iptables (test/driver/ports/nat.test.ts).
  */
 import { GATEWAY_PREFIX, type PortBinding } from '../model/records.js';
 

@@ -1,6 +1,6 @@
 /**
- * The QoS step of an endpoint (issue 13, item 3): what applies to it (its own options over its
- * network's, qos.ts), put on its OVS port at Join and taken off at DeleteEndpoint, and brought
+ * The QoS step of an endpoint: what applies to it (its own options over its network's,
+ * model/qos-options.ts), put on its OVS port at Join and taken off at DeleteEndpoint, and brought
  * back by reconcile and the periodic check after ovs-vswitchd lost it (ovs/qos-flows.ts).
  */
 import { OvsnetError } from '../../lib/errors.js';

@@ -2,16 +2,11 @@
  * The uplink (OVSNET_UPLINK=IFACE, contiv's vlan-if): the host interface that trunks VLAN
  * networks onto the physical network. At start it becomes a trunk port of the integration
  * bridge carrying the untagged VLAN 0 and the tags of this host's VLAN networks (cluster-wide
- * tags, agreed in etcd: vxlan/logical.ts), nothing else: one-host networks never leave the host.
- *
- * A bridge port takes no IP traffic of the host's own, so the host's addresses and routes on
- * IFACE move to the host port `ovsnet-host` (an OVS internal port on VLAN 0, with IFACE's MAC
- * and MTU): the host keeps its connectivity through the bridge. Leased addresses (DHCP, router
- * advertisement) refuse the start: their client renews them on IFACE.
- *
- * Stopping ovsnet leaves all of it in place (containers keep their VLANs while it restarts).
- * Starting without OVSNET_UPLINK (or with another interface) puts the old uplink back: its
- * addresses and routes return to it, and both ports go.
+ * tags, agreed in the store: records/logical-records.ts), nothing else. IFACE's addresses and
+ * routes move to the host port `ovsnet-host` (an OVS internal port on VLAN 0 with IFACE's MAC
+ * and MTU); leased addresses (DHCP, router advertisement) refuse the start. Stopping ovsnet
+ * leaves all of it in place; starting without OVSNET_UPLINK (or with another interface) puts the
+ * old uplink back, addresses and routes included. docs/uplink.md says more.
  */
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';

@@ -6,7 +6,6 @@
  * the others must agree with it on subnets, encapsulation, --internal and any VNI asked for. The
  * record, members included, is one key changed by compare-and-swap; the last member to leave
  * deletes it and frees the VNI.
- *
  * With -o ovsnet.encap=vlan instead, the network goes onto the physical network through each
  * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
  * same way, and every member uses that tag on its bridge.

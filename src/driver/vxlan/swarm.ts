@@ -5,7 +5,6 @@
  * hands every worker the options it returned, with which the worker's Docker calls CreateNetwork;
  * FreeNetwork comes when the network is removed. The swarm manager allocates the pool, the
  * gateway, the VIPs and every task's address itself (Docker's IPAM, run for the whole swarm).
- *
  * A swarm network is a logical network (logical.ts) named `swarm-<ID>`: AllocateNetwork makes
  * its record and claims its VNI (or -o ovsnet.tag); each node's CreateNetwork joins it as a
  * member, so tunnels (tunnels.ts) follow the nodes that have tasks on it. The record outlives its

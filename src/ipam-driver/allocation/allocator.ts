@@ -1,7 +1,6 @@
 /**
  * Allocation by holder key (holder-keys.ts): what Ipam does with a RequestAddress or a CNI ADD;
  * their releases are release.ts's.
- *
  * - A keyed holder that holds an address of the pool gets that address again (a repeated CNI ADD,
  *   a retried Docker request with its endpoint name): the count does not move. Requests of one
  *   key run one at a time in this process; only the key's own host allocates for it.

@@ -75,7 +75,8 @@ export class RecentReservations {
     this.unbound.delete(plain); // bound once: a second CreateEndpoint binds the usual way
     if (at === undefined || json === undefined) return undefined;
     const bound: Reservation = { ...(JSON.parse(json) as Reservation), endpoint: endpointId };
-    this.remember(this.byKey, idOf(at.poolId, at.address), JSON.stringify(bound)); // what the release compares (if the bind did not happen, it reads)
+    // What the release compares (if the bind did not happen, it reads).
+    this.remember(this.byKey, idOf(at.poolId, at.address), JSON.stringify(bound));
     return { compares: [reservationTxn.valueIs(at.poolId, at.address, json)], success: [reservationTxn.put(bound)] };
   }
 

@@ -1,16 +1,12 @@
 /**
- * Pools shared by a logical network across hosts: addresses are handed out from blocks.
- *
- * - The pool is cut into blocks (default /26; `--ipam-opt ovsnet.block-size=N`). A host claims a
- *   block by compare-and-swap on the block's record and then takes addresses inside it; only its
- *   owner writes a block's record, so hosts never contend on a shared count key. A block that
- *   empties goes back (its record is deleted).
- * - Every address still has its reservation record, made by create-if-absent in the same
- *   transaction as the block's count: an address is never handed out twice, whoever owns what,
- *   and `--ip` anywhere in the pool is checked against every host's reservations.
- * - When no block is free, a host borrows a free address from another host's block rather than
- *   fail while the pool has room.
- * - The block's count moves only with a new reservation or a real release, like a pool's count.
+ * Pools shared by a logical network across hosts: addresses are handed out from blocks (default
+ * /26; `--ipam-opt ovsnet.block-size=N`). A host claims a block by compare-and-swap on its record
+ * and takes addresses inside it; only the owner writes a block's record, so hosts never contend
+ * on a shared count key; an emptied block goes back. Every address still has its reservation,
+ * made by create-if-absent in the same transaction as the block's count: never handed out twice,
+ * and `--ip` anywhere in the pool is checked against every host's. With no block free a host
+ * borrows from another's block rather than fail while the pool has room. The count moves only
+ * with a new reservation or a real release. docs/multi-host.md, "How it works", says more.
  */
 import { OvsnetError } from '../../lib/errors.js';
 import type { KeyValue, Op, Store } from '../../store/types.js';

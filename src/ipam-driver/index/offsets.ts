@@ -1,11 +1,10 @@
 /**
  * Sets of reserved address offsets (offset = address - pool base), with a next-fit search.
  * Pure data structures, no I/O.
- *
  * - Bitmap: pools up to 2^32 addresses (every IPv4 pool). Chunks of 4096 bits, made when a bit
  *   in them is first set and dropped when their last one is cleared, each a short sorted list
  *   until it holds more than 128: memory follows use, not pool size (an empty /8 costs nothing,
- *   where a flat bitmap took 2 MiB; one with 1% of it taken at random well under 1 MiB). The search skips
+ *   a flat bitmap 2 MiB; one 1% taken at random well under 1 MiB). The search skips
  *   absent chunks (all free) and full ones, then 32-bit words, so finding a free address is O(1)
  *   amortised with a moving cursor.
  * - Sparse: larger pools (IPv6 /64 and up): a set of the reserved offsets; with a moving cursor

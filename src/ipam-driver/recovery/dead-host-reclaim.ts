@@ -1,6 +1,5 @@
 /**
  * Reclaiming what a dead host held in logical networks, after a grace period.
- *
  * A host whose registration vanished may still have running containers (its ovsnet died, or
  * it lost the store): its addresses must not be handed out again at once. Every live host
  * sweeps periodically: a host named by a block, a shared pool or a logical network but not

@@ -1,25 +1,13 @@
 /**
- * Reaping: releasing this host's reservations whose holder no longer exists, which `ovsnet
- * doctor` used to report only. A sweep every third of the grace period (1 to 30 s) judges each reservation of this host:
- *
- * - `endpoint gone`: bound to a Docker endpoint (bind-endpoint.ts) that no endpoint record names any more
- *   (Docker removed it while ovsnet was down, or its ReleaseAddress was lost);
- * - `container gone`: a CNI attachment whose container the CNI side says is gone (its network
- *   namespace vanished): the `cniAlive` judge, which the daemon passes from that side;
- * - `never bound`: a Docker container's request (dynamic, or carrying the endpoint name) in a
- *   pool of one of this host's ovsnet networks that no CreateEndpoint bound within the grace
- *   period (its CreateEndpoint failed and Docker's release was lost).
- *
- * What it never frees: an address an endpoint record of any host names (CreateEndpoint writes
- * that record before it binds, so one in flight is safe); another host's reservation (only the
- * host that made it can judge its holder); a gateway; an address given for a network with
- * Docker's own driver (no CreateEndpoint reaches ovsnet there, so nothing is ever bound: only
- * pools of ovsnet networks are judged `never bound`); a static request without a name (dockerd
- * up to 28 asks aux addresses and `--ip` alike); an adopted one until its holder attaches through
- * ovsnet. A CNI attachment gone is undone whole, as DEL would (cniRemove). A holder judged gone is reaped
- * only when a sweep at least the grace period after the first sighting finds it gone still, so
- * a DeleteEndpoint whose ReleaseAddress is on its way is left to Docker. The release itself
- * checks the record is the one judged (unchanged holder and time), in one transaction.
+ * Reaping: releasing this host's reservations whose holder no longer exists. A sweep every third
+ * of the grace period (1 to 30 s) judges each one `endpoint gone` (bound by bind-endpoint.ts to
+ * an endpoint no record names any more), `container gone` (a CNI attachment the `cniAlive` judge
+ * says is gone: undone whole, as DEL would, by cniRemove) or `never bound` (a Docker request in
+ * a pool of an ovsnet network of this host that no CreateEndpoint bound). It never frees an
+ * address an endpoint record names, another host's reservation, a gateway, one of a network of
+ * Docker's own driver, a static request without a name or an adopted one (docs/ipam.md lists
+ * why). A holder is reaped only when a sweep a grace period after the first sighting finds it
+ * gone still; the release checks, in one transaction, that the record is the one judged.
  */
 import { messageOf } from '../../lib/errors.js';
 import { Repeater } from '../../lib/timers.js';

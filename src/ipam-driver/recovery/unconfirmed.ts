@@ -1,28 +1,13 @@
 /**
- * Outcomes the store could not confirm. When a reservation's transaction times out, etcd may
- * still apply it (a frozen or partitioned etcd processes the request once it is back), while
- * Docker was told the request failed and will never release that address (or pool): a leak. When a
- * release times out, Docker treats the address as released (it only logs release errors): the
- * reservation would stay forever. So each such failure is remembered here and settled in the
- * background once the store answers again: a reservation or pool the failed request made (found
- * by its token) is released, a release is done again (settle-unconfirmed.ts). Each settle step is idempotent.
- *
- * Finding nothing is not proof at the first look: the lost request can still be on its way
- * through the store (etcd resumed reads it and a later read on another stream can overtake
- * it), so a reservation or pool doubt is dropped only when a look at least `confirmMs` after
- * the first empty one finds nothing either; a look that finds it releases it.
- *
- * What is pending is also kept in a journal file (OVSNET_JOURNAL), rewritten whole (a temporary
- * file, fsynced, renamed over it) after it changes, so that ovsnet restarted during a store
- * outage still settles it. Writes are off the request path: a change schedules one, changes
- * meanwhile fold into it, one write is in flight at a time (async fs), and stop() waits for the
- * last. A request that fails therefore answers Docker before its doubt is on disk (a crash in
- * those milliseconds forgets it, as a crash before the failure would have).
- *
- * The journal holds at most JOURNAL_CAP doubts (a store outage under a flood of requests must
- * not make every write larger without end): beyond it, doubts are still kept and settled in
- * memory, but not written, and an error says so once. A doubt is an address that may leak, so
- * none is refused.
+ * Outcomes the store could not confirm. A reservation whose transaction timed out may still be
+ * applied (a frozen etcd processes it once back) while Docker was told it failed: a leak; a
+ * release that timed out Docker treats as done. Each is remembered here and settled once the
+ * store answers (settle-unconfirmed.ts; each step idempotent). Finding nothing is proof only
+ * when a look at least `confirmMs` after the first empty one finds nothing either (the lost
+ * request may still be on its way). Pending doubts are kept in a journal (OVSNET_JOURNAL),
+ * rewritten whole off the request path (temporary file, fsync, rename; one write in flight,
+ * changes fold into it; stop() waits for it), at most JOURNAL_CAP of them: beyond it they are
+ * settled from memory only and an error says so once; none is refused. docs/ipam.md says more.
  */
 import fs from 'node:fs';
 import fsp from 'node:fs/promises';

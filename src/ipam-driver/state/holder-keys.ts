@@ -1,34 +1,12 @@
 /**
  * Who holds a reservation: its holder key, one string per holder, kept in the reservation record
  * (`holder`) so that allocation by key is idempotent, release by a non-holder changes nothing,
- * and a reservation whose holder is gone can be found and reaped (orphan-reaper.ts). The forms:
- *
- * - `cni/<containerID>/<ifname>`: a CNI attachment (ADD keyed by CNI_CONTAINERID and CNI_IFNAME).
- *   Container IDs are unique on their host and only the host's daemon allocates for them.
- * - `docker/name/<host>/<name>`: a Docker request carrying its endpoint name (dockerd 29+ sends
- *   `com.docker.network.endpoint.name` in RequestAddress). The host is part of the key: two hosts
- *   sharing a logical network's pool may each run a container of that name.
- * - `docker/endpoint/<endpointID>`: a Docker reservation once CreateEndpoint bound it to its
- *   endpoint (the record's `endpoint`, bind-endpoint.ts); the endpoint is then the holder, whatever key
- *   the request had (but a CNI attachment's, which keeps its key: the CNI front end makes and
- *   removes its endpoint with the attachment).
- * - `docker/request/<host>/<token>`: a Docker request without a name (dockerd up to 28), before
- *   CreateEndpoint binds it: unique to the request, so never matched again.
- * - `host/<name>`: the host's own port on a network (an infra network's, driver/infra.ts): held
- *   while the network is, released with it, never reaped.
- * - `docker/gateway`: a network's gateway; `adopted/docker/<containerID>`: an address of a
- *   running container of a Docker network being moved to ovsnet (`ovsnet ipam adopt docker`).
- *
- * A record written before holders were kept (no `holder`) reads as its endpoint once bound, else
- * as its request (holderOf).
- *
- * For a front end of its own (CNI), one line each:
- * - ADD: `ipam.requestAddress({ poolId, address: '', gateway: false, holder: holders.cni(id, ifname) })`
- *   (idempotent: a repeated ADD answers the same address);
- * - DEL: `ipam.releaseHolder(holders.cni(id, ifname))` (frees only what that key holds; none: nothing);
- * - GC: `ipam.holdersIn(poolId, 'cni/')`, then releaseHolder for each the runtime no longer lists;
- * - gone containers: the reaper's `cniAlive: (containerId, ifname) => ...` (true alive, false gone,
- *   undefined cannot tell), judged by the reaper's periodic sweep (orphan-reaper.ts).
+ * and a reservation whose holder is gone can be found and reaped (orphan-reaper.ts). The forms
+ * (`cni/<containerID>/<ifname>`, `docker/name/<host>/<name>`, `docker/endpoint/<endpointID>`
+ * once bind-endpoint.ts bound it, `docker/request/<host>/<token>`, `host/<name>`,
+ * `docker/gateway`, `adopted/docker/<containerID>`) and how a front end of its own (CNI) uses
+ * them are in docs/ipam.md, "Holders, reaping and adopting". A record written before holders
+ * were kept (no `holder`) reads as its endpoint once bound, else as its request (holderOf).
  */
 import type { Reservation } from './records.js';
 

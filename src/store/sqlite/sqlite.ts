@@ -1,18 +1,13 @@
 /**
- * The embedded store: SQLite (better-sqlite3 12.x) in WAL mode, etcd's data model on top.
- *
- * - One SQLite write transaction (BEGIN IMMEDIATE) per store transaction, so two processes
- *   opening the same file serialise their writes; a reader never sees half a transaction.
- * - A global revision in `meta`, moved by one per transaction that wrote something.
- * - Every change is appended to `events` under its revision; watches replay from there and
- *   poll the revision (cheap, one indexed read) to see other processes' writes.
- * - Leases live in `leases` with an absolute expiry; any process sweeps expired ones.
- *
- * better-sqlite3 is synchronous: each call holds the event loop for the length of one SQLite
- * transaction (tens of microseconds, plus the fsync of a commit).
- *
- * The schema and statements are in sqlite-db.ts, transaction evaluation in sqlite-txn.ts,
- * watches in sqlite-watch.ts; this class ties them to the Store interface, leases and sweeps.
+ * The embedded store: SQLite (better-sqlite3 12.x) in WAL mode, etcd's data model on top. One
+ * write transaction (BEGIN IMMEDIATE) per store transaction, so two processes on one file
+ * serialise their writes and a reader never sees half a transaction; a global revision in `meta`
+ * moved by one per writing transaction; every change appended to `events` under its revision
+ * (watches replay from there and poll the revision to see other processes' writes); leases in
+ * `leases` with an absolute expiry, swept by any process. better-sqlite3 is synchronous: each
+ * call holds the event loop for one SQLite transaction (tens of microseconds, plus a commit's
+ * fsync). Schema and statements: sqlite-db.ts; transactions: sqlite-txn.ts; watches:
+ * sqlite-watch.ts; this class ties them to the Store interface, leases and sweeps.
  */
 import fs from 'node:fs';
 import path from 'node:path';

@@ -1,4 +1,4 @@
-/** Spare veth pairs (driver/spares.ts) with the in-memory links: kept, reused, bounded, swept. */
+/** Spare veth pairs (driver/endpoint/spares.ts) with the in-memory links: kept, reused, bounded, swept. */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';

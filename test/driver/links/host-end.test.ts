@@ -1,5 +1,5 @@
 /**
- * The host end of a container's veth takes no part in the host's IP stack (issue 11): a
+ * The host end of a container's veth takes no part in the host's IP stack: a
  * "container" namespace asking ARP for an address the host holds gets no answer from it, IP sent
  * to it is not delivered to the host, and it has no IPv6 address. Real netlink from the link
  * worker, in namespaces of the test's own (test/helpers/host-end-child.ts under unshare -n).

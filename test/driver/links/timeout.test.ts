@@ -1,4 +1,4 @@
-/** Every link-worker request is bounded (issue 11, item 6): a worker that never answers fails the request, naming it. */
+/** Every link-worker request is bounded: a worker that never answers fails the request, naming it. */
 import t from 'tap';
 import { Links } from '../../../src/driver/links/links.js';
 

@@ -1,5 +1,5 @@
 /**
- * Docker's bridge-driver options on an ovsnet network (issue 15, item 3): honoured where ovsnet
+ * Docker's bridge-driver options on an ovsnet network: honoured where ovsnet
  * has the same thing, refused naming what it has instead. By effect against real iptables and
  * sockets: test/e2e/driver-egress.test.ts.
  */

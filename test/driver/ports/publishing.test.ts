@@ -1,4 +1,4 @@
-/** Port publishing (src/driver/publishing.ts) through the driver, against in-memory NAT and host ports. */
+/** Port publishing (src/driver/ports/publishing.ts) through the driver, against in-memory NAT and host ports. */
 import t from 'tap';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import { createLogger } from '../../../src/lib/log.js';

@@ -1,7 +1,8 @@
 /**
- * IPAM keyed by holder (src/ipam-driver/keyed.ts, holders.ts): a repeated request of one key
- * gets its address again, a release by a non-holder changes nothing, sticky pools give a key its
- * last address back while it is free, adopted addresses are taken over only by their container.
+ * IPAM keyed by holder (src/ipam-driver/allocation/allocator.ts, state/holder-keys.ts): a repeated
+ * request of one key gets its address again, a release by a non-holder changes nothing, sticky
+ * pools give a key its last address back while it is free, adopted addresses are taken over only
+ * by their container.
  */
 import t, { type Test } from 'tap';
 import { holders } from '../../../src/ipam-driver/state/holder-keys.js';

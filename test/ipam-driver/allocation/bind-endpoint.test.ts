@@ -1,5 +1,5 @@
 /**
- * Reservation binding (src/ipam-driver/bind.ts): CreateEndpoint marks the reservation of each of
+ * Reservation binding (src/ipam-driver/allocation/bind-endpoint.ts): CreateEndpoint marks the reservation of each of
  * the endpoint's addresses with the endpoint, through Ipam.bindEndpoint (pools found in the IPAM
  * index) or bindReservation directly (pools read from the store when not given).
  */

@@ -1,5 +1,5 @@
 /**
- * The IPAM index follows the store (src/ipam-driver/index-sync.ts): ready after the first
+ * The IPAM index follows the store (src/ipam-driver/index/index-sync.ts): ready after the first
  * snapshot, other processes' writes applied from the watch, a lost watch followed again, and a
  * first load that fails retried.
  */

@@ -1,5 +1,5 @@
 /**
- * The unconfirmed-changes journal (src/ipam-driver/doubts.ts, issue 11 item 6): written off the
+ * The unconfirmed-changes journal (src/ipam-driver/recovery/unconfirmed.ts): written off the
  * request path (a burst of doubts costs the caller no disk write, and folds into few writes) and
  * bounded (at most JOURNAL_CAP entries on disk; the rest settled from memory, said once).
  */

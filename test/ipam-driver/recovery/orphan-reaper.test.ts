@@ -1,5 +1,5 @@
 /**
- * Reaping (src/ipam-driver/reap.ts) with an embedded store and fake views of the driver: what is
+ * Reaping (src/ipam-driver/recovery/orphan-reaper.ts) with an embedded store and fake views of the driver: what is
  * released (endpoint gone, CNI container gone, never bound), only after the grace period, and
  * what never is (an address an endpoint names, another host's, a gateway, a pool of Docker's
  * own driver, an unnamed static request, a record changed since it was judged).
