@@ -23,7 +23,7 @@ else
   node=$(command -v node)
 fi
 tmp=$(mktemp "$dir/.ovsnet.XXXXXX")
-printf '#!/bin/sh\n# ovsnet CNI plugin: forwards each CNI command to the ovsnet daemon (its README, "CNI").\nexec %s %s "$@"\n' "$node" "$target" >"$tmp"
+printf '#!/bin/sh\n# ovsnet CNI plugin: forwards each CNI command to the ovsnet daemon (docs/cni.md).\nexec %s %s "$@"\n' "$node" "$target" >"$tmp"
 chmod 0755 "$tmp"
 mv -f "$tmp" "$dir/ovsnet" # atomic: a runtime never runs a half-written plugin
 echo "CNI plugin installed: $dir/ovsnet"

@@ -65,7 +65,7 @@ ${Object.entries(table)
   .map(([c, s]) => `  ${c.padEnd(width)}${s.summary}`)
   .join('\n')}
 
-Every command takes -h/--help. Settings are OVSNET_* environment variables (see the README);
+Every command takes -h/--help. Settings are OVSNET_* environment variables (see docs/operators-guide.md);
 the operator's commands read the running daemon's (or /etc/default/ovsnet's).
 Exit status: 0 done, 1 a check failed or the command could not finish, 2 a usage error or
 invalid settings.`;

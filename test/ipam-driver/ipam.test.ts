@@ -119,7 +119,7 @@ t.test('pools: overlap refused naming the other, validation names the field', as
   await t.rejects(
     ipam.requestPool({ ...pool('10.60.0.0/16'), addressSpace: 'GlobalDefault' }),
     { code: 'IPAM_POOL_OVERLAP' },
-    'address spaces share the hosts: their pools may not overlap either (issue 11)',
+    'address spaces share the hosts: their pools may not overlap either',
   );
 });
 
