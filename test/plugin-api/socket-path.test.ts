@@ -5,13 +5,13 @@
  * serves Docker without CNI, says why, and leaves the file.
  */
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Fastify from 'fastify';
 import t from 'tap';
 import { listenOnSocket, removeSocket } from '../../src/plugin-api/listen.js';
 import { NO_OVS, Ovsnet, pluginCall } from '../harness/host.js';
+import { staleSocket } from '../helpers/stale-socket.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-sockpath-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -42,12 +42,8 @@ t.test('a path that is not a socket is refused and left as it was', async (t) =>
 
   // A stale socket (nobody answers) is still replaced.
   const stale = path.join(dir, 'stale.sock');
-  const old = net.createServer();
-  await new Promise<void>((r) => old.listen(stale, r));
-  await new Promise<void>((r) => {
-    (old as unknown as { _handle: { close(): void } | null })._handle?.close(); // closed without unlinking
-    r();
-  });
+  staleSocket(stale);
+  t.ok(fs.lstatSync(stale).isSocket(), 'a stale socket is there');
   const app = Fastify();
   await listenOnSocket(app, stale);
   t.ok(fs.lstatSync(stale).isSocket(), 'a stale socket replaced');
