@@ -13,7 +13,8 @@ const pages = [
   'README.md',
   ...fs
     .readdirSync(`${root}docs`)
-    .filter((f) => f.endsWith('.md'))
+    // security-notes-BRANCH.md: a branch's lines for docs/security.md, folded into it at merge.
+    .filter((f) => f.endsWith('.md') && !f.startsWith('security-notes-'))
     .map((f) => `docs/${f}`),
 ];
 

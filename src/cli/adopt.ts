@@ -14,6 +14,7 @@ import http from 'node:http';
 import path from 'node:path';
 import { parseAddress } from '../lib/cidr.js';
 import { OvsnetError, messageOf } from '../lib/errors.js';
+import { containerIdProblem, ifnameProblem, quoted } from '../cni/names.js';
 import { holders } from '../ipam-driver/state/holder-keys.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import { describeHolder } from '../ipam-driver/state/records.js';
@@ -25,24 +26,78 @@ export interface Foreign {
   readonly name?: string;
   /** Something the operator should know about this one. */
   readonly note?: string;
+  /** Why this one is not adopted (an unsafe or malformed source): reported, nothing done. */
+  readonly refused?: string;
 }
 
 export interface AdoptRow {
   address: string;
   holder: string;
-  outcome: 'adopted' | 'held' | 'taken' | 'no pool';
+  outcome: 'adopted' | 'held' | 'taken' | 'no pool' | 'refused';
   detail: string;
 }
 
 export const HOST_LOCAL_DIR = '/var/lib/cni/networks';
 
-/** The host-local IPAM's reservations of network `name` under `dir` (the store's layout, disk/backend.go). */
+/** Largest reservation file read: host-local writes a container ID and an interface name. */
+const HOST_LOCAL_FILE_MAX = 1024;
+
+/**
+ * One host-local reservation file, read without following a link and without blocking (a FIFO
+ * named like an address), a regular file of at most HOST_LOCAL_FILE_MAX bytes: its container
+ * ID and interface name, or why it is refused.
+ */
+function readReservation(file: string): { id: string; ifname?: string } | { refused: string } {
+  let fd: number;
+  try {
+    fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK | fs.constants.O_NOCTTY);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return { refused: code === 'ELOOP' ? 'a symbolic link' : `cannot be opened (${code ?? messageOf(err)})` };
+  }
+  try {
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) return { refused: 'not a regular file' };
+    if (st.size > HOST_LOCAL_FILE_MAX) return { refused: `${st.size} bytes, more than a reservation's ${HOST_LOCAL_FILE_MAX}` };
+    const buf = Buffer.alloc(HOST_LOCAL_FILE_MAX + 1);
+    const n = fs.readSync(fd, buf, 0, buf.length, 0);
+    if (n > HOST_LOCAL_FILE_MAX) return { refused: `more than a reservation's ${HOST_LOCAL_FILE_MAX} bytes` };
+    const [id = '', ifname] = buf
+      .toString('utf8', 0, n)
+      .split(/\r?\n/)
+      .map((l) => l.trim());
+    return { id, ...(ifname === undefined || ifname === '' ? {} : { ifname }) };
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/**
+ * The host-local IPAM's reservations of network `name` under `dir` (the store's layout,
+ * disk/backend.go). `name` is one directory under `dir` (a CNI network name: no "/", not ".."); a
+ * file named like an address that is not a plain reservation (a link, a FIFO, too large, or
+ * holding a container ID or interface name the CNI spec does not allow) is reported as refused
+ * and adopts nothing.
+ */
 export function readHostLocal(dir: string, name: string): Foreign[] {
+  if (!/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(name)) {
+    throw new OvsnetError(
+      'IPAM_ADOPT_SOURCE_INVALID',
+      `${quoted(name)} is not a host-local network name: a CNI network name (a letter or digit, then letters, digits, "_", "." or "-"), the name of a directory under ${dir}`,
+    );
+  }
   const where = path.join(dir, name);
-  if (!fs.existsSync(where)) {
+  const st = fs.lstatSync(where, { throwIfNoEntry: false });
+  if (st === undefined) {
     throw new OvsnetError(
       'IPAM_ADOPT_SOURCE_INVALID',
       `no host-local network ${name}: ${where} does not exist; give the name of a directory under ${dir}`,
+    );
+  }
+  if (!st.isDirectory()) {
+    throw new OvsnetError(
+      'IPAM_ADOPT_SOURCE_INVALID',
+      `${where} is not a directory (a link or a file): give the name of a directory under ${dir}`,
     );
   }
   const found: Foreign[] = [];
@@ -52,15 +107,23 @@ export function readHostLocal(dir: string, name: string): Foreign[] {
     } catch {
       continue; // lock, last_reserved_ip.N: not reservations
     }
-    const [id = '', ifname] = fs
-      .readFileSync(path.join(where, file), 'utf8')
-      .split(/\r?\n/)
-      .map((l) => l.trim());
-    if (id === '') continue;
+    const read = readReservation(path.join(where, file));
+    const refuse = (why: string) => found.push({ address: file, holder: '', refused: `${path.join(where, file)}: ${why}: not adopted` });
+    if ('refused' in read) {
+      refuse(read.refused);
+      continue;
+    }
+    if (read.id === '') continue;
+    const ifname = read.ifname ?? 'eth0';
+    const bad = containerIdProblem(read.id) ?? (read.ifname === undefined ? undefined : ifnameProblem(read.ifname));
+    if (bad !== undefined) {
+      refuse(`holds ${quoted(read.ifname === undefined ? read.id : `${read.id} ${read.ifname}`, 60)}, whose name ${bad}`);
+      continue;
+    }
     found.push({
       address: file,
-      holder: holders.cni(id, ifname === undefined || ifname === '' ? 'eth0' : ifname),
-      ...(ifname === undefined || ifname === '' ? { note: 'no interface name in the file (host-local before 0.8): eth0 assumed' } : {}),
+      holder: holders.cni(read.id, ifname),
+      ...(read.ifname === undefined ? { note: 'no interface name in the file (host-local before 0.8): eth0 assumed' } : {}),
     });
   }
   return found;
@@ -112,6 +175,10 @@ function dockerGet(socket: string, url: string): Promise<{ status: number; body:
 export async function adopt(ipam: Ipam, from: string, foreign: readonly Foreign[]): Promise<AdoptRow[]> {
   const rows: AdoptRow[] = [];
   for (const f of foreign) {
+    if (f.refused !== undefined) {
+      rows.push({ address: f.address, holder: f.holder, outcome: 'refused', detail: f.refused });
+      continue;
+    }
     const res = await ipam.adopt(f.address, f.holder, from, f.name);
     const note = f.note === undefined ? '' : `; ${f.note}`;
     rows.push({

@@ -6,7 +6,13 @@
  * mapping of ovsnet's error codes to CNI's lives here and nowhere else: whatever is only
  * temporary (the store unreachable, the daemon starting, Open vSwitch down) is 11, try again
  * later, with the reason.
+ *
+ * Its limits (CNI_SOCKET_LIMITS): the socket is root's (0660), but a stuck or hostile client
+ * must not hold the daemon's descriptors, so connections are capped and one with no request in
+ * flight is closed after a short idle time; a command in flight is never cut (the plugin bounds
+ * it at 120 s).
  */
+import type { Socket } from 'node:net';
 import Fastify, { type FastifyInstance } from 'fastify';
 import { isOvsnetError, messageOf, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -16,6 +22,19 @@ import type { CniService } from './service.js';
 
 /** Largest request: a CNI configuration with its prevResult is a few kilobytes. */
 const BODY_LIMIT = 1024 * 1024;
+
+/** Bounds of the CNI socket: a runtime opens one connection per command and closes it. */
+export const CNI_SOCKET_LIMITS = {
+  /** Connections open at once; more are closed at once (a host runs a few CNI commands at a time). */
+  maxConnections: 64,
+  /** A connection with no request in flight and no traffic for this long is closed. */
+  idleTimeoutMs: 10_000,
+  /** The request's headers, and the whole request, must arrive within these. */
+  headersTimeoutMs: 10_000,
+  requestTimeoutMs: 15_000,
+} as const;
+
+export type CniSocketLimits = { -readonly [K in keyof typeof CNI_SOCKET_LIMITS]: number };
 
 /** ovsnet's error codes that have a CNI code of their own (others: by kind, below). */
 const CNI_CODE_OF: Partial<Record<ErrorCode, CniErrorName>> = {
@@ -43,8 +62,32 @@ export function cniErrorOf(err: unknown, command: CniCommand | undefined, cniVer
   return cniError(cniVersion, 'CONFIG_INTERFACE_FAILURE', text);
 }
 
-export function buildCniServer(service: CniService, log: Logger): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT });
+export function buildCniServer(service: CniService, log: Logger, given: Partial<CniSocketLimits> = {}): FastifyInstance {
+  const limits = { ...CNI_SOCKET_LIMITS, ...given };
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT,
+    connectionTimeout: limits.idleTimeoutMs,
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.idleTimeoutMs,
+  });
+  app.server.maxConnections = limits.maxConnections;
+  app.server.headersTimeout = limits.headersTimeoutMs;
+  // With a 'timeout' listener Node leaves the socket to it: idle ones go, busy ones stay.
+  const busy = new Map<Socket, number>();
+  app.server.on('timeout', (socket: Socket) => {
+    if ((busy.get(socket) ?? 0) === 0) socket.destroy();
+  });
+  app.addHook('onRequest', async (request, reply) => {
+    const socket = request.raw.socket;
+    busy.set(socket, (busy.get(socket) ?? 0) + 1);
+    // The response's close: sent, or the connection gone (the request's fires once its body is read).
+    reply.raw.once('close', () => {
+      const left = (busy.get(socket) ?? 1) - 1;
+      if (left <= 0) busy.delete(socket);
+      else busy.set(socket, left);
+    });
+  });
   app.post('/cni', async (request): Promise<RpcAnswer> => {
     const req = (typeof request.body === 'object' && request.body !== null ? request.body : {}) as Partial<RpcRequest>;
     const asked = /"cniVersion"\s*:\s*"([0-9.]+)"/.exec(typeof req.config === 'string' ? req.config : '')?.[1] ?? '1.0.0';
@@ -54,7 +97,7 @@ export function buildCniServer(service: CniService, log: Logger): FastifyInstanc
     }
     const started = performance.now();
     try {
-      const call = parseCall(req as RpcRequest);
+      const call = parseCall(req);
       const result = await service.handle(call);
       log.debug({ command: call.command, containerId: call.containerId, ms: performance.now() - started }, 'CNI command done');
       return { rpcVersion: RPC_VERSION, ...(result === undefined ? {} : { result }) };

@@ -20,7 +20,7 @@ import type { Ipam } from '../ipam-driver/ipam.js';
 import type { Store } from '../store/types.js';
 import { holders } from '../ipam-driver/state/holder-keys.js';
 import { Attachments, endpointIdOf, holderKey, type Attachment, type HeldAddress } from './attachments.js';
-import { checkNetns, type NetnsOps } from './netns.js';
+import type { NetnsOps } from './netns.js';
 import { resolveNetwork, type DockerLookup } from './resolve.js';
 import { resultIn, resultOf, type CniCall } from './request.js';
 
@@ -77,6 +77,16 @@ export class CniService {
   // --- commands --------------------------------------------------------------------------
 
   private async add(call: CniCall): Promise<Record<string, unknown>> {
+    // Checked before anything is done, and held: the interface goes into what was checked.
+    const handle = await this.deps.netns.open(call.netns);
+    try {
+      return await this.addIn(call, handle.path);
+    } finally {
+      handle.close();
+    }
+  }
+
+  private async addIn(call: CniCall, via: string): Promise<Record<string, unknown>> {
     const { containerId, ifname, netns } = call;
     const started = performance.now();
     const standing = await this.attachments.get(containerId, ifname);
@@ -90,7 +100,6 @@ export class CniService {
       if (standing.result !== undefined) return standing.result; // the same ADD again: the same answer
     }
     if (standing !== undefined) await this.release(standing); // a half-done ADD (or one with no result): start again
-    checkNetns(netns);
     const network = await resolveNetwork(call.config.network, await this.deps.driver.localNetworks(), this.deps.dockerLookup);
     const pools = this.poolsOf(network, call.config.network);
     let att: Attachment = {
@@ -130,7 +139,8 @@ export class CniService {
       });
       const joined = await this.deps.driver.joinResolved(network, created.endpoint);
       const gateways = [joined.gateway, joined.gatewayV6].filter((g) => g !== '');
-      await this.deps.netns.attach({ netns, device: joined.srcName, ifname, addresses: att.addresses.map((a) => a.address), gateways });
+      const addresses = att.addresses.map((a) => a.address);
+      await this.deps.netns.attach({ netns, via, device: joined.srcName, ifname, addresses, gateways });
       const result = resultOf(att, created.mac ?? '', gateways);
       att = { ...att, state: 'added', result };
       await this.attachments.put(att);
@@ -166,16 +176,23 @@ export class CniService {
         `container ${call.containerId.slice(0, 12)} has no ovsnet attachment ${call.ifname}: ADD it first`,
       );
     }
-    const problem = await this.deps.netns.problem(
-      call.netns,
-      call.ifname,
-      att.addresses.map((a) => a.address),
-    );
+    const handle = await this.deps.netns.open(call.netns);
+    let problem: string | undefined;
+    try {
+      problem = await this.deps.netns.problem(
+        call.netns,
+        call.ifname,
+        att.addresses.map((a) => a.address),
+        handle.path,
+      );
+    } finally {
+      handle.close();
+    }
     if (problem !== undefined)
       throw new OvsnetError('CNI_CHECK_FAILED', `attachment ${call.ifname} of container ${call.containerId.slice(0, 12)}: ${problem}`);
   }
 
-  /** CNI 1.1 GC: this network's attachments the runtime does not list go. */
+  /** CNI 1.1 GC: this network's attachments the runtime does not list go (parseCall refuses a GC without the list). */
   private async gc(call: CniCall): Promise<void> {
     const valid = new Set((call.config.validAttachments ?? []).map((v) => holderKey(v.containerId, v.ifname)));
     for (const a of await this.attachments.list()) {

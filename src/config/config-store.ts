@@ -8,7 +8,7 @@ import path from 'node:path';
 import { messageOf } from '../lib/errors.js';
 
 export type StoreConfig =
-  | { readonly kind: 'sqlite'; readonly file: string }
+  | { readonly kind: 'sqlite'; readonly file: string; readonly sharedDir?: boolean }
   | {
       readonly kind: 'etcd';
       readonly endpoints: readonly string[];

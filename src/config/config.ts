@@ -74,6 +74,8 @@ export function loadConfig(env: Env): Config {
     return v === undefined || v === '' ? undefined : v;
   };
   const store = parseStore(value('OVSNET_STORE'), given, (why) => bad('OVSNET_STORE', value('OVSNET_STORE'), why), problems);
+  const sharedDir = value('OVSNET_STATE_DIR_SHARED');
+  if (sharedDir !== 'true' && sharedDir !== 'false') bad('OVSNET_STATE_DIR_SHARED', sharedDir);
   const storeTimeoutMs = parseIntIn(value('OVSNET_STORE_TIMEOUT_MS'), 100, 10_000);
   if (storeTimeoutMs === undefined) bad('OVSNET_STORE_TIMEOUT_MS', value('OVSNET_STORE_TIMEOUT_MS'));
 
@@ -150,7 +152,7 @@ export function loadConfig(env: Env): Config {
   const host = { name: hostName, vtepIp, ttlSeconds: ttlSeconds ?? 10, reclaimGraceSeconds: reclaimGraceSeconds ?? 600 };
   const vxlan = vxlanPort ?? 4789;
   return deepFreeze({
-    store,
+    store: store.kind === 'sqlite' && sharedDir === 'true' ? { ...store, sharedDir: true } : store,
     storeTimeoutMs,
     logLevel,
     socket,

@@ -13,6 +13,11 @@ export const SETTINGS = {
     form: 'sqlite:/absolute/path.db or etcd://host:port[,host:port...]',
     doc: 'State store: the embedded SQLite file (single host) or etcd endpoints (hosts sharing networks).',
   },
+  OVSNET_STATE_DIR_SHARED: {
+    default: 'false',
+    form: 'true or false',
+    doc: "The embedded store's directory may be writable by other users (a sticky one such as /tmp); otherwise ovsnet refuses to start there, since they could plant links its files would follow.",
+  },
   OVSNET_STORE_TIMEOUT_MS: {
     default: '3000',
     form: 'an integer from 100 to 10000',

@@ -62,7 +62,7 @@ export class Daemon {
     this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port, log);
     // CNI is an extra: a socket it cannot have is logged, and Docker is served without it.
     if (this.parts.cni !== undefined)
-      await listenOnSocket(this.parts.cni.app, this.parts.cni.socket).catch((err: unknown) =>
+      await listenOnSocket(this.parts.cni.app, this.parts.cni.socket, 'OVSNET_CNI_SOCKET').catch((err: unknown) =>
         log.error({ err }, `no CNI front end: cannot listen on ${this.parts.cni?.socket ?? ''} (${messageOf(err)})`),
       );
     for (const task of this.tasks(onFatal)) task.start();

@@ -62,6 +62,8 @@ export const ERROR_CODES = {
   CNI_INTERFACE_FAILED: 'System',
   CNI_CHECK_FAILED: 'System',
   UPLINK_INVALID: 'InvalidParameter',
+  SOCKET_PATH_INVALID: 'InvalidParameter',
+  STATE_FILE_UNSAFE: 'InvalidParameter',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

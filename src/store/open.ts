@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs';
 import type { StoreConfig } from '../config/config.js';
-import { OvsnetError, messageOf } from '../lib/errors.js';
+import { OvsnetError, isOvsnetError, messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
 import { secureStateFiles } from './state-files.js';
 import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchHandlers, Watcher } from './types.js';
@@ -15,8 +15,9 @@ async function load(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'w
     case 'sqlite': {
       let notes: string[];
       try {
-        notes = secureStateFiles(config.file);
+        notes = secureStateFiles(config.file, { sharedDir: config.sharedDir === true });
       } catch (err) {
+        if (isOvsnetError(err, 'STATE_FILE_UNSAFE')) throw err;
         throw new OvsnetError(
           'STORE_UNAVAILABLE',
           `cannot open the embedded store at ${config.file}: ${messageOf(err)} (OVSNET_STORE=sqlite:/absolute/path.db, a writable directory)`,

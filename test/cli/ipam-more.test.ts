@@ -3,7 +3,7 @@
  * (/usr/lib/cni/host-local, Debian's containernetworking-plugins), and `ovsnet ipam
  * --reservations [POOL]`, run as the operator runs them (dist/src/main.js) on an embedded store.
  */
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -102,3 +102,62 @@ t.test('mistakes say what would be valid', async (t) => {
   t.equal(flag.status, 2);
   t.match(flag.stderr, "Unknown option '--bogus'");
 });
+
+t.test(
+  'adopt host-local: links, FIFOs, large files and names the CNI spec refuses are reported and adopt nothing; NAME stays under --dir',
+  async (t) => {
+    const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-adopt-hostile-'));
+    t.teardown(() => fs.rmSync(base, { recursive: true, force: true }));
+    const db = path.join(base, 'state', 'state.db');
+    const store = new SqliteStore({ file: db });
+    const ipam = makeIpam(store, { host: 'test-host' });
+    await ipam.requestPool(pool('10.85.0.0/24'));
+    await ipam.stop();
+    await store.close();
+    const run = (...args: string[]) =>
+      spawnSync(process.execPath, [`${root}dist/src/main.js`, ...args], {
+        env: { ...env, OVSNET_STORE: `sqlite:${db}` },
+        encoding: 'utf8',
+        timeout: 20_000, // a FIFO read would block for ever
+      });
+    const nets = path.join(base, 'networks');
+    const hl = path.join(nets, 'hl2');
+    fs.mkdirSync(hl, { recursive: true });
+    const secret = path.join(base, 'root-only');
+    fs.writeFileSync(secret, 'rootsecret\neth0\n', { mode: 0o600 });
+    fs.symlinkSync(secret, path.join(hl, '10.85.0.2'));
+    execFileSync('mkfifo', [path.join(hl, '10.85.0.3')]);
+    fs.writeFileSync(path.join(hl, '10.85.0.4'), 'a/b\neth0');
+    fs.writeFileSync(path.join(hl, '10.85.0.5'), '\u001b[2Jx\neth0');
+    fs.writeFileSync(path.join(hl, '10.85.0.6'), 'x'.repeat(4096));
+    fs.writeFileSync(path.join(hl, '10.85.0.7'), 'c0ffee\n..');
+    fs.writeFileSync(path.join(hl, '10.85.0.8'), 'goodid\neth1');
+    const outside = path.join(base, 'x');
+    fs.mkdirSync(outside);
+    fs.writeFileSync(path.join(outside, '10.85.0.9'), 'evil\neth0');
+
+    const r = run('ipam', 'adopt', 'host-local', 'hl2', '--dir', nets, '--json');
+    t.equal(r.status, 1, `exit status 1: some files refused (${r.stderr})`);
+    t.match(JSON.parse(r.stdout), [
+      { address: '10.85.0.2', outcome: 'refused', detail: /hl2\/10\.85\.0\.2: a symbolic link: not adopted/ },
+      { address: '10.85.0.3', outcome: 'refused', detail: /not a regular file: not adopted/ },
+      { address: '10.85.0.4', outcome: 'refused', detail: /holds "a\/b eth0", whose name is not a container ID/ },
+      { address: '10.85.0.5', outcome: 'refused', detail: /holds "\\u001b\[2Jx eth0", whose name is not a container ID/ },
+      { address: '10.85.0.6', outcome: 'refused', detail: /4096 bytes, more than a reservation's 1024/ },
+      { address: '10.85.0.7', outcome: 'refused', detail: /whose name is not an interface name/ },
+      { address: '10.85.0.8', holder: 'cni/goodid/eth1', outcome: 'adopted' },
+    ]);
+    t.notMatch(r.stdout, /rootsecret/, "the linked file's content is never read");
+    for (const name of ['../x', '..', 'a/b', '.']) {
+      const o = run('ipam', 'adopt', 'host-local', name, '--dir', nets);
+      t.equal(o.status, 1, `${name}: refused`);
+      t.match(o.stderr, `is not a host-local network name: a CNI network name`);
+    }
+    const held = JSON.parse(run('ipam', '--reservations', '10.85.0.0/24', '--json').stdout) as { address: string }[];
+    t.same(
+      held.map((h) => h.address),
+      ['10.85.0.8'],
+      'only the plain reservation was adopted: nothing from a refused file, nothing from outside --dir',
+    );
+  },
+);

@@ -27,6 +27,9 @@ export async function cniSetup(t: Test) {
   await driver.createNetwork({ networkId: NET2, options: {}, ipv4: [{ pool: '10.2.0.0/24', gateway: '10.2.0.1/24' }], ipv6: [] });
   const attached: InterfaceSpec[] = [];
   const netns: NetnsOps & { fail?: Error; problemText?: string } = {
+    async open(path) {
+      return { path, close: () => undefined };
+    },
     async attach(spec) {
       if (netns.fail !== undefined) throw netns.fail;
       attached.push(spec);

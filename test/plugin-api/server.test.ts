@@ -1,7 +1,6 @@
 /** The wire as Docker speaks it: inject() for the protocol, the real socket for listening. */
 import fs from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { Writable } from 'node:stream';
@@ -12,6 +11,7 @@ import { buildServer } from '../../src/plugin-api/server.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { dockerCaller } from '../helpers/inject.js';
 import { makeIpam } from '../helpers/ipam.js';
+import { staleSocket } from '../helpers/stale-socket.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-srv-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -190,10 +190,10 @@ t.test('the real socket: created with its directory, mode 0660, stale one replac
   const socket = path.join(dir, 'plugins', 'ovsnet.sock');
   fs.mkdirSync(path.dirname(socket));
   // A stale socket: bound, then its server gone.
-  const stale = net.createServer().listen(socket);
-  await new Promise((r) => stale.once('listening', r));
-  stale.close();
-  if (!fs.existsSync(socket)) fs.writeFileSync(socket, '');
+  // A stale socket, as a killed daemon leaves it; a
+  // regular file there would be refused, never deleted (socket-path.test.ts).
+  staleSocket(socket);
+  t.ok(fs.lstatSync(socket).isSocket(), 'a stale socket is left');
   const srv = buildServer({ log: createLogger('silent'), ipam });
   await listenOnSocket(srv, socket);
   t.equal(fs.statSync(socket).mode & 0o777, 0o660);

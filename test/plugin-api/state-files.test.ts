@@ -2,6 +2,7 @@
  * `ovsnet serve` as a process: its embedded store is readable by root only (files 0600,
  * directory 0700; an older 0644 file is tightened and said).
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -70,4 +71,66 @@ t.test('a directory shared with other files keeps its mode, and the log says how
     o.log,
     /the state directory .*shared is open to other users and holds other files \(someone-elses\.txt\), so ovsnet leaves its mode: chmod 700/,
   );
+});
+
+t.test('planted links, hard links and FIFOs are refused; the files they reach are left as they were', async (t) => {
+  const { secureStateFiles } = await import('../../src/store/state-files.js');
+  const target = path.join(dir, 'root-only.conf');
+  for (const suffix of ['', '-wal', '-shm']) {
+    for (const plant of ['symlink', 'hardlink', 'fifo'] as const) {
+      const d = fs.mkdtempSync(path.join(dir, 'plant-'));
+      fs.writeFileSync(target, 'secret\n', { mode: 0o644 });
+      fs.chmodSync(target, 0o644);
+      const db = path.join(d, 's.db');
+      const planted = `${db}${suffix}`;
+      if (plant === 'symlink') fs.symlinkSync(target, planted);
+      else if (plant === 'hardlink') fs.linkSync(target, planted);
+      else execFileSync('mkfifo', [planted]);
+      const why = { symlink: 'is a symbolic link', hardlink: 'has 2 hard links', fifo: 'is not a regular file' }[plant];
+      t.throws(
+        () => secureStateFiles(db),
+        {
+          code: 'STATE_FILE_UNSAFE',
+          message: `the state file ${planted} ${why}`,
+        },
+        `${plant} as s.db${suffix}: refused`,
+      );
+      t.equal(mode(target), '0644', `${plant} as s.db${suffix}: the target's mode is unchanged`);
+      t.equal(fs.readFileSync(target, 'utf8'), 'secret\n');
+      fs.rmSync(target);
+    }
+  }
+});
+
+t.test('a store directory others can write is refused, unless OVSNET_STATE_DIR_SHARED=true', async (t) => {
+  const { secureStateFiles } = await import('../../src/store/state-files.js');
+  for (const m of [0o777, 0o1777, 0o775]) {
+    const d = fs.mkdtempSync(path.join(dir, 'open-'));
+    fs.chmodSync(d, m);
+    t.throws(() => secureStateFiles(path.join(d, 's.db')), {
+      code: 'STATE_FILE_UNSAFE',
+      message: new RegExp(
+        `the state directory ${d} is writable by other users \\(mode 0${m.toString(8)}\\): .*set OVSNET_STATE_DIR_SHARED=true`,
+      ),
+    });
+    t.same(fs.readdirSync(d), [], `mode 0${m.toString(8)}: refused, nothing made`);
+  }
+  // The daemon: refused at start with the message, and taken with the setting.
+  const shared = fs.mkdtempSync(path.join(dir, 'shared-'));
+  fs.chmodSync(shared, 0o1777);
+  const env = { OVSNET_STORE: `sqlite:${shared}/s.db`, OVSNET_JOURNAL: 'off', OVSNET_OVSDB: NO_OVS };
+  const socket = path.join(dir, 'plugins-open', 'ovsnet.sock');
+  // It may stop before or after its socket first answers.
+  const refused = await Ovsnet.start(socket, env).then(
+    async (o) => ({ status: await o.exited, log: o.log }),
+    (err: unknown) => ({ status: -1, log: String(err) }),
+  );
+  t.not(refused.status, 0, 'the daemon does not run on it');
+  t.match(refused.log, /the state directory .*shared-\w+ is writable by other users \(mode 01777\)/);
+  t.notOk(fs.existsSync(`${shared}/s.db`), 'no store made there');
+  const taken = await Ovsnet.start(socket, { ...env, OVSNET_STATE_DIR_SHARED: 'true' });
+  t.teardown(() => taken.kill('SIGTERM'));
+  await useStore(socket);
+  t.equal(mode(`${shared}/s.db`), '0600', 'with the setting: the store runs, its files private');
+  t.equal(fs.statSync(shared).mode & 0o7777, 0o1777, "the shared directory's mode is not ours to change");
 });
