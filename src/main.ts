@@ -10,6 +10,7 @@ import { loadConfig, type Config } from './config/config.js';
 import { COMMANDS } from './cli/commands.js';
 import { EXIT, parse, usageOf, UsageError, type CommandTable } from './cli/dispatch.js';
 import type { CliContext } from './cli/session.js';
+import { printable } from './cli/output.js';
 import { Daemon } from './daemon/daemon.js';
 import { isOvsnetError, messageOf } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/log.js';
@@ -77,7 +78,8 @@ async function main(argv: readonly string[]): Promise<number | undefined> {
   const ctx: CliContext = {
     env: process.env,
     out: (text) => process.stdout.write(`${text}\n`),
-    err: (text) => process.stderr.write(`${text}\n`),
+    // Messages quote Docker's and the daemon's values: escaped, keeping their own newlines and tabs.
+    err: (text) => process.stderr.write(`${printable(text, '\n\t')}\n`),
   };
   const [first] = argv;
   if (first === '--version' || first === '-v') {

@@ -34,6 +34,25 @@ export interface GaugeSources {
   readonly cluster: () => ClusterStats;
 }
 
+/**
+ * Limits of the metrics listener, which any local user (or anyone, on a routed address) can
+ * reach: a Prometheus scrape is one connection for a few milliseconds every 15-60 s, so a few
+ * dozen connections are plenty; past the cap Node closes new ones at once, so they never hold a
+ * descriptor the plugin socket needs. A connection silent for idleTimeoutMs is closed.
+ */
+export const METRICS_LIMITS = {
+  /** Connections open at once; more are closed as they come. */
+  maxConnections: 64,
+  /** A connection with no traffic in either direction for this long is closed. */
+  idleTimeoutMs: 30_000,
+  /** The headers must arrive within this. */
+  headersTimeoutMs: 10_000,
+  /** The whole request must arrive within this. */
+  requestTimeoutMs: 15_000,
+  /** An idle keep-alive connection between scrapes is closed after this. */
+  keepAliveTimeoutMs: 5_000,
+} as const;
+
 export class Metrics {
   readonly registry = new Registry();
   private readonly calls = this.histogram(
@@ -205,7 +224,13 @@ export class Metrics {
    * cannot be had (taken by another process, not of this host) is logged as an error and
    * resolves undefined: metrics are worth less than the plugin socket Docker depends on.
    */
-  async listen(host: string, port: number, log: Pick<Logger, 'error'>): Promise<http.Server | undefined> {
+  async listen(
+    host: string,
+    port: number,
+    log: Pick<Logger, 'error'>,
+    limits: Partial<Record<keyof typeof METRICS_LIMITS, number>> = {},
+  ): Promise<http.Server | undefined> {
+    const l = { ...METRICS_LIMITS, ...limits };
     const server = http.createServer((req, res) => {
       if (req.method !== 'GET' || req.url !== '/metrics') {
         res.writeHead(404).end('ovsnet serves only GET /metrics here\n');
@@ -216,6 +241,12 @@ export class Metrics {
         (err: unknown) => res.writeHead(500).end(String(err)),
       );
     });
+    server.maxConnections = l.maxConnections;
+    server.headersTimeout = l.headersTimeoutMs;
+    server.requestTimeout = l.requestTimeoutMs;
+    server.keepAliveTimeout = l.keepAliveTimeoutMs;
+    // No 'timeout' listener: Node destroys a socket idle this long.
+    server.setTimeout(l.idleTimeoutMs);
     try {
       await new Promise<void>((resolve, reject) => {
         server.once('error', reject);

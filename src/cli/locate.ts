@@ -14,7 +14,8 @@ import path from 'node:path';
 import { SETTINGS, type SettingName } from '../config/config.js';
 import { ADMIN_INFO_PATH, type AdminInfo } from '../plugin-api/admin-routes.js';
 import { REDACTED } from '../config/settings-view.js';
-import { managedOvsnets, unixGet, type Mount } from './docker-api.js';
+import { hasControl } from './output.js';
+import { isCleanPath, managedOvsnets, unixGet, type Mount } from './docker-api.js';
 
 /** The file deploy/ovsnet.service reads (EnvironmentFile=). */
 export const ENV_FILE = '/etc/default/ovsnet';
@@ -74,11 +75,35 @@ export function hostPath(inside: string, mounts: readonly Mount[]): string {
   return m?.Source ? path.join(m.Source, path.relative(m.Destination, inside)) : inside;
 }
 
+/**
+ * The daemon's paths as the host sees them. A path with `..` or `.` segments could lead out of
+ * the mount it maps through: such a setting is dropped, as is a path setting that is no
+ * absolute path (the CLI then falls back to its own settings for it).
+ */
 function mapPaths(settings: Record<string, string>, mounts: readonly Mount[]): Record<string, string> {
   const out = { ...settings };
-  for (const name of PATH_SETTINGS) if (out[name]?.startsWith('/')) out[name] = hostPath(out[name], mounts);
+  for (const name of PATH_SETTINGS) {
+    const v = out[name];
+    if (v === undefined || v === 'off') continue;
+    if (isCleanPath(v)) out[name] = hostPath(v, mounts);
+    else delete out[name];
+  }
   const store = out.OVSNET_STORE;
-  if (store?.startsWith('sqlite:')) out.OVSNET_STORE = `sqlite:${hostPath(store.slice('sqlite:'.length), mounts)}`;
+  if (store?.startsWith('sqlite:')) {
+    const file = store.slice('sqlite:'.length);
+    if (isCleanPath(file)) out.OVSNET_STORE = `sqlite:${hostPath(file, mounts)}`;
+    else delete out.OVSNET_STORE;
+  }
+  return out;
+}
+
+/** What the CLI takes of the daemon's answer: settings it knows, as strings without control characters. */
+function daemonSettings(info: AdminInfo | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  const settings: unknown = info?.settings;
+  if (settings === null || typeof settings !== 'object') return out;
+  for (const [k, v] of Object.entries(settings))
+    if (k in SETTINGS && typeof v === 'string' && v !== REDACTED && v.length <= 4096 && !hasControl(v)) out[k] = v;
   return out;
 }
 
@@ -101,7 +126,10 @@ async function ask(socket: string): Promise<{ answers: boolean; info: AdminInfo 
   const res = await unixGet(socket, ADMIN_INFO_PATH, 3000);
   if (res?.status === 200) {
     try {
-      return { answers: true, info: JSON.parse(res.body) as AdminInfo };
+      const info: unknown = JSON.parse(res.body);
+      // Not an object with settings: not ovsnet's answer either.
+      const settings: unknown = info !== null && typeof info === 'object' ? (info as { settings?: unknown }).settings : undefined;
+      if (settings !== null && typeof settings === 'object') return { answers: true, info: info as AdminInfo };
     } catch {
       // not ovsnet's answer: fall through
     }
@@ -141,9 +169,7 @@ export async function locate(
 
   // The daemon's settings when it says them (the environment file is then what it was started
   // with, or not: it may have changed since); else the file's.
-  const fromDaemon: Record<string, string> = {};
-  for (const [k, v] of Object.entries(daemon?.info?.settings ?? {})) if (v !== REDACTED) fromDaemon[k] = v;
-  const theirs = mapPaths(fromDaemon, mounts);
+  const theirs = mapPaths(daemonSettings(daemon?.info), mounts);
   const base: Record<string, string> = daemon?.info === undefined ? { ...file } : { ...theirs };
   // A password the daemon does not reveal may be in the file.
   if (daemon?.info !== undefined && file?.OVSNET_ETCD_PASSWORD !== undefined) base.OVSNET_ETCD_PASSWORD = file.OVSNET_ETCD_PASSWORD;

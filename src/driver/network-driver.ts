@@ -76,7 +76,7 @@ export class NetworkDriver {
    */
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
     const swarm = isSwarmNetworkId(req.networkId);
-    const parsed = parseNetworkOptions(swarmScopeOptions(req.networkId, req.options, this.scope));
+    const parsed = parseNetworkOptions(swarmScopeOptions(req.networkId, req.options, this.scope), req.networkId);
     if ((await this.records.network(req.networkId)) !== undefined) return; // the same request again: created already
     const opts = await this.groups.resolve(req, parsed); // a group's subnet was checked as its parent's
     if (opts.group === undefined) checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
@@ -109,7 +109,7 @@ export class NetworkDriver {
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
       if (record.uplink !== undefined) await this.trunk.carryStep(record.tag, undo);
-      if (opts.infra) record = { ...record, infra: await this.infra.add(record, undo) };
+      if (opts.infra) record = { ...record, infra: await this.infra.add(record, undo, await this.records.localNetworks()) };
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
       this.deps.log.info(
         { networkId: req.networkId, tag, gateway: record.gatewayPort, logical: record.logical, vni: record.vni, mtu: record.mtu },

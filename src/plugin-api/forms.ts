@@ -89,5 +89,13 @@ export function checkMac(method: string, field: string, text: string): string {
   if (text !== '' && !/^[0-9a-fA-F]{2}(:[0-9a-fA-F]{2}){5}$/.test(text)) {
     throw invalid(method, `${field} is ${shown(text)}; expected a MAC address such as 02:42:0a:01:00:05 (or "")`);
   }
+  // A group bit (first octet odd: broadcast, multicast) or all zeros is refused by the kernel
+  // only at Join, after the endpoint exists: refused here, before anything is made.
+  if (text !== '' && ((parseInt(text.slice(0, 2), 16) & 1) === 1 || /^(00:){5}00$/.test(text))) {
+    throw invalid(
+      method,
+      `${field} is ${shown(text)}; expected a unicast MAC address (the first octet even, not all zeros) such as 02:42:0a:01:00:05 (or "")`,
+    );
+  }
   return text;
 }

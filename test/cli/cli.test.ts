@@ -142,9 +142,9 @@ t.test("Docker's names, asked of Docker's API", async (t) => {
   const server = http.createServer((req, res) => {
     const body =
       req.url === '/networks'
-        ? [{ Id: 'ab12cd34ef56aa00', Name: 'front' }]
+        ? [{ Id: `ab12cd34ef56${'a'.repeat(52)}`, Name: 'front' }]
         : req.url === '/containers/json?all=1'
-          ? [{ Names: ['/web1'], NetworkSettings: { Networks: { front: { EndpointID: 'ee11ee22ee33ff' } } } }]
+          ? [{ Names: ['/web1'], NetworkSettings: { Networks: { front: { EndpointID: `ee11ee22ee33${'f'.repeat(52)}` } } } }]
           : undefined;
     res.writeHead(body === undefined ? 404 : 200).end(JSON.stringify(body ?? { message: 'no' }));
   });

@@ -90,7 +90,7 @@ t.test('an uplink that cannot be one refuses the start, saying why', async (t) =
   t.match(await refused('nope0'), /OVSNET_UPLINK=nope0: this host has no interface nope0; its interfaces: .*vl0/);
   t.match(await refused('ul0'), /OVSNET_UPLINK=ul0: ul0 is already a port of Open vSwitch bridge br-phy: remove it there/);
   t.match(await refused('lo'), /OVSNET_UPLINK=lo: the loopback interface/);
-  // A port of a Linux bridge, an address with a lease, an OVS internal port.
+  // A port of a Linux bridge, an address with a lease, an OVS internal port, the bridge itself.
   await sh(0, 'ip link add rb0 type bridge && ip link add rp0 type veth peer name rp1 && ip link set rp0 master rb0');
   await sh(0, 'ip addr add 10.238.0.5/24 dev rp1 valid_lft 3600 preferred_lft 3600');
   await host(0).exec(['ovs-vsctl', 'add-port', 'br-phy', 'ui0', '--', 'set', 'interface', 'ui0', 'type=internal']);
@@ -98,6 +98,8 @@ t.test('an uplink that cannot be one refuses the start, saying why', async (t) =
     t.match(await refused('rp0'), /OVSNET_UPLINK=rp0: rp0 is a port of rb0 \(a Linux bridge or bond\): take it out/);
     t.match(await refused('rp1'), /OVSNET_UPLINK=rp1: its address 10\.238\.0\.5\/24 is leased \(DHCP or router advertisement\)/);
     t.match(await refused('ui0'), /OVSNET_UPLINK=ui0: ui0 is an Open vSwitch internal port, not a physical interface/);
+    // The bridge itself, with a port, as docker0 is: its addresses would be moved.
+    t.match(await refused('rb0'), /OVSNET_UPLINK=rb0: rb0 is a Linux bridge, not an interface cabled to the physical switch/);
   } finally {
     await sh(0, 'ip link del rp0; ip link del rb0; ovs-vsctl del-port br-phy ui0');
   }

@@ -185,6 +185,15 @@ t.test('every other field in its form: addresses, MACs, pools, PoolIDs, options'
       { ...ids, Interface: { Address: '10.60.0.9/24', MacAddress: '02:42' } },
       /Interface\.MacAddress is "02:42"; expected a MAC address/,
     ],
+    // Broadcast, multicast (IPv4's 01:00:5e, IPv6's 33:33) and all-zero MACs fail in the kernel at
+    // Join, after the endpoint is made: refused here, before anything changes.
+    ...['ff:ff:ff:ff:ff:ff', '01:00:5e:00:00:01', '33:33:00:00:00:01', '03:42:0a:01:00:05', '00:00:00:00:00:00'].map(
+      (mac): [string, unknown, RegExp] => [
+        'NetworkDriver.CreateEndpoint',
+        { ...ids, Interface: { Address: '10.60.0.9/24', MacAddress: mac } },
+        new RegExp(`Interface\\.MacAddress is "${mac}"; expected a unicast MAC address \\(the first octet even, not all zeros\\)`),
+      ],
+    ),
     ['NetworkDriver.CreateEndpoint', { ...ids, Interface: 'x' }, /Interface must be an object/],
     ['NetworkDriver.Join', { ...ids, SandboxKey: 5 }, /Join: SandboxKey must be a string, got 5/],
     ['NetworkDriver.Join', { ...ids, Options: [1] }, /Join: Options must be an object/],

@@ -1,7 +1,8 @@
 /**
- * Interface names for a network's gateway and an endpoint's veth, unique among live links:
- * Docker IDs sharing their first 12 characters would otherwise share a name, and the second
- * Join would replace the first container's veth. The first candidate is the ID's first 12
+ * Interface names for a network's gateway and infra port and an endpoint's veth, unique among
+ * live links: Docker IDs sharing their first 12 characters would otherwise share a name, and the
+ * second Join would replace the first container's veth (the second infra network, take the
+ * first's port). The first candidate is the ID's first 12
  * characters (as ovsnet always named them); when another live link holds it, the next
  * deterministic candidate (model/records.ts `names`). The chosen names go into the record, and every
  * later step uses the record's names.
@@ -37,26 +38,41 @@ export async function vethNames(links: DriverDeps['links'], ep: EndpointRecord):
 }
 
 /**
- * The gateway port name for a new network: one no other network of this host has in its record
- * and no other link holds (a leftover gateway port of this same network, found by its OVS
- * external_ids, is its own: creation repairs it).
+ * The name of a new network's host port of `role` (its gateway, its infra port): one no other
+ * network of this host has in its record and no other link holds (a leftover port of this same
+ * network and role, found by its OVS external_ids, is its own: creation repairs it).
  */
-export async function gatewayName(
+async function portName(
   deps: Pick<DriverDeps, 'links' | 'ovs'>,
+  role: 'gateway' | 'infra',
   networkId: string,
   others: readonly NetworkRecord[],
 ): Promise<string> {
-  const inRecords = new Set(others.flatMap((n) => (n.gatewayPort === undefined ? [] : [n.gatewayPort])));
+  const recorded = (n: NetworkRecord) => (role === 'gateway' ? n.gatewayPort : n.infra?.port);
+  const inRecords = new Set(
+    others.flatMap((n) => {
+      const port = recorded(n);
+      return port === undefined || n.networkId === networkId ? [] : [port];
+    }),
+  );
   let own: Set<string> | undefined;
   for (let k = 0; k < NAME_CANDIDATES; k++) {
-    const name = names.gateway(networkId, k);
+    const name = names[role](networkId, k);
     if (inRecords.has(name)) continue;
     if ((await deps.links.alias(name)) === undefined) return name;
-    own ??= new Set((await deps.ovs.ownPorts()).filter((p) => roleOf(p) === 'gateway' && networkOf(p) === networkId).map((p) => p.name));
+    own ??= new Set((await deps.ovs.ownPorts()).filter((p) => roleOf(p) === role && networkOf(p) === networkId).map((p) => p.name));
     if (own.has(name)) return name;
   }
   throw new OvsnetError(
     'LINK_FAILED',
-    `every gateway port name ovsnet derives from network ${networkId.slice(0, 12)} is held by another link: remove the links that are not ovsnet's`,
+    `every ${role} port name ovsnet derives from network ${networkId.slice(0, 12)} is held by another link: remove the links that are not ovsnet's`,
   );
 }
+
+/** The gateway port name for a new network (portName). */
+export const gatewayName = (deps: Pick<DriverDeps, 'links' | 'ovs'>, networkId: string, others: readonly NetworkRecord[]) =>
+  portName(deps, 'gateway', networkId, others);
+
+/** The infra port name for a new network (portName): IDs sharing 12 characters get two ports. */
+export const infraName = (deps: Pick<DriverDeps, 'links' | 'ovs'>, networkId: string, others: readonly NetworkRecord[]) =>
+  portName(deps, 'infra', networkId, others);

@@ -20,7 +20,7 @@ const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
   'ovsnet.encap':
     'vlan (the default: one host, or with ovsnet.network a VLAN across hosts over OVSNET_UPLINK) or vxlan (a logical network across hosts over tunnels; needs ovsnet.network)',
   'ovsnet.network':
-    'a name of 1-64 letters, digits, "-", "_" or ".": with ovsnet.encap, of a logical network shared by hosts; without, of this one-host network (for its endpoint groups to name as their parent); with ovsnet.group, the parent\'s',
+    'a name of 1-64 letters, digits, "-", "_" or ".", not starting with swarm- (reserved for swarm networks): with ovsnet.encap, of a logical network shared by hosts; without, of this one-host network (for its endpoint groups to name as their parent); with ovsnet.group, the parent\'s',
   'ovsnet.infra':
     "true gives the host a port of its own on the network, holding an address from the network's pool (needs --ipam-driver ovsnet), default false",
   [ALLOW_CONNECTED]: 'true lets the subnet overlap a segment the host is connected to (sharing an uplink on purpose), default false',
@@ -52,9 +52,15 @@ export interface NetworkOptions extends BridgeOptions {
   readonly allow: readonly AllowRule[];
 }
 
+/** The logical networks of Docker swarm networks are named this + the network's ID (vxlan/swarm.ts). */
+export const SWARM_PREFIX = 'swarm-';
 const invalid = (message: string) => new OvsnetError('NETWORK_OPTION_INVALID', message);
 
-export function parseNetworkOptions(options: Record<string, unknown>): NetworkOptions {
+/**
+ * `networkId`: the network being created; only a swarm network's own `swarm-<its ID>` (which
+ * the swarm path puts in its options) may use the swarm- prefix.
+ */
+export function parseNetworkOptions(options: Record<string, unknown>, networkId?: string): NetworkOptions {
   const raw = options[GENERIC];
   const generic: Record<string, unknown> = raw !== null && typeof raw === 'object' ? (raw as Record<string, unknown>) : {};
   for (const key of Object.keys(generic)) {
@@ -82,6 +88,12 @@ export function parseNetworkOptions(options: Record<string, unknown>): NetworkOp
   const logical = text('ovsnet.network');
   if (logical !== undefined && !/^[A-Za-z0-9_.-]{1,64}$/.test(logical)) {
     throw invalid(`-o ovsnet.network=${logical} is not valid: expected ${NETWORK_OPTIONS['ovsnet.network'] ?? ''}`);
+  }
+  // swarm-<ID> is a swarm network's segment and pool: a name given by hand would join them.
+  if (logical?.startsWith(SWARM_PREFIX) === true && logical !== `${SWARM_PREFIX}${networkId ?? ''}`) {
+    throw invalid(
+      `-o ovsnet.network=${logical} is not valid: names starting with ${SWARM_PREFIX} are reserved for Docker swarm networks (ovsnet names each one swarm-<its ID>); choose another name`,
+    );
   }
   if (encap === 'vxlan' && logical === undefined) {
     throw invalid(

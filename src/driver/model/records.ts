@@ -143,6 +143,8 @@ export const names = {
   hostVeth: (endpointId: string, k = 0) => `ovh${part(endpointId, k)}`,
   containerVeth: (endpointId: string, k = 0) => `ovc${part(endpointId, k)}`,
   gateway: (networkId: string, k = 0) => `${GATEWAY_PREFIX}${part(networkId, k)}`,
+  /** An infra network's host port (network/infra.ts). */
+  infra: (networkId: string, k = 0) => `ovi${part(networkId, k)}`,
   /** The alias of an endpoint's veth host end. */
   alias: (endpointId: string) => `${LINK_ALIAS_PREFIX}${endpointId}`,
   // Tunnel ports: tunnelName() in vxlan/tunnels.ts (ovx + VNI + peer).

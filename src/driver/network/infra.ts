@@ -13,21 +13,20 @@ import type { DriverDeps } from '../effects/deps.js';
 import type { NetworkRecord } from '../model/records.js';
 import type { Undo } from '../model/undo.js';
 import { infraIds } from '../ovs/external-ids.js';
+import { infraName } from '../effects/naming.js';
 import { hostPort } from './gateway.js';
 
 export type InfraDeps = Pick<DriverDeps, 'ovs' | 'links' | 'pools' | 'host'>;
-
-/** The host port's name: `ovi` + 12 characters of the NetworkID. */
-export const infraPortName = (networkId: string): string => `ovi${networkId.slice(0, 12)}`;
 
 export class InfraPorts {
   constructor(private readonly deps: InfraDeps) {}
 
   /**
    * Network creation's step: an address of each of the network's pools for the host, then the
-   * port; their release and removal queued. Returns what the record keeps.
+   * port, named apart from `others` (this host's networks); their release and removal queued.
+   * Returns what the record keeps.
    */
-  async add(n: NetworkRecord, undo: Undo[]): Promise<NonNullable<NetworkRecord['infra']>> {
+  async add(n: NetworkRecord, undo: Undo[], others: readonly NetworkRecord[]): Promise<NonNullable<NetworkRecord['infra']>> {
     const addresses: string[] = [];
     for (const d of [...n.ipv4, ...n.ipv6]) {
       const address = await this.deps.pools?.hostAddress(d.pool, `infra:${this.deps.host}`);
@@ -40,7 +39,7 @@ export class InfraPorts {
       undo.push(() => this.release(d.pool, address));
       addresses.push(address);
     }
-    const infra = { port: infraPortName(n.networkId), addresses };
+    const infra = { port: await infraName(this.deps, n.networkId, others), addresses };
     undo.push(() => this.deps.ovs.deletePort(infra.port));
     await this.ensure({ ...n, infra });
     return infra;

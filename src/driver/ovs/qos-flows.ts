@@ -3,8 +3,8 @@
  * rate, with its burst) on traffic the container sends, and DSCP marking of its IPv4 and IPv6
  * packets, by flows matching the endpoint's OpenFlow port. Meters work on both datapaths (the
  * userspace one since OVS 2.7, the kernel one since OVS 2.10 with Linux 4.15), unlike ingress
- * policing, which the userspace datapath does not do. The meter ID is the port's OpenFlow
- * number, unique on the bridge; the flows carry a cookie of their own (a prefix + that number)
+ * policing, which the userspace datapath does not do. The meter ID is METER_BASE + the port's
+ * OpenFlow number, unique on the bridge and apart from other controllers' meters; the flows carry a cookie of their own (a prefix + that number)
  * so that they are found again. ovs-vswitchd keeps neither meters nor flows across a restart:
  * reconcile and the periodic check put them back (see Reconciler).
  *
@@ -21,16 +21,29 @@ const PRIORITY = 300;
 
 export const qosCookie = (ofport: number) => `0x${(COOKIE_PREFIX | BigInt(ofport)).toString(16)}`;
 
+/**
+ * ovsnet's meter ids: METER_BASE + the port's OpenFlow number (1 to 0xfeff, OFPP_MAX excluded),
+ * so 0x0f5d0001-0x0f5dfeff. Meters outside that range are another controller's: never touched.
+ */
+export const METER_BASE = 0x0f5d0000;
+const MAX_OFPORT = 0xfeff;
+export const meterId = (ofport: number): number => METER_BASE + ofport;
+/** The OpenFlow port of one of ovsnet's meter ids; undefined for any other id. Pure. */
+export function meterPort(id: number): number | undefined {
+  const port = id - METER_BASE;
+  return Number.isInteger(port) && port >= 1 && port <= MAX_OFPORT ? port : undefined;
+}
+
 /** The meter of an endpoint on port `ofport`, as add-meter takes it; undefined without a rate. Pure. */
 export function meterSpec(ofport: number, qos: Qos): string | undefined {
   if (qos.rateKbps === undefined) return undefined;
-  return `meter=${ofport},kbps,burst,stats,bands=type=drop,rate=${qos.rateKbps},burst_size=${qos.burstKbit ?? qos.rateKbps}`;
+  return `meter=${meterId(ofport)},kbps,burst,stats,bands=type=drop,rate=${qos.rateKbps},burst_size=${qos.burstKbit ?? qos.rateKbps}`;
 }
 
 /** The flows of an endpoint on port `ofport`: meter and mark its IP packets, meter the rest. Pure. */
 export function qosFlows(ofport: number, qos: Qos): string[] {
   const head = `cookie=${qosCookie(ofport)},priority=${PRIORITY},in_port=${ofport}`;
-  const meter = qos.rateKbps === undefined ? '' : `meter:${ofport},`;
+  const meter = qos.rateKbps === undefined ? '' : `meter:${meterId(ofport)},`;
   if (qos.dscp === undefined) return [`${head},actions=${meter}NORMAL`];
   const mark = `${meter}set_field:${qos.dscp}->ip_dscp,NORMAL`;
   return [
@@ -40,7 +53,7 @@ export function qosFlows(ofport: number, qos: Qos): string[] {
   ];
 }
 
-/** What the bridge holds of ovsnet's QoS: flow counts and meters by OpenFlow port. */
+/** What the bridge holds of ovsnet's QoS: flow counts and meters (its own range only) by OpenFlow port. */
 export interface QosState {
   readonly flows: ReadonlyMap<number, number>;
   readonly meters: ReadonlySet<number>;
@@ -90,12 +103,13 @@ export class QosFlows {
       const port = Number(BigInt(`0x${m[1] ?? '0'}`) & 0xffffffffn);
       flows.set(port, (flows.get(port) ?? 0) + 1);
     }
-    const meters = new Set([...(await this.of.ofctl(['dump-meters', bridge], OF13)).matchAll(/meter=(\d+)/g)].map((m) => Number(m[1])));
+    const dump = await this.of.ofctl(['dump-meters', bridge], OF13);
+    const meters = new Set([...dump.matchAll(/meter=(\d+)/g)].flatMap((m) => meterPort(Number(m[1])) ?? []));
     return { flows, meters };
   }
 
   private async deleteMeter(bridge: string, ofport: number): Promise<void> {
-    await this.ofctl(['del-meter', bridge, `meter=${ofport}`]);
+    await this.ofctl(['del-meter', bridge, `meter=${meterId(ofport)}`]);
   }
 
   private async ofctl(args: readonly string[]): Promise<void> {

@@ -20,8 +20,22 @@ export interface Held {
 
 const UDP_IDLE_MS = 60_000;
 
+/**
+ * Connections relayed at once per published TCP port (each holds two descriptors: the
+ * client's and the container's); past it Node closes new ones as they come. Only the host's own
+ * processes reach the relay. No idle timeout: as with docker-proxy, a quiet connection (a
+ * database session, ssh) is the application's to end.
+ */
+export const RELAY_MAX_CONNECTIONS = 1024;
+
 /** Listens on host:port; 'in use' when another socket holds it (EADDRINUSE). */
-export function listenTcp(binding: PortBinding, host: string, to: string, log: Logger): Promise<Held | 'in use'> {
+export function listenTcp(
+  binding: PortBinding,
+  host: string,
+  to: string,
+  log: Logger,
+  maxConnections = RELAY_MAX_CONNECTIONS,
+): Promise<Held | 'in use'> {
   const conns = new Set<net.Socket>();
   // Half-closes travel through, as docker-proxy's CloseWrite does: a client that sends its
   // request and shuts its side (`nc </dev/null`, HTTP/1.0 clients) still gets the reply the
@@ -44,6 +58,7 @@ export function listenTcp(binding: PortBinding, host: string, to: string, log: L
     upstream.on('close', () => conns.delete(upstream));
     client.pipe(upstream).pipe(client); // an end on either side ends the other's write side only
   });
+  server.maxConnections = maxConnections;
   return new Promise((resolve, reject) => {
     server.once('error', (err: NodeJS.ErrnoException) => {
       if (err.code === 'EADDRINUSE') resolve('in use');

@@ -33,6 +33,8 @@ export interface LinkInfo {
   readonly mtu: number;
   readonly mac: string;
   readonly master?: string;
+  /** The kind of a virtual link (`ip -d`'s info_kind: bridge, bond, team, vlan, veth...); absent for a physical one. */
+  readonly kind?: string;
   readonly loopback: boolean;
   readonly up: boolean;
 }
@@ -42,9 +44,17 @@ export class HostIp {
 
   /** The link, or undefined when the host has none of that name. */
   async link(name: string): Promise<LinkInfo | undefined> {
-    const r = await this.run('ip', ['-j', 'link', 'show', 'dev', name]);
+    const r = await this.run('ip', ['-j', '-d', 'link', 'show', 'dev', name]);
     if (r.code !== 0) return undefined;
-    type Link = { ifname: string; mtu: number; address?: string; master?: string; flags?: string[]; link_type?: string };
+    type Link = {
+      ifname: string;
+      mtu: number;
+      address?: string;
+      master?: string;
+      flags?: string[];
+      link_type?: string;
+      linkinfo?: { info_kind?: string };
+    };
     const l = (JSON.parse(r.stdout) as Link[])[0];
     if (l === undefined) return undefined;
     return {
@@ -52,6 +62,7 @@ export class HostIp {
       mtu: l.mtu,
       mac: l.address ?? '',
       ...(l.master === undefined ? {} : { master: l.master }),
+      ...(l.linkinfo?.info_kind === undefined ? {} : { kind: l.linkinfo.info_kind }),
       loopback: l.link_type === 'loopback',
       up: l.flags?.includes('UP') ?? false,
     };

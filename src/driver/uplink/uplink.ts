@@ -17,6 +17,9 @@ import { addHostPort, addTrunk, placeOf, portsWithRole, setTrunks, UPLINK_HOST_R
 /** The host port's name: one uplink per host. */
 export const HOST_PORT = 'ovsnet-host';
 
+/** Link kinds refused as the uplink: they aggregate other links. */
+const AGGREGATES: Readonly<Record<string, string>> = { bridge: 'a Linux bridge', bond: 'a bond', team: 'a team device' };
+
 export interface UplinkDeps {
   readonly ovs: Ovsdb;
   readonly log: Logger;
@@ -92,6 +95,14 @@ export class Uplink {
     }
     if (link.loopback)
       throw refuse('the loopback interface carries no traffic off the host: name the interface cabled to the physical switch');
+    // A bridge, bond or team aggregates other links (docker0 holds the containers' veths):
+    // trunking it and moving its addresses would cut what hangs from it.
+    const what = link.kind === undefined ? undefined : AGGREGATES[link.kind];
+    if (what !== undefined) {
+      throw refuse(
+        `${name} is ${what}, not an interface cabled to the physical switch: name the physical interface itself (with a bond or team, the ports it aggregates cannot be used either; take them out of ${name} first)`,
+      );
+    }
     if (link.master !== undefined) {
       throw refuse(
         `${name} is a port of ${link.master} (a Linux bridge or bond): take it out (ip link set ${name} nomaster), or name ${link.master} itself`,

@@ -69,23 +69,29 @@ t.test("the endpoint's values win; a burst goes with its rate; the default burst
   t.equal(defaultBurst(8), 16);
 });
 
-t.test('an OpenFlow 1.3 meter per port, and flows that meter, then mark IP packets', async (t) => {
-  t.equal(meterSpec(7, { rateKbps: 20_000, burstKbit: 10_000 }), 'meter=7,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000');
-  t.equal(meterSpec(7, { dscp: 46 }), undefined);
-  const c = qosCookie(7);
-  t.equal(c, '0xf5d000000000007');
-  t.same(qosFlows(7, { rateKbps: 20_000, burstKbit: 10_000 }), [`cookie=${c},priority=300,in_port=7,actions=meter:7,NORMAL`]);
-  t.same(qosFlows(7, { dscp: 46 }), [
-    `cookie=${c},priority=300,in_port=7,ip,actions=set_field:46->ip_dscp,NORMAL`,
-    `cookie=${c},priority=300,in_port=7,ipv6,actions=set_field:46->ip_dscp,NORMAL`,
-  ]);
-  t.same(qosFlows(7, { rateKbps: 100, burstKbit: 50, dscp: 0 }), [
-    `cookie=${c},priority=300,in_port=7,ip,actions=meter:7,set_field:0->ip_dscp,NORMAL`,
-    `cookie=${c},priority=300,in_port=7,ipv6,actions=meter:7,set_field:0->ip_dscp,NORMAL`,
-    `cookie=${c},priority=299,in_port=7,actions=meter:7,NORMAL`,
-  ]);
-  t.not(qosCookie(7), qosCookie(8), 'a cookie per port');
-});
+t.test(
+  'an OpenFlow 1.3 meter per port (METER_BASE + the port: 0x0f5d0007 = 257753095), and flows that meter, then mark IP packets',
+  async (t) => {
+    t.equal(
+      meterSpec(7, { rateKbps: 20_000, burstKbit: 10_000 }),
+      'meter=257753095,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
+    );
+    t.equal(meterSpec(7, { dscp: 46 }), undefined);
+    const c = qosCookie(7);
+    t.equal(c, '0xf5d000000000007');
+    t.same(qosFlows(7, { rateKbps: 20_000, burstKbit: 10_000 }), [`cookie=${c},priority=300,in_port=7,actions=meter:257753095,NORMAL`]);
+    t.same(qosFlows(7, { dscp: 46 }), [
+      `cookie=${c},priority=300,in_port=7,ip,actions=set_field:46->ip_dscp,NORMAL`,
+      `cookie=${c},priority=300,in_port=7,ipv6,actions=set_field:46->ip_dscp,NORMAL`,
+    ]);
+    t.same(qosFlows(7, { rateKbps: 100, burstKbit: 50, dscp: 0 }), [
+      `cookie=${c},priority=300,in_port=7,ip,actions=meter:257753095,set_field:0->ip_dscp,NORMAL`,
+      `cookie=${c},priority=300,in_port=7,ipv6,actions=meter:257753095,set_field:0->ip_dscp,NORMAL`,
+      `cookie=${c},priority=299,in_port=7,actions=meter:257753095,NORMAL`,
+    ]);
+    t.not(qosCookie(7), qosCookie(8), 'a cookie per port');
+  },
+);
 
 t.test('parseQos reads through the getter it is given', async (t) => {
   const seen: string[] = [];

@@ -33,31 +33,36 @@ t.test("apply: add-meter, or mod-meter when the meter exists; the port's old flo
   );
   await flows.apply('br0', 5, { rateKbps: 20_000, burstKbit: 10_000, dscp: 46 });
   t.same(calls, [
-    'ovs-ofctl -O OpenFlow13 add-meter br0 meter=5,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
-    'ovs-ofctl -O OpenFlow13 mod-meter br0 meter=5,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
+    'ovs-ofctl -O OpenFlow13 add-meter br0 meter=257753093,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
+    'ovs-ofctl -O OpenFlow13 mod-meter br0 meter=257753093,kbps,burst,stats,bands=type=drop,rate=20000,burst_size=10000',
     'ovs-ofctl -O OpenFlow13 del-flows br0 cookie=0xf5d000000000005/-1',
-    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ip,actions=meter:5,set_field:46->ip_dscp,NORMAL',
-    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ipv6,actions=meter:5,set_field:46->ip_dscp,NORMAL',
-    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=299,in_port=5,actions=meter:5,NORMAL',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ip,actions=meter:257753093,set_field:46->ip_dscp,NORMAL',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=300,in_port=5,ipv6,actions=meter:257753093,set_field:46->ip_dscp,NORMAL',
+    'ovs-ofctl -O OpenFlow13 add-flow br0 cookie=0xf5d000000000005,priority=299,in_port=5,actions=meter:257753093,NORMAL',
   ]);
 });
 
 t.test('a marking without a rate drops any meter the port had; remove takes flows and meter', async (t) => {
   const { flows, calls } = scripted(() => ok());
   await flows.apply('br0', 5, { dscp: 10 });
-  t.equal(calls.at(-1), 'ovs-ofctl -O OpenFlow13 del-meter br0 meter=5');
+  t.equal(calls.at(-1), 'ovs-ofctl -O OpenFlow13 del-meter br0 meter=257753093');
   calls.length = 0;
   await flows.remove('br0', 5);
-  t.same(calls, ['ovs-ofctl -O OpenFlow13 del-flows br0 cookie=0xf5d000000000005/-1', 'ovs-ofctl -O OpenFlow13 del-meter br0 meter=5']);
+  t.same(calls, [
+    'ovs-ofctl -O OpenFlow13 del-flows br0 cookie=0xf5d000000000005/-1',
+    'ovs-ofctl -O OpenFlow13 del-meter br0 meter=257753093',
+  ]);
 });
 
 t.test("state: ovsnet's QoS flows counted by port, and the meters", async (t) => {
   const { flows, calls } = scripted((args) =>
     args.includes('dump-flows')
       ? ok(
-          ' cookie=0xf5d000000000002, duration=0.4s, table=0, priority=300,ip,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000002, duration=0.3s, table=0, priority=300,ipv6,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000004, duration=1s, table=0, priority=300,in_port=4 actions=meter:4,NORMAL\n',
+          ' cookie=0xf5d000000000002, duration=0.4s, table=0, priority=300,ip,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000002, duration=0.3s, table=0, priority=300,ipv6,in_port=2 actions=set_field:10->ip_dscp,NORMAL\n cookie=0xf5d000000000004, duration=1s, table=0, priority=300,in_port=4 actions=meter:257753092,NORMAL\n',
         )
-      : ok('OFPST_METER_CONFIG reply (OF1.3) (xid=0x2):\nmeter=4 kbps burst stats bands=\ntype=drop rate=20000 burst_size=10000\n'),
+      : ok(
+          'OFPST_METER_CONFIG reply (OF1.3) (xid=0x2):\nmeter=4 kbps burst stats bands=\ntype=drop rate=1 burst_size=1\nmeter=257753092 kbps burst stats bands=\ntype=drop rate=20000 burst_size=10000\n',
+        ),
   );
   const state = await flows.state('br0');
   t.same(
@@ -67,7 +72,7 @@ t.test("state: ovsnet's QoS flows counted by port, and the meters", async (t) =>
       [4, 1],
     ],
   );
-  t.same([...state.meters], [4]);
+  t.same([...state.meters], [4], "meter 257753092 (METER_BASE + 4) is port 4; meter 4 is another controller's");
   t.equal(calls[0], 'ovs-ofctl -O OpenFlow13 dump-flows br0 cookie=0xf5d000000000000/0xffff000000000000');
 });
 
@@ -76,6 +81,6 @@ t.test('a failure names the command, its error and what to check', async (t) => 
   await t.rejects(flows.apply('br0', 5, { rateKbps: 100 }), {
     code: 'OVS_FAILED',
     message:
-      /^ovs-ofctl -O OpenFlow13 add-meter br0 meter=5,.* failed \(1\): ovs-ofctl: br0: failed to connect to socket \(Connection refused\); is ovs-vswitchd running, and does the bridge allow OpenFlow13/,
+      /^ovs-ofctl -O OpenFlow13 add-meter br0 meter=257753093,.* failed \(1\): ovs-ofctl: br0: failed to connect to socket \(Connection refused\); is ovs-vswitchd running, and does the bridge allow OpenFlow13/,
   });
 });

@@ -7,6 +7,7 @@ import dgram from 'node:dgram';
 import net from 'node:net';
 import t from 'tap';
 import { HostPorts, dynamicRange } from '../../../src/driver/ports/host-ports.js';
+import { RELAY_MAX_CONNECTIONS, listenTcp } from '../../../src/driver/ports/loopback-proxy.js';
 import { createLogger } from '../../../src/lib/log.js';
 import type { PortBinding } from '../../../src/driver/model/records.js';
 
@@ -141,4 +142,39 @@ t.test('sctp and IPv6 host addresses are refused with the way out; the dynamic r
   const [lo, hi] = dynamicRange();
   t.ok(lo >= 1 && hi <= 65535 && lo <= hi);
   t.same(dynamicRange('/nonexistent'), [49153, 60999], "Docker's default without /proc");
+});
+
+t.test('a TCP relay holds at most its cap of connections at once; past it new ones are closed, earlier ones kept', async (t) => {
+  const held = new Set<net.Socket>();
+  const container = net.createServer((c) => (held.add(c), c.on('error', () => undefined)));
+  await new Promise<void>((r) => container.listen(0, LO, r));
+  t.teardown(() => {
+    held.forEach((c) => c.destroy());
+    return new Promise<void>((r) => container.close(() => r()));
+  });
+  const hostPort = await freePort();
+  const relay = await listenTcp(
+    bind({ containerPort: (container.address() as net.AddressInfo).port, hostPort, hostPortEnd: hostPort }),
+    LO,
+    LO,
+    log,
+    3,
+  );
+  if (relay === 'in use') throw new Error('port in use');
+  t.teardown(() => relay.close());
+  const clients = await Promise.all(
+    Array.from(
+      { length: 6 },
+      () =>
+        new Promise<net.Socket>((r) => {
+          const c = net.connect(hostPort, LO, () => r(c));
+          c.on('error', () => undefined);
+        }),
+    ),
+  );
+  t.teardown(() => clients.forEach((c) => c.destroy()));
+  await new Promise((r) => setTimeout(r, 300));
+  t.equal(held.size, 3, 'the container sees 3 connections');
+  t.equal(clients.filter((c) => c.readyState === 'open').length, 3, 'the other 3 clients were closed');
+  t.equal(RELAY_MAX_CONNECTIONS, 1024, "the daemon's cap per published port");
 });
