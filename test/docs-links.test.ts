@@ -13,8 +13,7 @@ const pages = [
   'README.md',
   ...fs
     .readdirSync(`${root}docs`)
-    // security-notes-BRANCH.md: a branch's lines for docs/security.md, folded into it at merge.
-    .filter((f) => f.endsWith('.md') && !f.startsWith('security-notes-'))
+    .filter((f) => f.endsWith('.md'))
     .map((f) => `docs/${f}`),
 ];
 

@@ -112,8 +112,11 @@ export async function managedOvsnets(dockerSocket: string): Promise<{ plugin: Do
 
 /** Docker's network drivers as `GET /info` lists them (it lists a plugin once it used it). */
 export async function dockerNetworkPlugins(dockerSocket: string): Promise<string[] | undefined> {
-  const info = await dockerGet<{ Plugins?: { Network?: string[] } }>(dockerSocket, '/info');
-  return info === undefined ? undefined : (info.Plugins?.Network ?? []);
+  const info = await dockerGet<unknown>(dockerSocket, '/info');
+  if (info === undefined) return undefined;
+  // An answer of another shape lists no plugin: the caller then says ovsnet is not among them.
+  const network = isObject(info) && isObject(info.Plugins) ? info.Plugins.Network : undefined;
+  return isStrings(network) ? network : [];
 }
 
 /** Docker's names: of networks by network ID, of containers by endpoint ID. */
