@@ -141,22 +141,41 @@ export async function readDocker(dockerSocket: string, network: string): Promise
     throw new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker has no network ${network}: give a name or ID from docker network ls`);
   if (status !== 200)
     throw new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker answered ${status} for network ${network}: ${body.slice(0, 200)}`);
-  const net = JSON.parse(body) as DockerNetwork;
+  let net: DockerNetwork;
+  try {
+    net = JSON.parse(body) as DockerNetwork;
+  } catch {
+    throw new OvsnetError('IPAM_ADOPT_SOURCE_INVALID', `Docker's answer for network ${network} is not JSON: ${body.slice(0, 200)}`);
+  }
   const found: Foreign[] = [];
-  for (const [id, c] of Object.entries(net.Containers ?? {})) {
+  const containers = net !== null && typeof net === 'object' && typeof net.Containers === 'object' ? net.Containers : undefined;
+  for (const [id, c] of Object.entries(containers ?? {})) {
+    // Only what Docker itself would answer becomes a holder: a container's 64-hex ID, string
+    // addresses, a name without control characters; anything else is not a container of Docker's.
+    if (!DOCKER_ID.test(id) || c === null || typeof c !== 'object') continue;
+    const name = typeof c.Name === 'string' && CONTAINER_NAME.test(c.Name) ? { name: c.Name } : {};
     for (const a of [c.IPv4Address, c.IPv6Address]) {
-      if (a === undefined || a === '') continue;
-      found.push({ address: a.split('/')[0] ?? '', holder: holders.adoptedDocker(id), ...(c.Name === undefined ? {} : { name: c.Name }) });
+      if (typeof a !== 'string' || a === '') continue;
+      found.push({ address: a.split('/')[0] ?? '', holder: holders.adoptedDocker(id), ...name });
     }
   }
   return found;
 }
 
+const DOCKER_ID = /^[0-9a-f]{64}$/;
+// Docker's container names: [a-zA-Z0-9][a-zA-Z0-9_.-]+, with or without its leading "/".
+const CONTAINER_NAME = /^\/?[a-zA-Z0-9][a-zA-Z0-9_.-]{0,254}$/;
+// Docker's answer for one network is small; a bigger one is not Docker's.
+const MAX_ANSWER = 16 * 1024 * 1024;
+
 function dockerGet(socket: string, url: string): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = http.request({ socketPath: socket, path: url, method: 'GET', timeout: 5000 }, (res) => {
       let body = '';
-      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('data', (d: Buffer) => {
+        body += d.toString();
+        if (body.length > MAX_ANSWER) req.destroy(new Error(`an answer over ${MAX_ANSWER} bytes`));
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
     });
     req.on('error', (err) =>
