@@ -4,8 +4,8 @@
  * packets, by flows matching the endpoint's OpenFlow port. Meters work on both datapaths (the
  * userspace one since OVS 2.7, the kernel one since OVS 2.10 with Linux 4.15), unlike ingress
  * policing, which the userspace datapath does not do. The meter ID is METER_BASE + the port's
- * OpenFlow number, unique on the bridge and apart from other controllers' meters; the flows carry a cookie of their own (a prefix + that number)
- * so that they are found again. ovs-vswitchd keeps neither meters nor flows across a restart:
+ * OpenFlow number, unique on the bridge and apart from other controllers' meters; the flows
+ * carry a cookie of their own (a prefix + that number) so that they are found again. ovs-vswitchd keeps neither meters nor flows across a restart:
  * reconcile and the periodic check put them back (see Reconciler).
  *
  * ovs-ofctl is run here only for endpoints that have QoS, on their Join and DeleteEndpoint.
