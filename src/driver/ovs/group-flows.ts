@@ -12,6 +12,7 @@
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
 import { OpenFlow } from './openflow.js';
+import { meterId } from './qos-flows.js';
 import type { GroupAllow } from '../model/group-options.js';
 import type { Qos } from '../model/qos-options.js';
 
@@ -43,8 +44,8 @@ export interface GroupMember {
   readonly group: number;
   /**
    * Its QoS (model/qos-options.ts's effectiveQos), if any: these flows take its IPv4 to the gateway ahead of
-   * qos-flows.ts's, so they meter (with the meter qos-flows.ts installed, numbered by the port:
-   * apply the endpoint's QoS first) and mark it too.
+   * qos-flows.ts's, so they meter (with the meter qos-flows.ts installed, its meterId of the
+   * port: apply the endpoint's QoS first) and mark it too.
    */
   readonly qos?: Qos;
 }
@@ -83,7 +84,8 @@ export function groupFlows(plan: GroupPlan, gen: 0 | 1 = 0): string[] {
   const head = `${cookie},priority=${PRIORITY}`;
   const mark = (m: GroupMember) => `load:${m.group}->NXM_NX_REG6[],load:${p}->NXM_NX_REG7[]`;
   const qos = (m: GroupMember) =>
-    (m.qos?.rateKbps === undefined ? '' : `meter:${m.ofport},`) + (m.qos?.dscp === undefined ? '' : `set_field:${m.qos.dscp}->ip_dscp,`);
+    (m.qos?.rateKbps === undefined ? '' : `meter:${meterId(m.ofport)},`) +
+    (m.qos?.dscp === undefined ? '' : `set_field:${m.qos.dscp}->ip_dscp,`);
   // The gateway routes between groups out of the port it came in by: its ICMP redirects ("send
   // to the neighbour directly") would point a member past the rules; they stay on the bridge.
   const flows: string[] = [`${cookie},priority=${PRIORITY + 1},in_port=${gw.ofport},icmp,icmp_type=5,actions=drop`];

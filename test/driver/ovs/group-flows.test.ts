@@ -5,6 +5,7 @@
 import t from 'tap';
 import { GroupFlows, groupCookie, groupFlows, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
+import { meterId } from '../../../src/driver/ovs/qos-flows.js';
 
 const plan: GroupPlan = {
   parentTag: 10,
@@ -44,7 +45,10 @@ t.test("every flow carries the parent's cookie; members are matched by port", as
 
 t.test("a member's QoS meters and marks its IPv4 to the gateway, which these flows take ahead of qos-flows.ts's", async (t) => {
   const withQos = { ...plan, members: [{ ...plan.members[0]!, qos: { rateKbps: 1000, burstKbit: 500, dscp: 46 } }] };
-  t.match(groupFlows(withQos).find((f) => f.includes('in_port=2,ip,')) ?? '', /actions=meter:2,set_field:46->ip_dscp,load:11->NXM_NX_REG6/);
+  t.match(
+    groupFlows(withQos).find((f) => f.includes('in_port=2,ip,')) ?? '',
+    new RegExp(`actions=meter:${meterId(2)},set_field:46->ip_dscp,load:11->NXM_NX_REG6`),
+  );
   t.match(groupFlows(plan).find((f) => f.includes('in_port=2,ip,')) ?? '', /actions=load:11->NXM_NX_REG6/, 'none without QoS');
 });
 
