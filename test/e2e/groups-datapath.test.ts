@@ -14,7 +14,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { GroupAllow } from '../../src/driver/model/group-options.js';
 import { GroupFlows, type GroupMember } from '../../src/driver/ovs/group-flows.js';
-import { QosFlows } from '../../src/driver/ovs/qos-flows.js';
+import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { OpenFlow } from '../../src/driver/ovs/openflow.js';
 import { must, run } from '../harness/host.js';
 
@@ -195,7 +195,7 @@ t.test("a member's QoS holds for what goes through the gateway: its meter and DS
   t.ok(await pings(a1, b1.address), 'a1 -> b1 allowed, through the meter');
   const line = (await ipt(['-L', 'INPUT', '-v', '-x', '-n'])).stdout.split('\n').find((l) => l.includes('DSCP match 0x2e'));
   t.ok(Number(line?.trim().split(/\s+/)[0]) >= 1, `b1 saw a1's packets marked DSCP 46: ${line ?? 'no rule'}`);
-  const meters = (await inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'meter-stats', 'br0', `meter=${a1.ofport}`])).stdout;
+  const meters = (await inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'meter-stats', 'br0', `meter=${meterId(a1.ofport)}`])).stdout;
   t.match(meters, /packet_in_count:[1-9]/, 'the meter counted them');
   await qosFlows.remove('br0', a1.ofport);
 });
