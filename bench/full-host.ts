@@ -75,7 +75,11 @@ export class FullHost {
     private readonly vswitchd: Vswitchd,
   ) {
     this.ovs = {
-      ensureBridge: (b, d) => db.ensureBridge(b, d),
+      ensureBridge: (b, d, mode) => db.ensureBridge(b, d, mode),
+      failMode: (b) => db.failMode(b),
+      setFailMode: (b, mode) => db.setFailMode(b, mode),
+      flowRestoreWait: () => db.flowRestoreWait(),
+      setFlowRestoreWait: (on) => db.setFlowRestoreWait(on),
       bridgeExists: (b) => db.bridgeExists(b),
       addPort: async (b, name, opts) => {
         const eventAt = this.current?.seen.lastEventAt ?? 0;
@@ -99,7 +103,8 @@ export class FullHost {
     const db = new Ovsdb(`unix:${run}/db.sock`, 30_000);
     const full = new FullHost(host, db, new Vswitchd(run, 30_000));
     try {
-      await full.ovs.ensureBridge(BRIDGE, 'netdev');
+      // Standalone, as ovsnet makes it without OpenFlow access: only tunnels are measured here.
+      await full.ovs.ensureBridge(BRIDGE, 'netdev', 'standalone');
     } catch (err) {
       await full.down();
       throw err;

@@ -20,7 +20,7 @@ import { fmt, median, table } from './stats.js';
 
 async function light(endpoints: string[], index: number, logical: string, vni: number): Promise<Agent<FakeOvs>> {
   const ovs = new FakeOvs();
-  await ovs.ensureBridge('br0', 'system');
+  await ovs.ensureBridge('br0', 'system', 'standalone');
   return agent(endpoints, { index, logical, vni, ovs });
 }
 

@@ -4,6 +4,7 @@ import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
+import { benchRestart } from './restart.js';
 import { benchScale } from './scale.js';
 import { benchStore } from './store.js';
 
@@ -15,6 +16,7 @@ const suites: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   churn: benchChurn,
   scale: benchScale,
+  restart: benchRestart,
 };
 
 const name = process.argv[2];

@@ -90,6 +90,17 @@ export class Metrics {
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
     registers: [this.registry],
   });
+  private readonly ovsRestarts = this.counter(
+    'ovsnet_ovs_restarts_total',
+    'Restarts of Open vSwitch daemons ovsnet noticed (its connection to one lost, then back), by daemon',
+    ['daemon'],
+  );
+  private readonly reprogram = new Histogram({
+    name: 'ovsnet_reprogram_seconds',
+    help: "From ovs-vswitchd serving ovsnet's bridge again after a restart to ovsnet's flows and meters back on it",
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+    registers: [this.registry],
+  });
   private readonly execFailures = this.counter('ovsnet_exec_failures_total', 'Child processes that did not exit 0, by program', [
     'program',
   ]);
@@ -182,6 +193,16 @@ export class Metrics {
   observeRepairs(repaired: number, removed: number): void {
     if (repaired > 0) this.repairs.inc({ action: 'recreated' }, repaired);
     if (removed > 0) this.repairs.inc({ action: 'removed' }, removed);
+  }
+
+  /** A restart of ovs-vswitchd or ovsdb-server, once the daemon is back (daemon/ovs-watch.ts). */
+  observeOvsRestart(daemon: 'ovs-vswitchd' | 'ovsdb-server'): void {
+    this.ovsRestarts.inc({ daemon });
+  }
+
+  /** How long ovsnet took to put its OpenFlow state back after ovs-vswitchd restarted. */
+  observeReprogram(seconds: number): void {
+    this.reprogram.observe(seconds);
   }
 
   /** A reservation released by the reaper (src/ipam-driver/recovery/orphan-reaper.ts), by reason. */

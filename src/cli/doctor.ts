@@ -20,12 +20,9 @@ import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host
 import { registeredHosts } from '../cluster/hosts.js';
 import { endpoints, networks, pools } from './inspect.js';
 import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
-export interface Check {
-  check: string;
-  ok: boolean;
-  detail: string;
-  fix?: string;
-}
+import { openflowCheck } from './openflow-check.js';
+import type { Check } from './output.js';
+export type { Check } from './output.js';
 
 /**
  * Does the daemon answer on its socket? Asked with IpamDriver.GetCapabilities, which every
@@ -106,6 +103,7 @@ export async function doctor(
       detail: orphanPorts.length === 0 ? `none (${nets.length} networks, ${eps.size} endpoints)` : orphanPorts.join(' '),
       ...(orphanPorts.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start removes ports of endpoints that no longer exist' }),
     });
+    checks.push(await openflowCheck(config, store, ovs));
   } catch {
     // store or OVS unreachable: already reported above
   }

@@ -6,6 +6,14 @@
 export const FORMATS = ['table', 'wide', 'json'] as const;
 export type Format = (typeof FORMATS)[number];
 
+/** One of `ovsnet doctor`'s checks: what it found, and the fix when it failed. */
+export interface Check {
+  check: string;
+  ok: boolean;
+  detail: string;
+  fix?: string;
+}
+
 /** What a command shows: its data (json), its rows in full (wide) and the shorter table. */
 export interface Shown {
   readonly data: unknown;

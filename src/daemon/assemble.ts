@@ -42,6 +42,8 @@ import { checkLayout } from '../store/layout.js';
 import { describeStore, openStore } from '../store/open.js';
 import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
+import { OvsWatch, mgmtSocket } from './ovs-watch.js';
+import { FlowSync } from '../driver/ovs/flow-sync.js';
 import type { Store } from '../store/types.js';
 
 /** Everything the daemon is made of, for daemon.ts to start and stop. */
@@ -58,6 +60,8 @@ export interface Parts {
   readonly datapath: 'system' | 'netdev';
   /** After adding tunnels or repairing guard flows on the userspace datapath: drop cached flows. */
   readonly refreshDatapath: (() => Promise<void>) | undefined;
+  /** Notices Open vSwitch restarts and puts ovsnet's state back (ovs-watch.ts). */
+  readonly watch: OvsWatch;
   readonly links: Links;
   readonly driver: NetworkDriver;
   readonly registry: HostRegistry;
@@ -93,10 +97,13 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     journal: config.journal,
     swarmScope: config.scope === 'global',
   });
+  // Told when ovsdb-server goes away (its restart): made below, once the driver exists.
+  let watch: OvsWatch | undefined = undefined;
   const ovs = new Ovsdb(
     config.ovsdb,
     config.storeTimeoutMs,
     observed === undefined ? undefined : (m, ok, s) => observed.observeOvsdb(m, ok, s),
+    () => watch?.onOvsdbLost(),
   );
   const datapath = chooseDatapath(config.datapath);
   // The userspace datapath can keep flows cached from before a tunnel port existed: after adding
@@ -138,6 +145,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     flows: new Flows(openflow),
     qos: new QosFlows(openflow),
     groups: new GroupFlows(openflow),
+    openflow: new FlowSync(openflow, (bridge) => mgmtSocket(config.ovsdb, bridge), config.storeTimeoutMs),
     pools: ipam,
     vtepIp,
     tunnelMtu: () => tunnelMtu,
@@ -191,6 +199,16 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
         .then(() => driver.reconcile())
         .then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
   });
+  watch = new OvsWatch({
+    log: log.child({ component: 'ovs-watch' }),
+    metrics,
+    upkeep: driver.upkeep,
+    ovs,
+    datapath,
+    bridge: config.bridge,
+    ovsdb: config.ovsdb,
+    refreshDatapath,
+  });
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
@@ -212,6 +230,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ovs,
     datapath,
     refreshDatapath,
+    watch,
     links,
     driver,
     registry,

@@ -17,8 +17,11 @@ import { VERSION } from '../lib/version.js';
 import { assemble, type Parts } from './assemble.js';
 import { reapIntervalMs } from './reaper.js';
 
-/** How often the gateway guard flows of logical networks are checked (and put back if lost). */
-const GUARD_CHECK_MS = 10_000;
+/**
+ * How often the bridge's OpenFlow state is compared with the records and put right: a safety net
+ * (flows deleted by hand, OVS reached over tcp:), restarts are noticed at once (ovs-watch.ts).
+ */
+const FLOW_CHECK_MS = 10_000;
 
 /** Something started in the background once the socket answers; named for the reader. */
 interface Task {
@@ -41,7 +44,7 @@ export class Daemon {
   private readonly parts: Parts;
   /** Aborted when stopping: the background tasks' retries end. */
   private readonly retries = new AbortController();
-  private guards: NodeJS.Timeout | undefined;
+  private flowChecks: NodeJS.Timeout | undefined;
   private metricsServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -145,23 +148,25 @@ export class Daemon {
 
   /** The daemon's own work on the store and Open vSwitch, started once the store's layout is checked. */
   private background(retried: (name: string, fn: () => Promise<unknown>) => Task, fatal: (err: unknown) => void): Task[] {
-    const { config, log, ipam, tunnels, registry, reclaimer, reaper, driver, metrics, refreshDatapath } = this.parts;
+    const { config, log, ipam, tunnels, registry, reclaimer, reaper, driver, metrics, refreshDatapath, watch } = this.parts;
     return [
       { name: 'load the IPAM index', start: () => ipam.start() },
       retried('follow logical networks', () => tunnels.start()),
+      { name: 'follow Open vSwitch restarts', start: () => watch.start() },
       {
-        // ovs-vswitchd keeps no OpenFlow rules across a restart: check the gateway guards now and then.
-        name: 'check the gateway guards',
+        name: "check the bridge's flows",
         start: () => {
-          this.guards = setInterval(() => {
-            driver
-              .checkGuards()
-              .then(async (repaired) => {
-                metrics.observeRepairs(repaired.length, 0);
-                if (repaired.length > 0) await refreshDatapath?.();
+          this.flowChecks = setInterval(() => {
+            driver.upkeep
+              .syncFlows()
+              .then(async (r) => {
+                if (r.modifications === 0) return;
+                log.warn({ changes: r.modifications }, "the bridge's OpenFlow state was not ovsnet's (changed by hand?): put right");
+                metrics.observeRepairs(r.modifications, 0);
+                await refreshDatapath?.();
               })
-              .catch((err: unknown) => log.debug({ err }, `cannot check the gateway guard flows: ${messageOf(err)}`));
-          }, GUARD_CHECK_MS).unref();
+              .catch((err: unknown) => log.debug({ err }, `cannot check the bridge's flows: ${messageOf(err)}`));
+          }, FLOW_CHECK_MS).unref();
         },
       },
       // A sweep every tenth of the grace period (at most 30 s, at least 1 s).
@@ -176,6 +181,7 @@ export class Daemon {
         driver
           .reconcile()
           .then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))
+          .then(() => watch.afterReconcile())
           .catch((err: unknown) => {
             // An OVSNET_UPLINK that cannot be the uplink refuses the start, with the reason.
             if (!(err instanceof OvsnetError) || err.code !== 'UPLINK_INVALID') throw err;
@@ -195,7 +201,8 @@ export class Daemon {
       { name: 'IPAM', close: () => ipam.stop() },
       { name: 'reclaimer', close: () => reclaimer.stop() },
       { name: 'reaper', close: () => reaper.stop() },
-      { name: 'gateway guard checks', close: () => clearInterval(this.guards) },
+      { name: 'OpenFlow checks', close: () => clearInterval(this.flowChecks) },
+      { name: 'Open vSwitch watch', close: () => this.parts.watch.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
       // Deregistered at once: peers drop this host now, not at the TTL.
       { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },

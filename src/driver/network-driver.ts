@@ -7,6 +7,7 @@
  * idempotent and best effort (a missing port, link or rule counts as done). State lives in the
  * store; OVS ports carry external_ids so that reconcile() finds them again after a restart.
  */
+import { ensureOwnBridge } from './effects/bridge.js';
 import { messageOf } from '../lib/errors.js';
 import type { DriverDeps } from './effects/deps.js';
 import { parseNetworkOptions, type NetworkOptions } from './model/options.js';
@@ -16,7 +17,7 @@ import { joinResult, type CreateEndpointRequest, type CreateNetworkRequest, type
 import { Mutex } from '../lib/locks.js';
 import { claimTagStep, releaseTag } from './records/tags.js';
 import { Gateways } from './network/gateway.js';
-import { Reconciler } from './reconcile.js';
+import { Reconciler } from './upkeep/reconcile.js';
 import { leaveLogical } from './vxlan/logical.js';
 import { joinSegment, segmentMtu } from './vxlan/segment.js';
 import { allocateSwarmNetwork, freeSwarmNetwork, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
@@ -32,6 +33,8 @@ import { SpareVeths } from './endpoint/spares.js';
 import { plugEndpoint } from './endpoint/plug.js';
 import { EndpointQos, requireQosSupport } from './qos/endpoint-qos.js';
 import { GroupWiring } from './groups/group-wiring.js';
+import { OpenFlowState } from './upkeep/openflow-state.js';
+import { Upkeep } from './upkeep/upkeep.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
@@ -52,6 +55,8 @@ export class NetworkDriver {
   private readonly infra: InfraPorts;
   private readonly qos: EndpointQos;
   private readonly groups: GroupWiring;
+  /** Reconcile, the flows' sync and what follows an ovs-vswitchd restart. */
+  readonly upkeep: Upkeep;
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -64,6 +69,9 @@ export class NetworkDriver {
     this.infra = new InfraPorts(deps);
     this.qos = new EndpointQos(deps);
     this.groups = new GroupWiring(deps, this.records);
+    const flows = new OpenFlowState(deps, this.records, this.groups);
+    const { ports, trunk, reconciler, spares, publisher } = this;
+    this.upkeep = new Upkeep(deps, { ports, trunk, reconciler, spares, publisher, flows });
   }
 
   createNetwork(req: CreateNetworkRequest): Promise<void> {
@@ -105,7 +113,7 @@ export class NetworkDriver {
           ? await claimTagStep(this.deps.store, this.deps.host, req.networkId, segment.vni === undefined ? opts.tag : undefined, undo)
           : await claimWireTagStep(this.deps, req.networkId, opts.logical ?? '', segment.vlan, undo);
       let record = await this.networkRecord(req, opts, tag, segment);
-      await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+      await ensureOwnBridge(this.deps);
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
       if (record.uplink !== undefined) await this.trunk.carryStep(record.tag, undo);
@@ -270,21 +278,9 @@ export class NetworkDriver {
     if (ep !== undefined) await this.publisher.revoke(ep);
   }
 
-  /** Brings OVS and the kernel in line with the store after a restart (see Reconciler.reconcile); holds published ports again. */
+  /** Brings OVS and the kernel in line with the store after a restart (upkeep/upkeep.ts). */
   reconcile(): Promise<{ repaired: string[]; removed: string[] }> {
-    return this.ports.run(async () => {
-      await this.trunk.attach();
-      const done = await this.reconciler.reconcile();
-      done.removed.push(...(await this.spares.sweep()));
-      await this.publisher.republish();
-      done.repaired.push(...(await this.groups.converge(true)));
-      return done;
-    });
-  }
-
-  /** Puts back lost gateway guard flows (see Reconciler.checkGuards); returns the networks repaired. */
-  checkGuards(): Promise<string[]> {
-    return this.ports.run(async () => [...(await this.reconciler.checkGuards()), ...(await this.groups.converge(false))]);
+    return this.upkeep.reconcile();
   }
 
   /** This host's networks (hosts sharing etcd see every host's records). */

@@ -1,13 +1,17 @@
 /**
  * The reconciler against in-memory OVS, links, NAT and flows, with records written straight to
- * a real embedded store: what it puts back from the records, what it removes, what it keeps.
+ * a real embedded store: what it puts back from the records, what it removes, what it keeps;
+ * and, through the driver's upkeep, the bridge's OpenFlow state that comes with it.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { Gateways } from '../../src/driver/network/gateway.js';
-import { Reconciler } from '../../src/driver/reconcile.js';
+import { Reconciler } from '../../src/driver/upkeep/reconcile.js';
+import { NetworkDriver } from '../../src/driver/network-driver.js';
+import { BASE_FLOWS } from '../../src/driver/effects/bridge.js';
+import { guardFlows } from '../../src/driver/ovs/flows.js';
 import { DriverRecords } from '../../src/driver/records/driver-records.js';
 import type { EndpointRecord, NetworkRecord } from '../../src/driver/model/records.js';
 import { claimTag } from '../../src/driver/records/tags.js';
@@ -15,7 +19,7 @@ import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { LogicalNetwork } from '../../src/driver/model/records.js';
-import { fakeSideEffects } from '../helpers/driver-fakes.js';
+import { fakeOpenFlow, fakeSideEffects } from '../helpers/driver-fakes.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-reconcile-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -63,7 +67,7 @@ function setup(t: Test) {
   const deps = { store, log: createLogger('silent'), ...fx, host: 'h1', bridge: 'br0', datapath: () => 'system' as const };
   const records = new DriverRecords(store, 'h1');
   const reconciler = new Reconciler(deps, new Gateways(deps), records, () => new Date('2026-02-01T00:00:00.000Z'));
-  return { store, ...fx, records, reconciler };
+  return { store, ...fx, deps, records, reconciler };
 }
 
 t.test('from the records alone: the bridge, the gateway port with its tag, MTU and address, masquerading', async (t) => {
@@ -72,6 +76,7 @@ t.test('from the records alone: the bridge, the gateway port with its tag, MTU a
   const res = await reconciler.reconcile();
   t.same(res, { repaired: ['bridge br0', `gateway ${GW}`], removed: [] });
   t.equal(ovs.bridges.get('br0'), 'system', 'the bridge, with the datapath asked for');
+  t.equal(ovs.failModes.get('br0'), 'standalone', 'standalone: no OpenFlow access, OVS switches by itself');
   t.match(ovs.ports.get(GW), {
     bridge: 'br0',
     tag: 1,
@@ -101,7 +106,7 @@ t.test('ports and veths of endpoints that no longer exist go; those of existing 
   const { ovs, links, records, reconciler } = setup(t);
   await records.createNetwork(internalNetwork());
   await records.createEndpoint(endpoint(EP));
-  await ovs.ensureBridge('br0', 'system');
+  await ovs.ensureBridge('br0', 'system', 'standalone');
   for (const id of [EP, GONE_EP]) {
     await links.createVeth({ host: `ovh${id.slice(0, 12)}`, container: `ovc${id.slice(0, 12)}`, mtu: 1450, alias: `ovsnet:${id}` });
     await ovs.addPort('br0', `ovh${id.slice(0, 12)}`, { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': id } });
@@ -135,7 +140,7 @@ t.test('an endpoint whose port stayed but whose veth is gone loses its port and 
   const { ovs, records, reconciler, store } = setup(t);
   await records.createNetwork(internalNetwork());
   await records.createEndpoint(endpoint(EP));
-  await ovs.ensureBridge('br0', 'system');
+  await ovs.ensureBridge('br0', 'system', 'standalone');
   await ovs.addPort('br0', 'ovhcccccccccccc', { tag: 1, externalIds: { 'ovsnet-network': NET, 'ovsnet-endpoint': EP } });
   t.same((await reconciler.reconcile()).removed, ['ovhcccccccccccc (stale endpoint cccccccccccc)']);
   t.equal(ovs.ports.size, 0);
@@ -154,17 +159,89 @@ t.test("orphan VLAN tags are freed: this host's held by no network; held ones an
   t.equal((await store.get(keys.vlanTag('h2', 6)))?.value, GONE_NET, "another host's tag is that host's business");
 });
 
-t.test('a logical network: membership taken again, guard flows put back; checkGuards repairs only what is lost', async (t) => {
-  const { flows, records, reconciler, store } = setup(t);
+t.test(
+  "a logical network: membership taken again, guard flows put back with the bridge's flows; a sync repairs only what is lost",
+  async (t) => {
+    const { ovs, flows, deps, records, store } = setup(t);
+    const openflow = fakeOpenFlow(ovs);
+    const driver = new NetworkDriver({ ...deps, openflow });
+    await records.createNetwork(network({ logical: 'blue', vni: 42 }));
+    const res = await driver.reconcile();
+    t.same(res.repaired, ['bridge br0', 'member of logical network blue', `gateway ${GW}`, '2 OpenFlow changes']);
+    const kv = await store.get(keys.logicalNetwork('blue'));
+    t.match(JSON.parse(kv?.value ?? '{}') as LogicalNetwork, { vni: 42, subnets: ['10.1.0.0/24'], members: { h1: { networkId: NET } } });
+    t.equal(ovs.failModes.get('br0'), 'secure', 'with OpenFlow access the bridge is made secure');
+    const guard = guardFlows({ vni: 42 }, ['10.1.0.1']);
+    t.same(openflow.flowsOf('br0').sort(), [...BASE_FLOWS, ...guard].sort(), 'the base flow, and the gateway guard');
+    t.equal(flows.guards.size, 0, 'by the sync, not flow by flow');
+    t.equal((await driver.upkeep.syncFlows()).modifications, 0, 'all there: nothing to repair');
+    openflow.restart(); // ovs-vswitchd restarted
+    const synced = await driver.upkeep.syncFlows();
+    t.match(synced, { modifications: 3, flows: 3, meters: 0 }, 'the base flow and both guard flows put back');
+    t.same(openflow.flowsOf('br0').sort(), [...BASE_FLOWS, ...guard].sort());
+    openflow
+      .flowsOf('br0')
+      .filter((f) => f.includes('arp_spa'))
+      .forEach((f) => openflow.flows.get('br0')?.delete(f));
+    t.equal((await driver.upkeep.syncFlows()).modifications, 1, 'one guard flow deleted by hand: that one only');
+    t.notOk((await driver.reconcile()).repaired.includes('member of logical network blue'), 'a member already is not joined again');
+  },
+);
+
+t.test("an earlier ovsnet's standalone bridge is made secure at reconcile, its flows in straight after", async (t) => {
+  const { ovs, deps, records } = setup(t);
+  const openflow = fakeOpenFlow(ovs);
+  const driver = new NetworkDriver({ ...deps, openflow });
   await records.createNetwork(network({ logical: 'blue', vni: 42 }));
-  const res = await reconciler.reconcile();
-  t.same(res.repaired, ['bridge br0', 'member of logical network blue', `gateway ${GW}`]);
-  const kv = await store.get(keys.logicalNetwork('blue'));
-  t.match(JSON.parse(kv?.value ?? '{}') as LogicalNetwork, { vni: 42, subnets: ['10.1.0.0/24'], members: { h1: { networkId: NET } } });
-  t.same(flows.guards.get('br0/42'), ['10.1.0.1'], 'the gateway guard');
-  t.same(await reconciler.checkGuards(), [], 'all there: nothing to repair');
-  flows.guards.clear(); // ovs-vswitchd restarted
-  t.same(await reconciler.checkGuards(), ['gateway guard of blue']);
-  t.same(flows.guards.get('br0/42'), ['10.1.0.1']);
-  t.notOk((await reconciler.reconcile()).repaired.includes('member of logical network blue'), 'a member already is not joined again');
+  await ovs.ensureBridge('br0', 'system', 'standalone');
+  openflow.add('br0', 'priority=5,ip,nw_dst=1.2.3.4,actions=drop'); // another controller's
+  const res = await driver.reconcile();
+  t.ok(res.repaired.includes('fail_mode=secure on br0'));
+  t.equal(ovs.failModes.get('br0'), 'secure');
+  t.same(
+    openflow.flowsOf('br0').sort(),
+    [...BASE_FLOWS, ...guardFlows({ vni: 42 }, ['10.1.0.1'])].sort(),
+    "ovsnet's flows back after the fail-mode change flushed the bridge",
+  );
+  t.notOk(
+    res.repaired.some((r) => r.endsWith('OpenFlow changes')),
+    'the sync after it found nothing to change',
+  );
+  t.same((await driver.reconcile()).repaired, [], 'a secure bridge is left as it is');
+});
+
+t.test('a standalone bridge with endpoints stays so until ovs-vswitchd is away: no flush under running containers', async (t) => {
+  const { ovs, deps, records } = setup(t);
+  const openflow = fakeOpenFlow(ovs);
+  const driver = new NetworkDriver({ ...deps, openflow });
+  await records.createNetwork(network());
+  await records.createEndpoint(endpoint(EP));
+  await ovs.ensureBridge('br0', 'system', 'standalone');
+  const res = await driver.reconcile();
+  t.notOk(res.repaired.includes('fail_mode=secure on br0'), 'not switched under a running endpoint');
+  t.equal(ovs.failModes.get('br0'), 'standalone');
+  t.ok(openflow.flowsOf('br0').includes(BASE_FLOWS[0] ?? ''), "ovsnet's flows are in all the same");
+  t.equal(await driver.upkeep.onVswitchdAway(), true, 'made secure while ovs-vswitchd is away');
+  t.equal(ovs.failModes.get('br0'), 'secure');
+  t.equal(await driver.upkeep.onVswitchdAway(), false, 'once');
+});
+
+t.test('after ovs-vswitchd restarted: the flows first, in one sync, then reconcile puts the gateway address back', async (t) => {
+  const { ovs, links, deps, records } = setup(t);
+  const openflow = fakeOpenFlow(ovs);
+  const driver = new NetworkDriver({ ...deps, openflow });
+  await records.createNetwork(network({ logical: 'blue', vni: 42 }));
+  await driver.reconcile();
+  openflow.restart(); // no flows or meters kept
+  links.addresses.delete(GW); // the userspace datapath makes its internal ports anew, without their addresses
+  const flowsWhenAddressed: number[] = [];
+  const configure = links.configureAddress.bind(links);
+  links.configureAddress = (...args) => (flowsWhenAddressed.push(openflow.flowsOf('br0').length), configure(...args));
+  const writes = openflow.writes;
+  const r = await driver.upkeep.afterOvsRestart();
+  t.match(r.synced, { modifications: 3, flows: 3, meters: 0 });
+  t.ok(r.flowsSeconds >= 0);
+  t.equal(openflow.writes, writes + 1, 'one write');
+  t.same(links.addresses.get(GW), ['10.1.0.1/24'], 'the gateway address back');
+  t.same(flowsWhenAddressed, [3], 'the flows were in before reconcile ran');
 });

@@ -8,7 +8,7 @@
  * --driver-opt`, and win over the network's; a restarted ovs-vswitchd (which forgets meters and
  * flows) gets them back from ovsnet.
  */
-import { spawn } from 'node:child_process';
+import { throughput as measure } from '../harness/throughput.js';
 import t from 'tap';
 import { CREATE_OVSNET, DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
 
@@ -19,43 +19,8 @@ t.teardown(async () => {
   await ovsnet.kill('SIGTERM');
 });
 
-/**
- * A TCP sink on the host (in its namespace) at ADDR:PORT: counts what arrives from 1 s to 6 s
- * after the first byte (the burst allowance and slow start left out) and prints mbit/s.
- */
-const SINK = `
-const [addr, port] = process.argv.slice(1);
-let total = 0, first, at1, at6;
-require('net').createServer((s) => {
-  s.on('data', (d) => {
-    total += d.length;
-    const now = Date.now();
-    first ??= now;
-    if (at1 === undefined && now - first >= 1000) at1 = { t: now, n: total };
-    if (at6 === undefined && now - first >= 6000) { at6 = { t: now, n: total }; console.log(((at6.n - at1.n) * 8) / ((at6.t - at1.t) / 1000) / 1e6); process.exit(0); }
-  });
-  s.on('error', () => undefined);
-}).listen(Number(port), addr, () => console.log('listening'));
-setTimeout(() => { console.log('timeout: ' + total + ' bytes, first at ' + first); process.exit(1); }, 25000);
-`;
-
-/** Mbit/s from `container` to the sink on the host's ADDR:PORT (started first: the sender is refused otherwise). */
-async function throughput(container: string, addr: string, port: number): Promise<number> {
-  const sink = spawn('ip', ['netns', 'exec', host.name, process.execPath, '-e', SINK, addr, String(port)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let out = '';
-  const listening = new Promise<void>((resolve) =>
-    sink.stdout.on('data', (d: Buffer) => ((out += d.toString()), out.includes('listening') && resolve())),
-  );
-  const done = new Promise<void>((resolve) => sink.on('close', () => resolve()));
-  await Promise.race([listening, done]);
-  const send = host.docker(['exec', container, 'sh', '-c', `dd if=/dev/zero bs=64k count=200000 2>/dev/null | nc ${addr} ${port}`], 30_000);
-  await Promise.all([done, send]);
-  const mbit = Number(/^([\d.]+)$/m.exec(out)?.[1]);
-  if (!Number.isFinite(mbit)) throw new Error(`no measurement from ${container}: ${out}`);
-  return mbit;
-}
+/** Mbit/s from `container` to a sink on the host's ADDR:PORT (harness/throughput.ts). */
+const throughput = (container: string, addr: string, port: number) => measure(host, container, addr, port);
 
 /** Counts, in the host's INPUT chain, TCP packets (each a SYN answered by a reset: nothing listens) to PORT from SRC with DSCP `dscp` and with any other. */
 async function dscpSeen(

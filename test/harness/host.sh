@@ -10,6 +10,7 @@
 #   host.sh attach NAME DIR UNDERLAY ADDR  give host NAME an underlay link (ul0) with ADDR
 #   host.sh restart-vswitchd NAME DIR   restart ovs-vswitchd (its database stays)
 #   host.sh stop-vswitchd|start-vswitchd NAME DIR   the two halves of a restart
+#   host.sh restart-ovsdb NAME DIR   restart ovsdb-server (its database file stays)
 #   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
 #
 # Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
@@ -58,6 +59,12 @@ start_dockerd() {
   return 1
 }
 
+start_ovsdb() {
+  enter ovsdb-server /run/openvswitch/conf.db --remote=punix:/var/run/openvswitch/db.sock \
+    --pidfile=/var/run/openvswitch/ovsdb-server.pid --detach --log-file="$D/log/ovsdb-server.log"
+  cp "$D/run/openvswitch/ovsdb-server.pid" "$D/ovsdb-server.pid"
+}
+
 start_vswitchd() {
   enter ovs-vswitchd unix:/var/run/openvswitch/db.sock --pidfile=/var/run/openvswitch/ovs-vswitchd.pid \
     --detach --log-file="$D/log/ovs-vswitchd.log"
@@ -67,10 +74,8 @@ start_vswitchd() {
 # Open vSwitch inside the host: its own database and ovs-vswitchd (userspace datapath here).
 start_ovs() {
   enter ovsdb-tool create /run/openvswitch/conf.db /usr/share/openvswitch/vswitch.ovsschema
-  enter ovsdb-server /run/openvswitch/conf.db --remote=punix:/var/run/openvswitch/db.sock \
-    --pidfile=/var/run/openvswitch/ovsdb-server.pid --detach --log-file="$D/log/ovsdb-server.log"
+  start_ovsdb
   enter ovs-vsctl --no-wait init
-  cp "$D/run/openvswitch/ovsdb-server.pid" "$D/ovsdb-server.pid"
   start_vswitchd
 }
 
@@ -175,6 +180,8 @@ case $cmd in
   restart-vswitchd) stop_pid "$(cat "$D/ovs-vswitchd.pid")"; start_vswitchd ;;
   stop-vswitchd) stop_pid "$(cat "$D/ovs-vswitchd.pid")" ;;
   start-vswitchd) start_vswitchd ;;
+  # ovsdb-server only: the database file (bridges, ports) stays; ovs-vswitchd reconnects to it.
+  restart-ovsdb) stop_pid "$(cat "$D/ovsdb-server.pid")"; start_ovsdb ;;
   down) down ;;
   *) echo "usage: host.sh up|exec|down NAME DIR" >&2; exit 2 ;;
 esac

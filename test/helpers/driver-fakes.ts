@@ -1,13 +1,18 @@
 /**
- * In-memory OVS, links and NAT for driver unit tests. They error on misuse, as the real ones
- * do: adding a port that exists or to a missing bridge, creating a link that exists,
- * addressing a link that does not. `failNext` makes the next call of a method fail.
+ * In-memory OVS, links, NAT and OpenFlow for driver unit tests. They error on misuse, as the
+ * real ones do: adding a port that exists or to a missing bridge, creating a link that exists,
+ * addressing a link that does not, syncing flows on a missing bridge or outside ovsnet's
+ * cookies. `failNext` makes the next call of a method fail.
  */
 import { OvsnetError } from '../../src/lib/errors.js';
-import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OvsApi } from '../../src/driver/effects/deps.js';
+import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OpenFlowApi, OvsApi } from '../../src/driver/effects/deps.js';
 import type { PortBinding } from '../../src/driver/model/records.js';
+import { inScope, type CookieScope } from '../../src/driver/ovs/cookies.js';
 import { OWNER } from '../../src/driver/ovs/external-ids.js';
-import type { OwnPort } from '../../src/driver/ovs/ovsdb.js';
+import type { FlowMods, MeterMods } from '../../src/driver/ovs/flow-diff.js';
+import { changeCount, type Changes, type Wanted } from '../../src/driver/ovs/flow-sync.js';
+import type { DatapathType, FailMode, OwnPort } from '../../src/driver/ovs/ovsdb.js';
+import { meterPort } from '../../src/driver/ovs/qos-flows.js';
 import type { VethSpec } from '../../src/driver/links/links.js';
 import type { SpareNames } from '../../src/driver/links/spare-ops.js';
 import type { GuardSegment } from '../../src/driver/ovs/flows.js';
@@ -23,7 +28,16 @@ class Failer {
 }
 
 export class FakeOvs extends Failer implements OvsApi {
+  /** Datapath type by bridge. */
   readonly bridges = new Map<string, string>();
+  /** fail_mode by bridge, as ensureBridge or setFailMode left it ('' : unset, OVS's standalone). */
+  readonly failModes = new Map<string, FailMode | ''>();
+  /** Open_vSwitch other_config:flow-restore-wait. */
+  restoreWait = false;
+  /** Every setFlowRestoreWait, in order. */
+  readonly restoreWaitSets: boolean[] = [];
+  /** The bridge's OpenFlow tables: ovs-vswitchd flushes them when a bridge's fail mode changes. */
+  openflow: FakeOpenFlow | undefined;
   readonly ports = new Map<
     string,
     {
@@ -40,9 +54,30 @@ export class FakeOvs extends Failer implements OvsApi {
   async bridgeExists(bridge: string): Promise<boolean> {
     return this.bridges.has(bridge);
   }
-  async ensureBridge(bridge: string, datapath: 'system' | 'netdev'): Promise<void> {
+  /** As the real one: an existing bridge is left as it is, fail mode included. */
+  async ensureBridge(bridge: string, datapath: DatapathType, failMode: FailMode): Promise<void> {
     this.check('ensureBridge');
-    if (!this.bridges.has(bridge)) this.bridges.set(bridge, datapath);
+    if (this.bridges.has(bridge)) return;
+    this.bridges.set(bridge, datapath);
+    this.failModes.set(bridge, failMode);
+  }
+  async failMode(bridge: string): Promise<string | undefined> {
+    return this.bridges.has(bridge) ? (this.failModes.get(bridge) ?? '') : undefined;
+  }
+  async setFailMode(bridge: string, failMode: FailMode): Promise<void> {
+    this.check('setFailMode');
+    if (!this.bridges.has(bridge)) throw new OvsnetError('OVS_FAILED', `no bridge ${bridge}`);
+    if ((this.failModes.get(bridge) ?? '') !== failMode) this.openflow?.flush(bridge);
+    this.failModes.set(bridge, failMode);
+  }
+  async flowRestoreWait(): Promise<boolean> {
+    this.check('flowRestoreWait');
+    return this.restoreWait;
+  }
+  async setFlowRestoreWait(on: boolean): Promise<void> {
+    this.check('setFlowRestoreWait');
+    this.restoreWaitSets.push(on);
+    this.restoreWait = on;
   }
   async addPort(
     bridge: string,
@@ -245,17 +280,138 @@ export class FakeFlows extends Failer implements FlowsApi {
   async unguardGateway(bridge: string, segment: GuardSegment): Promise<void> {
     this.guards.delete(segmentKey(bridge, segment));
   }
-  async guardCount(bridge: string, segment: GuardSegment): Promise<number> {
-    return (this.guards.get(segmentKey(bridge, segment))?.length ?? 0) * 2;
+}
+
+/** A flow's cookie, from its `cookie=0x...` prefix (0 without one, as OVS reads it). */
+export function cookieOfFlow(flow: string): bigint {
+  const hex = /^cookie=(0x[0-9a-f]+)(?:,|$)/i.exec(flow)?.[1];
+  return hex === undefined ? 0n : BigInt(hex);
+}
+
+/** What identifies a flow on the switch (its table, priority and match): the flow without cookie and actions. */
+const matchOf = (flow: string): string =>
+  flow
+    .replace(/^cookie=0x[0-9a-f]+,?/i, '')
+    .replace(/,?actions=.*$/, '')
+    .trim();
+
+/**
+ * The bridge's OpenFlow state as ovs-vswitchd keeps it: flows as add-flow strings in a set per
+ * bridge, meters (ID -> add-meter spec) per bridge. diff/sync compare within the scope by set
+ * difference (a flow whose match stays and whose actions change counts as modified, as an
+ * `add` replaces it); flows outside the scope are never touched. `restart()` plays ovs-vswitchd
+ * restarting (it keeps neither flows nor meters). Errors as the real one: no such bridge (when
+ * it knows the FakeOvs), a wanted flow outside the scope.
+ */
+export class FakeOpenFlow extends Failer implements OpenFlowApi {
+  readonly flows = new Map<string, Set<string>>();
+  readonly meters = new Map<string, Map<number, string>>();
+  /** OpenFlow modifications made so far (flow mods and meter commands). */
+  modifications = 0;
+  /** sync() calls. */
+  syncs = 0;
+  /** sync() calls that changed something (one bundle each, on the real switch). */
+  writes = 0;
+  /** The bridges, to refuse a missing one as ovs-ofctl does. */
+  ovs: FakeOvs | undefined;
+
+  /** The bridge's flows (in `scope`, if given). */
+  flowsOf(bridge: string, scope?: CookieScope): string[] {
+    return [...(this.flows.get(bridge) ?? [])].filter((f) => scope === undefined || inScope(cookieOfFlow(f), scope));
+  }
+  metersOf(bridge: string): Map<number, string> {
+    return new Map(this.meters.get(bridge) ?? []);
+  }
+  /** Puts flows (another controller's, or a leftover) on the bridge, as add-flow would. */
+  add(bridge: string, ...flows: string[]): void {
+    const set = this.flows.get(bridge) ?? new Set<string>();
+    for (const f of flows) {
+      for (const other of set) if (matchOf(other) === matchOf(f)) set.delete(other);
+      set.add(f);
+    }
+    this.flows.set(bridge, set);
+  }
+  /** The bridge's flows gone (a fail-mode change). */
+  flush(bridge: string): void {
+    this.flows.delete(bridge);
+  }
+  /** ovs-vswitchd restarted: every bridge's flows and meters gone. */
+  restart(): void {
+    this.flows.clear();
+    this.meters.clear();
+  }
+
+  async diff(bridge: string, scope: CookieScope, wanted: Wanted): Promise<Changes> {
+    this.check('diff');
+    return this.changes(bridge, scope, wanted);
+  }
+
+  async sync(bridge: string, scope: CookieScope, wanted: Wanted): Promise<Changes> {
+    this.check('sync');
+    const changes = this.changes(bridge, scope, wanted);
+    this.syncs += 1;
+    if (changeCount(changes) === 0) return changes;
+    this.writes += 1;
+    this.modifications += changeCount(changes);
+    const want = new Set(wanted.flows);
+    const set = new Set([...(this.flows.get(bridge) ?? [])].filter((f) => !inScope(cookieOfFlow(f), scope) || want.has(f)));
+    for (const f of want) set.add(f);
+    this.flows.set(bridge, set);
+    const meters = this.meters.get(bridge) ?? new Map<number, string>();
+    for (const id of [...changes.meters.add, ...changes.meters.modify]) meters.set(id, wanted.meters?.get(id) ?? '');
+    for (const id of changes.meters.remove) meters.delete(id);
+    this.meters.set(bridge, meters);
+    return changes;
+  }
+
+  private changes(bridge: string, scope: CookieScope, wanted: Wanted): Changes {
+    if (this.ovs !== undefined && !this.ovs.bridges.has(bridge))
+      throw new OvsnetError('OVS_FAILED', `${bridge} is not a bridge or a socket`);
+    for (const f of wanted.flows)
+      if (!inScope(cookieOfFlow(f), scope)) throw new Error(`a wanted flow lies outside ovsnet's cookie scope: ${f}`);
+    const have = this.flowsOf(bridge, scope);
+    const want = new Set(wanted.flows);
+    const gone = have.filter((f) => !want.has(f));
+    const fresh = [...want].filter((f) => !have.includes(f));
+    const goneMatches = new Set(gone.map(matchOf));
+    const freshMatches = new Set(fresh.map(matchOf));
+    const modified = fresh.filter((f) => goneMatches.has(matchOf(f))).length;
+    const deleted = gone.filter((f) => !freshMatches.has(matchOf(f)));
+    const flows: FlowMods = {
+      lines: [...fresh.map((f) => `add ${f}`), ...deleted.map((f) => `delete_strict ${matchOf(f)}`)],
+      added: fresh.length - modified,
+      modified,
+      deleted: deleted.length,
+    };
+    return { flows, meters: this.meterChanges(bridge, wanted.meters) };
+  }
+
+  /** ovsnet's meters only (its ID range), and only when the caller says which it wants. */
+  private meterChanges(bridge: string, want: ReadonlyMap<number, string> | undefined): MeterMods {
+    if (want === undefined) return { add: [], modify: [], remove: [] };
+    const have = this.meters.get(bridge) ?? new Map<number, string>();
+    return {
+      add: [...want.keys()].filter((id) => !have.has(id)),
+      modify: [...want].filter(([id, spec]) => have.has(id) && have.get(id) !== spec).map(([id]) => id),
+      remove: [...have.keys()].filter((id) => meterPort(id) !== undefined && !want.has(id)),
+    };
   }
 }
 
-/** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
+/** An OpenFlow fake for `ovs`'s bridges, linked so that a fail-mode change flushes flows. Add it as `openflow` to DriverDeps. */
+export function fakeOpenFlow(ovs: FakeOvs): FakeOpenFlow {
+  const openflow = new FakeOpenFlow();
+  openflow.ovs = ovs;
+  ovs.openflow = openflow;
+  return openflow;
+}
+
 /** 'br0/42' for VNI 42, 'br0/vlan7@eth1' for VLAN 7 on uplink eth1. */
 function segmentKey(bridge: string, s: GuardSegment): string {
   return 'vni' in s ? `${bridge}/${s.vni}` : `${bridge}/vlan${s.vlan}@${s.uplink}`;
 }
 
+/** One fake of each side effect, OVS's internal ports appearing as links as the real ones do. */
 export function fakeSideEffects(): { ovs: FakeOvs; links: FakeLinks; nat: FakeNat; flows: FakeFlows; hostPorts: FakeHostPorts } {
   const ovs = new FakeOvs();
   const links = new FakeLinks();

@@ -1,5 +1,5 @@
 /**
- * Hosts for the logical-network tests: drivers with in-memory OVS, links, NAT and flows and
+ * Hosts for the logical-network tests: drivers with in-memory OVS, links, NAT, flows and OpenFlow and
  * their own IPAM, sharing one real embedded store (as hosts share etcd).
  */
 import fs from 'node:fs';
@@ -14,7 +14,7 @@ import { createLogger } from '../../src/lib/log.js';
 import type { HostRecord } from '../../src/cluster/hosts.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { Store } from '../../src/store/types.js';
-import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs } from './driver-fakes.js';
+import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs, fakeOpenFlow, type FakeOpenFlow } from './driver-fakes.js';
 import { makeIpam, pool } from './ipam.js';
 
 let n = 0;
@@ -26,6 +26,8 @@ export interface Host {
   store: Store;
   ovs: FakeOvs;
   flows: FakeFlows;
+  /** The bridge's OpenFlow state (what the periodic sync and reconcile program). */
+  openflow: FakeOpenFlow;
   ipam: Ipam;
   driver: NetworkDriver;
   tunnels: Tunnels;
@@ -49,6 +51,7 @@ export function cluster(
     const links = new FakeLinks();
     ovs.links = links;
     const flows = new FakeFlows();
+    const openflow = fakeOpenFlow(ovs);
     const up = uplink?.(i);
     const ipam = makeIpam(store, { host: name });
     const host: Host = {
@@ -56,6 +59,7 @@ export function cluster(
       store,
       ovs,
       flows,
+      openflow,
       ipam,
       driver: undefined as unknown as NetworkDriver,
       tunnels: undefined as unknown as Tunnels,
@@ -77,6 +81,7 @@ export function cluster(
       nat: new FakeNat(),
       hostPorts: new FakeHostPorts(),
       flows,
+      openflow,
       host: name,
       bridge: 'br0',
       datapath: () => 'netdev',

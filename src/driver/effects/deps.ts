@@ -14,8 +14,10 @@ import type { TxnPart } from '../records/driver-records.js';
 import type { SubnetRules } from '../model/subnet-check.js';
 import type { GuardSegment } from '../ovs/flows.js';
 import type { Qos } from '../model/qos-options.js';
-import type { QosState } from '../ovs/qos-flows.js';
 import type { GroupPlan } from '../ovs/group-flows.js';
+import type { CookieScope } from '../ovs/cookies.js';
+import type { Changes, Wanted } from '../ovs/flow-sync.js';
+import type { FailMode } from '../ovs/ovsdb.js';
 
 /** Open vSwitch's database (OVSDB): the bridge and its ports. */
 export interface OvsApi {
@@ -23,7 +25,19 @@ export interface OvsApi {
    * Creates the bridge if missing. Idempotent (an existing bridge is left as it is, one another
    * ovsnet creates meanwhile counts as made). Nothing removes it: the bridge outlives networks.
    */
-  ensureBridge(bridge: string, datapath: DatapathType): Promise<void>;
+  ensureBridge(bridge: string, datapath: DatapathType, failMode: FailMode): Promise<void>;
+  /** The bridge's fail_mode ('' when unset: standalone), undefined when there is no bridge. A read. */
+  failMode(bridge: string): Promise<string | undefined>;
+  /**
+   * Sets the bridge's fail_mode in OVSDB, without waiting for ovs-vswitchd (which may be away).
+   * A running ovs-vswitchd flushes a bridge's flows when its fail mode changes (no controller):
+   * the caller then waits (waitApplied) and programs them again. Idempotent.
+   */
+  setFailMode(bridge: string, failMode: FailMode): Promise<void>;
+  /** Open_vSwitch other_config:flow-restore-wait (kernel datapath restarts). A read. */
+  flowRestoreWait(): Promise<boolean>;
+  /** Sets or clears flow-restore-wait. Idempotent. */
+  setFlowRestoreWait(on: boolean): Promise<void>;
   /** Whether the bridge exists. A read. */
   bridgeExists(bridge: string): Promise<boolean>;
   /**
@@ -115,8 +129,6 @@ export interface FlowsApi {
   guardGateway(bridge: string, segment: GuardSegment, gateways: readonly string[]): Promise<void>;
   /** Removes the segment's guard flows. Idempotent: none left is done. */
   unguardGateway(bridge: string, segment: GuardSegment): Promise<void>;
-  /** How many of the segment's guard flows the bridge has now. A read. */
-  guardCount(bridge: string, segment: GuardSegment): Promise<number>;
 }
 
 /** Endpoint groups' flows on the bridge (ovs/group-flows.ts), lost when ovs-vswitchd restarts. */
@@ -125,8 +137,6 @@ export interface GroupsApi {
   apply(bridge: string, plan: GroupPlan): Promise<void>;
   /** Removes every flow of the parent (by its tag). Idempotent. */
   remove(bridge: string, parentTag: number): Promise<void>;
-  /** How many flows of the parent the bridge holds. A read. */
-  count(bridge: string, parentTag: number): Promise<number>;
   /** A host link's MAC address (the parent's gateway port). A read. */
   mac(link: string): Promise<string>;
 }
@@ -139,8 +149,17 @@ export interface QosApi {
   apply(bridge: string, ofport: number, qos: Qos): Promise<void>;
   /** Removes the port's meter and flows. Idempotent: none left is done. */
   remove(bridge: string, ofport: number): Promise<void>;
-  /** ovsnet's QoS flows (counted by port) and meters on the bridge now. A read. */
-  state(bridge: string): Promise<QosState>;
+}
+
+/**
+ * The bridge's OpenFlow state within a cookie scope (ovs/flow-sync.ts), lost whole when
+ * ovs-vswitchd restarts: compared with what ovsnet wants, and made so in one bundle.
+ */
+export interface OpenFlowApi {
+  /** What sync() would change (flows in the scope; ovsnet's meters when `wanted.meters` is given). A read. */
+  diff(bridge: string, scope: CookieScope, wanted: Wanted): Promise<Changes>;
+  /** Meters, then every flow change in one bundle, then stale meters. Idempotent: nothing to change changes nothing. */
+  sync(bridge: string, scope: CookieScope, wanted: Wanted): Promise<Changes>;
 }
 
 /** What the driver asks of ovsnet's IPAM for logical networks (absent: none can be made). */
@@ -206,6 +225,11 @@ export interface DriverDeps {
   readonly qos?: QosApi;
   /** Endpoint groups' flows (absent, or without `qos` for the OpenFlow port numbers: groups are refused). */
   readonly groups?: GroupsApi;
+  /**
+   * The bridge's whole OpenFlow state (openflow-state.ts). Absent (tests, tools without OpenFlow
+   * access): the bridge is made standalone, a plain learning switch, and nothing is synced.
+   */
+  readonly openflow?: OpenFlowApi;
   /** This host's tunnel address (OVSNET_VTEP_IP or detected); logical networks need one. */
   readonly vtepIp?: string;
   /** MTU of the interface holding the tunnel address; VXLAN networks default to it minus 50. */

@@ -14,6 +14,7 @@ import { logicalExists } from '../records/logical-records.js';
 import type { IpData, NetworkRecord } from '../model/records.js';
 import type { CreateNetworkRequest } from '../model/requests.js';
 import { planGroups, type GroupNetwork } from './group-plan.js';
+import type { GroupPlan } from '../ovs/group-flows.js';
 
 export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store'>;
 type Records = Pick<DriverRecords, 'localNetworks' | 'endpointsOf' | 'network'>;
@@ -90,14 +91,25 @@ export class GroupWiring {
     const networks = await this.records.localNetworks();
     const parent = networks.find((n) => n.networkId === parentId);
     if (parent === undefined) return undefined;
-    const members = networks.filter((n) => n.group?.parent === parentId);
-    const gw = parent.ipv4.find((d) => d.gateway !== undefined)?.gateway;
-    if (members.length === 0 && endpointOnly) return parent;
-    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) {
-      await api.remove(parent.bridge, parent.tag);
-      return parent;
-    }
+    const hasGroups = networks.some((n) => n.group?.parent === parentId);
+    if (!hasGroups && endpointOnly) return parent;
     await this.deps.ovs.waitApplied(); // a port just added has its OpenFlow number once applied
+    const plan = await this.plan(parent, networks);
+    if (plan === undefined) await api.remove(parent.bridge, parent.tag);
+    else await api.apply(parent.bridge, plan);
+    return parent;
+  }
+
+  /**
+   * The OpenFlow plan of `parent`'s family as the records say it (undefined for a parent without
+   * groups, or without a gateway); `ofports`: the bridge's, read once by a caller planning many.
+   */
+  async plan(parent: NetworkRecord, networks: readonly NetworkRecord[], ofports?: Map<string, number>): Promise<GroupPlan | undefined> {
+    const { groups: api, qos } = this.deps;
+    if (api === undefined || qos === undefined) return undefined;
+    const members = networks.filter((n) => n.group?.parent === parent.networkId);
+    const gw = parent.ipv4.find((d) => d.gateway !== undefined)?.gateway;
+    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) return undefined;
     const family: GroupNetwork[] = await Promise.all(
       [parent, ...members].map(async (n) => ({
         name: n.group?.name ?? parent.groupsName ?? '',
@@ -108,17 +120,16 @@ export class GroupWiring {
       })),
     );
     const gateway = { port: parent.gatewayPort, mac: await api.mac(parent.gatewayPort), cidr: gw };
-    const planned = planGroups(parent.tag, gateway, family, await qos.ofports(parent.bridge));
+    const planned = planGroups(parent.tag, gateway, family, ofports ?? (await qos.ofports(parent.bridge)));
     if (planned === undefined) {
       throw new OvsnetError(
         'OVS_FAILED',
-        `gateway port ${parent.gatewayPort} of ${parent.groupsName ?? parentId} has no OpenFlow number on bridge ${parent.bridge}: cannot apply its groups' rules`,
+        `gateway port ${parent.gatewayPort} of ${parent.groupsName ?? parent.networkId} has no OpenFlow number on bridge ${parent.bridge}: cannot apply its groups' rules`,
       );
     }
-    await api.apply(parent.bridge, planned.plan);
     if (planned.unknown.length > 0)
-      this.deps.log.info({ unknown: planned.unknown }, 'ovsnet.allow names groups that do not exist (yet): they allow nothing');
-    return parent;
+      this.deps.log.debug({ unknown: planned.unknown }, 'ovsnet.allow names groups that do not exist (yet): they allow nothing');
+    return planned.plan;
   }
 
   /**
@@ -161,26 +172,5 @@ export class GroupWiring {
 
   private warn(what: string, err: unknown): void {
     this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`);
-  }
-
-  /**
-   * Every family's flows again (reconcile: `all`), or only those the bridge lost (the periodic
-   * check, after ovs-vswitchd restarted). Returns what it put back.
-   */
-  async converge(all: boolean): Promise<string[]> {
-    return this.convergeOnce(all).catch((err: unknown) => (this.warn('reconcile endpoint groups', err), []));
-  }
-
-  private async convergeOnce(all: boolean): Promise<string[]> {
-    const api = this.deps.groups;
-    if (api === undefined) return [];
-    const networks = await this.records.localNetworks();
-    const done: string[] = [];
-    for (const p of networks.filter((n) => networks.some((g) => g.group?.parent === n.networkId))) {
-      if (!all && (await api.count(p.bridge, p.tag)) > 0) continue;
-      await this.refresh(p.networkId);
-      done.push(`endpoint groups of ${p.groupsName ?? p.networkId.slice(0, 12)}`);
-    }
-    return done;
   }
 }

@@ -27,10 +27,17 @@ export function guardSegment(n: NetworkRecord): GuardSegment | undefined {
   return n.uplink === undefined ? undefined : { vlan: n.tag, uplink: n.uplink };
 }
 
-/** How many guard flows a logical network with a gateway has when all is well. */
-export function guardFlowCount(n: NetworkRecord): number {
+/**
+ * The guard flows of a network with a gateway port (none for a one-host network), the uplink
+ * named by its OpenFlow number (`uplinkPort`: a flow file is read without the switch, which
+ * alone knows port names); none when the uplink has no number (not on the bridge). Pure.
+ */
+export function guardFlowsOf(n: NetworkRecord, uplinkPort: (name: string) => number | undefined): string[] {
   const segment = guardSegment(n);
-  return segment === undefined ? 0 : guardFlows(segment, gatewaysOf(n)).length;
+  if (segment === undefined || n.gatewayPort === undefined) return [];
+  if (!('vlan' in segment)) return guardFlows(segment, gatewaysOf(n));
+  const port = uplinkPort(segment.uplink);
+  return port === undefined ? [] : guardFlows({ ...segment, uplink: String(port) }, gatewaysOf(n));
 }
 
 /**

@@ -6,33 +6,35 @@
  * group in ct_mark (tables 43, then 42 for the allow check) do the rest: docs/endpoint-groups.md,
  * "The flows", walks through them. Conntrack and registers work on both datapaths (userspace
  * conntrack since OVS 2.6). The parent is a group of its own (its tag is its group). Every flow
- * carries the parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one.
- * IPv4 only.
+ * carries the parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one in
+ * one OpenFlow bundle (flow-sync.ts). IPv4 only.
  */
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
+import { FEATURE, cookieOf, hex, scopeArg, type CookieScope } from './cookies.js';
+import { FlowSync } from './flow-sync.js';
 import { OpenFlow } from './openflow.js';
 import { meterId } from './qos-flows.js';
 import type { GroupAllow } from '../model/group-options.js';
 import type { Qos } from '../model/qos-options.js';
 
-const COOKIE_PREFIX = 0x0f60n << 48n;
 /** Above NORMAL (0), the gateway guard (100) and endpoint QoS (300). */
 const PRIORITY = 400;
 export const ARP_TABLE = 41;
 export const TO_MEMBER_TABLE = 42;
 export const TO_GATEWAY_TABLE = 43;
 
+/** A parent's flows carry its cookie: the groups' feature and the parent's tag (cookies.ts). */
+export const groupCookie = (parentTag: number): string => hex(cookieOf(FEATURE.groups, parentTag));
+
 /**
- * A parent's flows carry its cookie: a prefix, the parent's tag, and a generation bit (bit 32)
- * that apply() flips, so that a new plan replaces the old one in place (a flow with the same
- * match and priority is modified, cookie included) and only the flows the new plan no longer has
- * keep the old generation and are deleted: no moment without flows for the members that stay.
+ * Every flow of a parent: its cookie, bit 32 aside (ovsnet 0.x flipped it between plans, so a
+ * bridge programmed by it still holds flows with it set: they are the parent's too).
  */
-export const groupCookie = (parentTag: number, gen: 0 | 1 = 0) =>
-  `0x${(COOKIE_PREFIX | (BigInt(gen) << 32n) | BigInt(parentTag)).toString(16)}`;
-/** Every generation of a parent's cookie. */
-const ANY_GEN = '0xfffffffeffffffff';
+export const groupScope = (parentTag: number): CookieScope => ({
+  value: cookieOf(FEATURE.groups, parentTag),
+  mask: 0xfffffffeffffffffn,
+});
 
 /** An endpoint of the parent or of one of its groups, on this bridge. */
 export interface GroupMember {
@@ -65,7 +67,7 @@ export interface GroupPlan {
 function arpReply(mac: string): string {
   return [
     'move:NXM_OF_ETH_SRC[]->NXM_OF_ETH_DST[]',
-    `mod_dl_src:${mac}`,
+    `set_field:${mac}->eth_src`,
     'load:0x2->NXM_OF_ARP_OP[]',
     'move:NXM_NX_ARP_SHA[]->NXM_NX_ARP_THA[]',
     `set_field:${mac}->arp_sha`,
@@ -77,9 +79,9 @@ function arpReply(mac: string): string {
 }
 
 /** Every flow of a parent and its groups. Pure. */
-export function groupFlows(plan: GroupPlan, gen: 0 | 1 = 0): string[] {
+export function groupFlows(plan: GroupPlan): string[] {
   const { parentTag: p, gateway: gw } = plan;
-  const cookie = `cookie=${groupCookie(p, gen)}`;
+  const cookie = `cookie=${groupCookie(p)}`;
   const at = (table: number, priority: number) => `${cookie},table=${table},priority=${priority},reg7=${p}`;
   const head = `${cookie},priority=${PRIORITY}`;
   const mark = (m: GroupMember) => `load:${m.group}->NXM_NX_REG6[],load:${p}->NXM_NX_REG7[]`;
@@ -122,31 +124,24 @@ export function groupFlows(plan: GroupPlan, gen: 0 | 1 = 0): string[] {
 }
 
 export class GroupFlows {
-  /** The generation of each parent's flows on each bridge, as this process last wrote them. */
-  private readonly gens = new Map<string, 0 | 1>();
+  private readonly sync: FlowSync;
 
-  constructor(private readonly of: OpenFlow = new OpenFlow()) {}
+  constructor(private readonly of: OpenFlow = new OpenFlow()) {
+    this.sync = new FlowSync(of);
+  }
 
   /**
-   * Makes the bridge hold exactly `plan`'s flows for its parent, in two ovs-ofctl runs: the
-   * plan's flows added in the other generation (replacing the same flows in place), then the
-   * old generation's deleted (members that left, allows dropped). The first apply of a parent
-   * in this process starts from none. Idempotent; remove() undoes it.
+   * Makes the bridge hold exactly `plan`'s flows for its parent, in one OpenFlow bundle: flows
+   * that stay are left alone, new and changed ones added, those of members gone and allows
+   * dropped deleted, all at once. Idempotent; remove() undoes it.
    */
   async apply(bridge: string, plan: GroupPlan): Promise<void> {
-    const key = `${bridge}\0${plan.parentTag}`;
-    const last = this.gens.get(key);
-    if (last === undefined) await this.remove(bridge, plan.parentTag);
-    const gen = last === 1 ? 0 : 1;
-    await this.ofctl(['add-flows', bridge, '-'], groupFlows(plan, gen).join('\n') + '\n');
-    if (last !== undefined) await this.ofctl(['del-flows', bridge, `cookie=${groupCookie(plan.parentTag, last)}/-1`]);
-    this.gens.set(key, gen);
+    await this.sync.sync(bridge, groupScope(plan.parentTag), { flows: groupFlows(plan) });
   }
 
   /** Removes every flow of the parent and its groups. Idempotent: none left is done. */
   async remove(bridge: string, parentTag: number): Promise<void> {
-    await this.ofctl(['del-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`]);
-    this.gens.delete(`${bridge}\0${parentTag}`);
+    await this.of.ofctl(['del-flows', bridge, scopeArg(groupScope(parentTag))], { of13: true });
   }
 
   /** A host link's MAC address (the parent's gateway port, whose MAC the plan answers ARP with). A read. */
@@ -156,15 +151,5 @@ export class GroupFlows {
     } catch (err) {
       throw new OvsnetError('OVS_FAILED', `cannot read the MAC address of ${link} (${messageOf(err)}): does the gateway port exist?`);
     }
-  }
-
-  /** How many of the parent's flows the bridge has now (0 after ovs-vswitchd restarted). A read. */
-  async count(bridge: string, parentTag: number): Promise<number> {
-    const out = await this.of.ofctl(['dump-flows', bridge, `cookie=${groupCookie(parentTag)}/${ANY_GEN}`], { of13: true });
-    return out.split('\n').filter((l) => l.includes('cookie=')).length;
-  }
-
-  private async ofctl(args: readonly string[], input?: string): Promise<void> {
-    await this.of.ofctl(args, { of13: true, ...(input === undefined ? {} : { input }) });
   }
 }

@@ -20,6 +20,8 @@ export interface RpcOptions {
   readonly hint?: string;
   /** Called with every request's method, outcome and duration (metrics). */
   readonly observe?: (method: string, ok: boolean, seconds: number) => void;
+  /** Called when an open connection is lost (the server went away), not when close() ends it. */
+  readonly onLost?: () => void;
 }
 
 interface Pending {
@@ -181,6 +183,7 @@ export class JsonRpcClient {
     }
     this.backoffMs = 0;
     const splitter = new JsonSplitter();
+    let gone = false;
     socket.setEncoding('utf8');
     // Nothing thrown here may escape: it would end the process. A peer that breaks the
     // protocol fails the requests in flight; the next request dials again.
@@ -188,6 +191,7 @@ export class JsonRpcClient {
       try {
         for (const msg of splitter.push(chunk)) this.dispatch(socket, msg);
       } catch (err) {
+        gone = true; // a peer breaking the protocol is not a server gone: no onLost
         socket.destroy();
         if (this.socket === socket) this.socket = undefined;
         this.failAll(
@@ -201,6 +205,8 @@ export class JsonRpcClient {
     });
     const lost = () => {
       if (this.socket === socket) this.socket = undefined;
+      if (!gone && !this.closed) this.options.onLost?.();
+      gone = true;
       this.failAll(new OvsnetError('OVS_UNAVAILABLE', `the ${this.peer} connection to ${target} was lost`));
     };
     socket.on('close', lost);

@@ -66,6 +66,13 @@ export interface OwnPort {
 
 export type DatapathType = 'system' | 'netdev';
 
+/**
+ * secure: the bridge forwards only what its flows say (ovsnet's, openflow-state.ts), so that
+ * while ovs-vswitchd comes back from a restart packets drop rather than pass a rule not back yet.
+ * standalone: a learning switch by itself (OVS's default), for tools without OpenFlow access.
+ */
+export type FailMode = 'secure' | 'standalone';
+
 /** A new port: its VLAN tag, interface type and options, external_ids, MTU, split horizon. */
 export interface PortOptions {
   readonly tag: number;
@@ -83,8 +90,14 @@ export class Ovsdb {
     target: string,
     private readonly timeoutMs: number,
     observe?: (method: string, ok: boolean, seconds: number) => void,
+    onLost?: () => void,
   ) {
-    this.rpc = new JsonRpcClient({ target, timeoutMs, ...(observe === undefined ? {} : { observe }) });
+    this.rpc = new JsonRpcClient({
+      target,
+      timeoutMs,
+      ...(observe === undefined ? {} : { observe }),
+      ...(onLost === undefined ? {} : { onLost }),
+    });
   }
 
   close(): void {
@@ -116,8 +129,8 @@ export class Ovsdb {
     return rowsOf(sel).length > 0;
   }
 
-  /** Creates the bridge (a normal L2 switch honouring VLAN tags) if missing. */
-  async ensureBridge(bridge: string, datapath: DatapathType): Promise<void> {
+  /** Creates the bridge (VLAN-aware, of that fail mode) if missing; an existing one is left as it is. */
+  async ensureBridge(bridge: string, datapath: DatapathType, failMode: FailMode): Promise<void> {
     if (await this.bridgeExists(bridge)) return;
     // Without the root row a new bridge is garbage-collected at commit, silently.
     const [root] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['_uuid'] }]);
@@ -134,7 +147,7 @@ export class Ovsdb {
       {
         op: 'insert',
         table: 'Bridge',
-        row: { name: bridge, ports: named('port'), datapath_type: datapath, fail_mode: 'standalone', external_ids: map(OWNER) },
+        row: { name: bridge, ports: named('port'), datapath_type: datapath, fail_mode: failMode, external_ids: map(OWNER) },
         'uuid-name': 'br',
       },
       { op: 'mutate', table: 'Open_vSwitch', where: [], mutations: [['bridges', 'insert', ['set', [named('br')]]]] },
@@ -144,6 +157,38 @@ export class Ovsdb {
       throw err;
     });
     await this.waitApplied();
+  }
+
+  /** The bridge's fail_mode ('' when unset, which OVS takes as standalone); undefined without the bridge. */
+  async failMode(bridge: string): Promise<string | undefined> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Bridge', where: [['name', '==', bridge]], columns: ['fail_mode'] }]);
+    const row = rowsOf(sel)[0];
+    if (row === undefined) return undefined;
+    // An optional column: a string when set, an empty set (["set", []]) when not.
+    return typeof row.fail_mode === 'string' ? row.fail_mode : '';
+  }
+
+  /** Sets the bridge's fail_mode in OVSDB (ovs-vswitchd, when running, flushes the bridge's flows as it applies it). */
+  async setFailMode(bridge: string, failMode: FailMode): Promise<void> {
+    await this.transact([{ op: 'update', table: 'Bridge', where: [['name', '==', bridge]], row: { fail_mode: failMode } }]);
+  }
+
+  /** Open_vSwitch other_config:flow-restore-wait. */
+  async flowRestoreWait(): Promise<boolean> {
+    const [sel] = await this.transact([{ op: 'select', table: 'Open_vSwitch', where: [], columns: ['other_config'] }]);
+    const row = rowsOf(sel)[0];
+    return row === undefined ? false : stringMap(row.other_config)['flow-restore-wait'] === 'true';
+  }
+
+  /**
+   * Sets (true) or removes flow-restore-wait. While it is true a starting ovs-vswitchd keeps the
+   * kernel datapath's flows and waits for OpenFlow rules before it touches the datapath.
+   */
+  async setFlowRestoreWait(on: boolean): Promise<void> {
+    // The key deleted first either way: insert would leave an existing value ("false") as it is.
+    const mutate = (m: unknown[]): Op => ({ op: 'mutate', table: 'Open_vSwitch', where: [], mutations: [m] });
+    const drop = mutate(['other_config', 'delete', ['set', ['flow-restore-wait']]]);
+    await this.transact(on ? [drop, mutate(['other_config', 'insert', map({ 'flow-restore-wait': 'true' })])] : [drop]);
   }
 
   /**

@@ -5,21 +5,21 @@
  * userspace one since OVS 2.7, the kernel one since OVS 2.10 with Linux 4.15), unlike ingress
  * policing, which the userspace datapath does not do. The meter ID is METER_BASE + the port's
  * OpenFlow number, unique on the bridge and apart from other controllers' meters; the flows
- * carry a cookie of their own (a prefix + that number) so that they are found again. ovs-vswitchd keeps neither meters nor flows across a restart:
- * reconcile and the periodic check put them back (see Reconciler).
+ * carry a cookie of their own (cookies.ts: QoS + that number) so that they are found again.
+ * ovs-vswitchd keeps neither meters nor flows across a restart: they come back with the rest of
+ * the bridge's OpenFlow state (openflow-state.ts).
  *
  * ovs-ofctl is run here only for endpoints that have QoS, on their Join and DeleteEndpoint.
  */
+import { FEATURE, cookieOf, hex } from './cookies.js';
 import { OpenFlow, type OfctlCall } from './openflow.js';
 import type { Qos } from '../model/qos-options.js';
 
 const OF13: OfctlCall = { of13: true };
-const COOKIE_PREFIX = 0x0f5dn << 48n;
-const COOKIE_MASK = '0xffff000000000000';
 /** Above NORMAL (0) and the gateway guard (100), which matches tunnel traffic only. */
 const PRIORITY = 300;
 
-export const qosCookie = (ofport: number) => `0x${(COOKIE_PREFIX | BigInt(ofport)).toString(16)}`;
+export const qosCookie = (ofport: number): string => hex(cookieOf(FEATURE.qos, ofport));
 
 /**
  * ovsnet's meter ids: METER_BASE + the port's OpenFlow number (1 to 0xfeff, OFPP_MAX excluded),
@@ -51,12 +51,6 @@ export function qosFlows(ofport: number, qos: Qos): string[] {
     `${head},ipv6,actions=${mark}`,
     ...(meter === '' ? [] : [`cookie=${qosCookie(ofport)},priority=${PRIORITY - 1},in_port=${ofport},actions=${meter}NORMAL`]),
   ];
-}
-
-/** What the bridge holds of ovsnet's QoS: flow counts and meters (its own range only) by OpenFlow port. */
-export interface QosState {
-  readonly flows: ReadonlyMap<number, number>;
-  readonly meters: ReadonlySet<number>;
 }
 
 export class QosFlows {
@@ -93,19 +87,6 @@ export class QosFlows {
   async remove(bridge: string, ofport: number): Promise<void> {
     await this.ofctl(['del-flows', bridge, `cookie=${qosCookie(ofport)}/-1`]);
     await this.deleteMeter(bridge, ofport);
-  }
-
-  /** The QoS flows (counted by port) and meters the bridge has now. A read. */
-  async state(bridge: string): Promise<QosState> {
-    const dumped = await this.of.ofctl(['dump-flows', bridge, `cookie=${qosCookie(0)}/${COOKIE_MASK}`], OF13);
-    const flows = new Map<number, number>();
-    for (const m of dumped.matchAll(/cookie=0x([0-9a-f]+)/g)) {
-      const port = Number(BigInt(`0x${m[1] ?? '0'}`) & 0xffffffffn);
-      flows.set(port, (flows.get(port) ?? 0) + 1);
-    }
-    const dump = await this.of.ofctl(['dump-meters', bridge], OF13);
-    const meters = new Set([...dump.matchAll(/meter=(\d+)/g)].flatMap((m) => meterPort(Number(m[1])) ?? []));
-    return { flows, meters };
   }
 
   private async deleteMeter(bridge: string, ofport: number): Promise<void> {

@@ -1,14 +1,13 @@
 /**
  * The QoS step of an endpoint: what applies to it (its own options over its network's,
  * model/qos-options.ts), put on its OVS port at Join and taken off at DeleteEndpoint, and brought
- * back by reconcile and the periodic check after ovs-vswitchd lost it (ovs/qos-flows.ts).
+ * back with the bridge's other flows after ovs-vswitchd lost it (openflow-state.ts).
  */
 import { OvsnetError } from '../../lib/errors.js';
 import type { DriverDeps } from '../effects/deps.js';
 import { effectiveQos, isSet, type Qos } from '../model/qos-options.js';
 import type { EndpointRecord, NetworkRecord } from '../model/records.js';
 import type { Undo } from '../model/undo.js';
-import { meterSpec, qosFlows } from '../ovs/qos-flows.js';
 
 export type EndpointQosDeps = Pick<DriverDeps, 'ovs' | 'qos' | 'log' | 'bridge'>;
 
@@ -47,47 +46,5 @@ export class EndpointQos {
     const bridge = network?.bridge ?? this.deps.bridge;
     const ofport = (await api.ofports(bridge)).get(ep.hostVeth);
     if (ofport !== undefined) await api.remove(bridge, ofport);
-  }
-
-  /**
-   * Every endpoint's QoS as it should be, and no other ovsnet QoS on the bridge: `all` puts
-   * back every endpoint's (reconcile), otherwise only those with a flow or meter missing (the
-   * periodic check). Returns what it repaired or removed.
-   */
-  async converge(
-    bridge: string,
-    networks: readonly NetworkRecord[],
-    endpoints: readonly EndpointRecord[],
-    all: boolean,
-  ): Promise<string[]> {
-    const api = this.deps.qos;
-    if (api === undefined) return [];
-    const byId = new Map(networks.map((n) => [n.networkId, n]));
-    const wanted = new Map<number, { ep: EndpointRecord; qos: Qos }>();
-    let ofports: Map<string, number> | undefined;
-    for (const ep of endpoints) {
-      const qos = effectiveQos(byId.get(ep.networkId)?.qos, ep.qos);
-      if (qos === undefined || !byId.has(ep.networkId)) continue;
-      ofports ??= await api.ofports(bridge);
-      const ofport = ofports.get(ep.hostVeth);
-      if (ofport !== undefined) wanted.set(ofport, { ep, qos });
-    }
-    if (wanted.size === 0 && !all) return []; // the periodic check: nothing to look at
-    const state = await api.state(bridge);
-    const done: string[] = [];
-    for (const port of new Set([...state.flows.keys(), ...state.meters])) {
-      if (wanted.has(port)) continue;
-      await api.remove(bridge, port);
-      done.push(`QoS of OpenFlow port ${port} (no endpoint)`);
-    }
-    for (const [ofport, { ep, qos }] of wanted) {
-      const complete =
-        (state.flows.get(ofport) ?? 0) >= qosFlows(ofport, qos).length &&
-        (meterSpec(ofport, qos) === undefined || state.meters.has(ofport));
-      if (complete && !all) continue;
-      await api.apply(bridge, ofport, qos);
-      if (!complete) done.push(`QoS of ${ep.hostVeth}`);
-    }
-    return done;
   }
 }

@@ -2,6 +2,7 @@
  * The driver's side of the uplink: VLAN networks on it hold the cluster's tag on this host's
  * bridge too, and the uplink's trunk carries exactly their tags (uplink/uplink.ts).
  */
+import { ensureOwnBridge } from '../effects/bridge.js';
 import { OvsnetError } from '../../lib/errors.js';
 import type { DriverDeps } from '../effects/deps.js';
 import type { DriverRecords } from '../records/driver-records.js';
@@ -32,14 +33,14 @@ export async function claimWireTagStep(
 
 export class Trunk {
   constructor(
-    private readonly deps: Pick<DriverDeps, 'uplink' | 'ovs' | 'bridge' | 'datapath'>,
+    private readonly deps: Pick<DriverDeps, 'uplink' | 'ovs' | 'bridge' | 'datapath' | 'openflow'>,
     private readonly records: DriverRecords,
   ) {}
 
   /** At start and reconcile: the uplink is the bridge's trunk carrying this host's VLAN networks. */
   async attach(): Promise<void> {
     if (this.deps.uplink === undefined) return;
-    await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+    await ensureOwnBridge(this.deps);
     await this.deps.uplink.attach(await this.tags());
   }
 

@@ -1,7 +1,7 @@
 /**
  * The driver's endpoint-group steps against in-memory OVS and OpenFlow: a group's checks against
  * its parent, the parent's gateway handed to a group's Join, the family's plan following Joins,
- * DeleteEndpoint, group removal, reconcile and the periodic check; nothing for other networks.
+ * DeleteEndpoint, group removal, reconcile and the periodic sync of the bridge's flows; nothing for other networks.
  * The rules' effect on traffic: test/e2e/groups-datapath.test.ts and test/e2e/groups.test.ts.
  */
 import fs from 'node:fs';
@@ -10,12 +10,13 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import type { GroupsApi, QosApi } from '../../../src/driver/effects/deps.js';
-import type { GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { FEATURE, cookieOf } from '../../../src/driver/ovs/cookies.js';
+import { groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
 import { createLogger } from '../../../src/lib/log.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
 import { keys } from '../../../src/store/keys.js';
 import { put } from '../../../src/store/types.js';
-import { fakeSideEffects } from '../../helpers/driver-fakes.js';
+import { fakeOpenFlow, fakeSideEffects } from '../../helpers/driver-fakes.js';
 import { NET, NET2, net } from '../../helpers/driver-setup.js';
 
 const NET3 = 'd'.repeat(64);
@@ -32,9 +33,6 @@ class FakeGroups implements GroupsApi {
     this.calls++;
     this.plans.delete(tag);
   }
-  async count(_bridge: string, tag: number): Promise<number> {
-    return this.plans.has(tag) ? 1 : 0;
-  }
   async mac(link: string): Promise<string> {
     return link.startsWith('ovg') ? '02:00:00:00:00:01' : 'none';
   }
@@ -50,20 +48,21 @@ function setup(t: Test) {
     ofports: async () => new Map([...fx.ovs.ports.keys()].map((p, i) => [p, i + 1])),
     apply: async () => undefined,
     remove: async () => undefined,
-    state: async () => ({ flows: new Map(), meters: new Set() }),
   };
   const groups = new FakeGroups();
+  const openflow = fakeOpenFlow(fx.ovs);
   const driver = new NetworkDriver({
     store,
     log: createLogger('silent'),
     ...fx,
     qos,
     groups,
+    openflow,
     host: 'h1',
     bridge: 'br0',
     datapath: () => 'netdev',
   });
-  return { driver, groups, store, ...fx };
+  return { driver, groups, openflow, store, ...fx };
 }
 
 const generic = (o: Record<string, string>) => ({ 'com.docker.network.generic': o });
@@ -117,18 +116,24 @@ t.test("a group's Join gets its parent's gateway; the family's plan follows Join
   t.equal(groups.plans.size, 0, 'the last group gone: no rule left');
 });
 
-t.test('reconcile and the periodic check put the plan back', async (t) => {
-  const { driver, groups } = setup(t);
+t.test("reconcile and the periodic sync put the plan's flows back", async (t) => {
+  const { driver, groups, openflow } = setup(t);
   await driver.createNetwork(parent());
   await driver.createNetwork(group(NET2, 'web'));
   t.equal(groups.plans.size, 1);
-  groups.plans.clear(); // ovs-vswitchd restarted
-  t.match(await driver.checkGuards(), ['endpoint groups of app']);
-  t.equal(groups.plans.size, 1);
-  t.same(await driver.checkGuards(), [], 'nothing to do while the rules are there');
-  groups.plans.clear();
-  t.match((await driver.reconcile()).repaired, ['endpoint groups of app']);
-  t.equal(groups.plans.size, 1);
+  const [tag, plan] = [...groups.plans][0] ?? [];
+  if (tag === undefined || plan === undefined) throw new Error('a plan');
+  const planned = groupFlows(plan).sort();
+  await driver.upkeep.syncFlows();
+  t.same(openflow.flowsOf('br0', groupScope(tag)).sort(), planned, "the bridge holds the family's flows, as the plan applied says");
+  openflow.restart(); // ovs-vswitchd restarted
+  const synced = await driver.upkeep.syncFlows();
+  t.ok(synced.modifications > planned.length, 'the groups flows put back, with the base flow');
+  t.same(openflow.flowsOf('br0', groupScope(tag)).sort(), planned);
+  t.equal((await driver.upkeep.syncFlows()).modifications, 0, 'nothing to do while the rules are there');
+  openflow.restart();
+  t.match((await driver.reconcile()).repaired, [/^\d+ OpenFlow changes$/]);
+  t.same(openflow.flowsOf('br0', groupScope(tag)).sort(), planned);
 });
 
 t.test('a group is refused with what to give, before anything is made', async (t) => {
@@ -185,11 +190,13 @@ t.test('a one-host name that a logical network has is refused: its -o ovsnet.enc
 });
 
 t.test('a network without groups never touches group rules', async (t) => {
-  const { driver, groups } = setup(t);
+  const { driver, groups, openflow } = setup(t);
   await driver.createNetwork(net(NET));
   await driver.createEndpoint(endpoint(NET, '1', '10.1.0.5'));
   await driver.join(NET, '1'.repeat(64));
   await driver.deleteEndpoint(NET, '1'.repeat(64));
-  await driver.checkGuards();
+  await driver.upkeep.syncFlows();
+  await driver.reconcile();
   t.equal(groups.calls, 0);
+  t.same(openflow.flowsOf('br0', { value: cookieOf(FEATURE.groups, 0), mask: 0xffffn << 48n }), [], 'no group flow synced either');
 });

@@ -2,8 +2,10 @@
  * Endpoint groups' flows (pure) and how ovs-ofctl is called; their effect on traffic is
  * test/e2e/groups-datapath.test.ts.
  */
+import fs from 'node:fs';
 import t from 'tap';
-import { GroupFlows, groupCookie, groupFlows, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { inScope } from '../../../src/driver/ovs/cookies.js';
+import { GroupFlows, groupCookie, groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 import { meterId } from '../../../src/driver/ovs/qos-flows.js';
 
@@ -67,39 +69,68 @@ t.test('allows become new-connection rules of table 42, the port one only for it
   t.match(groupFlows(plan).at(-1) ?? '', /table=42,priority=1,reg7=10,actions=drop$/, 'the rest is dropped');
 });
 
-t.test('apply replaces the parent flows in place by generation, remove deletes them by cookie; a failure names the command', async (t) => {
-  const calls: { args: string[]; input?: string }[] = [];
+t.test('apply syncs the parent flows in one bundle, remove deletes them by cookie; a failure names the command', async (t) => {
+  const calls: { args: string[]; input?: string; file?: string }[] = [];
+  let diff = { code: 0, stdout: '', stderr: '' };
   const ok = new GroupFlows(
-    new OpenFlow(
-      async (_cmd, args, input) => (
-        calls.push({ args: [...args], ...(input === undefined ? {} : { input }) }),
-        { code: 0, stdout: '', stderr: '' }
-      ),
-    ),
+    new OpenFlow(async (_cmd, args, input) => {
+      const i = args.indexOf('diff-flows');
+      // diff-flows reads the wanted flows from a file that is gone once the call is done: read it now.
+      const file = i < 0 ? undefined : fs.readFileSync(args[i + 2] ?? '', 'utf8');
+      calls.push({ args: [...args], ...(input === undefined ? {} : { input }), ...(file === undefined ? {} : { file }) });
+      return i < 0 ? { code: 0, stdout: '', stderr: '' } : diff;
+    }),
   );
+  const flows = groupFlows(plan);
+  // What ovs-ofctl diff-flows says of a bridge with none of them yet (+: wanted only), and a
+  // leftover flow of a member gone (-: on the switch only), and another parent's.
+  const diffLine = (f: string) => {
+    const cookie = /^cookie=(0x[0-9a-f]+),/.exec(f)?.[1] ?? '';
+    const [match = '', actions = ''] = f.slice(`cookie=${cookie},`.length).split(',actions=');
+    return `${match} cookie=${cookie} actions=${actions}`;
+  };
+  const stale = `priority=400,in_port=9,arp,arp_op=1 cookie=${groupCookie(10)} actions=drop`;
+  const other = `priority=400,in_port=8,arp,arp_op=1 cookie=${groupCookie(11)} actions=drop`;
+  diff = { code: 2, stdout: [...flows.map((f) => `+${diffLine(f)}`), `-${stale}`, `-${other}`].join('\n') + '\n', stderr: '' };
   await ok.apply('br0', plan);
   t.same(
-    calls.map((c) => c.args.slice(2, 4)),
+    calls.map((c) => c.args.slice(0, 4)),
     [
-      ['del-flows', 'br0'],
-      ['add-flows', 'br0'],
+      ['-O', 'OpenFlow13', 'diff-flows', 'br0'],
+      ['-O', 'OpenFlow14', '--bundle', 'add-flows'],
     ],
-    'the first apply starts from none',
+    'one diff, then one bundle; no dump-meters (groups have no meters of their own)',
   );
-  t.match(calls[0]?.args[4], /^cookie=0xf6000000000000a\/0xfffffffeffffffff$/, 'every generation');
-  t.equal(calls[1]?.input, groupFlows(plan, 1).join('\n') + '\n', 'one run adds every flow, from stdin');
-  t.not(groupCookie(10, 1), groupCookie(10, 0));
+  t.equal(calls[0]?.file, flows.join('\n') + '\n', "the plan's flows are the wanted side");
+  t.same(calls[1]?.args.slice(4), ['br0', '-']);
+  const lines = (calls[1]?.input ?? '').trim().split('\n');
+  t.equal(lines.filter((l) => l.startsWith('add ')).length, flows.length, 'every flow added');
+  t.same(
+    lines.filter((l) => !l.startsWith('add ')),
+    ['delete_strict table=0 priority=400,in_port=9,arp,arp_op=1'],
+    "the leftover deleted by its match; another parent's flow untouched",
+  );
   calls.length = 0;
+  diff = { code: 0, stdout: '', stderr: '' };
   await ok.apply('br0', plan);
   t.same(
     calls.map((c) => c.args[2]),
-    ['add-flows', 'del-flows'],
-    'then: add the new generation, delete the old',
+    ['diff-flows'],
+    'then, with the bridge as planned: one read, no write',
   );
-  t.equal(calls[0]?.input, groupFlows(plan, 0).join('\n') + '\n');
-  t.equal(calls[1]?.args[4], `cookie=${groupCookie(10, 1)}/-1`);
+  calls.length = 0;
+  await ok.remove('br0', 10);
+  t.same(
+    calls.map((c) => c.args),
+    [['-O', 'OpenFlow13', 'del-flows', 'br0', 'cookie=0xf6000000000000a/0xfffffffeffffffff']],
+    "remove: one del-flows of the parent's cookie (bit 32, 0.x's generation, either way)",
+  );
+  t.same(groupScope(10), { value: 0xf6000000000000an, mask: 0xfffffffeffffffffn });
+  t.ok(inScope(0xf6000010000000an, groupScope(10)), "a 0.x flow of the parent's second generation is the parent's");
+  t.notOk(inScope(BigInt(groupCookie(11)), groupScope(10)), "another parent's is not");
   const failing = new GroupFlows(new OpenFlow(async () => ({ code: 1, stdout: '', stderr: 'br0 is not a bridge' })));
   await t.rejects(failing.remove('br0', 10), { code: 'OVS_FAILED', message: /del-flows br0 .*br0 is not a bridge/ });
+  await t.rejects(failing.apply('br0', plan), { code: 'OVS_FAILED', message: /diff-flows br0 .*br0 is not a bridge/ });
 });
 
 t.test("the gateway's ICMP redirects stay on the bridge", async (t) => {

@@ -104,14 +104,17 @@ t.test('an answer that arrived while the event loop was busy past the bound is t
 t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear errors', async (t) => {
   const ovs = await serverAndClient(t, 500);
   t.notOk(await ovs.bridgeExists('br0'));
-  await t.rejects(ovs.ensureBridge('br0', 'netdev'), { code: 'OVS_UNAVAILABLE', message: /not initialized .*ovs-vsctl --no-wait init/ });
+  await t.rejects(ovs.ensureBridge('br0', 'netdev', 'standalone'), {
+    code: 'OVS_UNAVAILABLE',
+    message: /not initialized .*ovs-vsctl --no-wait init/,
+  });
   init();
-  await t.rejects(ovs.ensureBridge('br0', 'netdev'), {
+  await t.rejects(ovs.ensureBridge('br0', 'netdev', 'standalone'), {
     code: 'OVS_UNAVAILABLE',
     message: /ovs-vswitchd did not apply configuration \d+ within 500 ms: is ovs-vswitchd running\?/,
   });
   t.ok(await ovs.bridgeExists('br0'), 'the bridge row was written before the wait');
-  await ovs.ensureBridge('br0', 'netdev').catch(() => undefined);
+  await ovs.ensureBridge('br0', 'netdev', 'standalone').catch(() => undefined);
   await ovs.addPort('br0', 'p1', { tag: 7, externalIds: { 'ovsnet-endpoint': 'e1' } });
   await t.rejects(ovs.addPort('br0', 'p1', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED', message: /constraint violation/ });
   await t.rejects(ovs.addPort('nobr', 'p2', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED' });
@@ -129,17 +132,59 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   t.same(await ovs.ownPorts(), []);
 });
 
-t.test('a lost server fails requests fast and is re-dialled', async (t) => {
-  const ovs = await serverAndClient(t, 1000);
+t.test('fail mode and flow-restore-wait: read and written in OVSDB, other keys left alone', async (t) => {
+  const ovs = await serverAndClient(t, 300);
+  // No ovs-vswitchd here: the writes land, the wait for it to apply them times out.
+  await ovs.ensureBridge('brsec', 'netdev', 'secure').catch(() => undefined);
+  t.equal(await ovs.failMode('brsec'), 'secure', 'made in the fail mode asked for');
+  t.equal(await ovs.failMode('nobr'), undefined, 'no bridge: undefined');
+  await ovs.ensureBridge('brsec', 'netdev', 'standalone').catch(() => undefined);
+  t.equal(await ovs.failMode('brsec'), 'secure', 'an existing bridge is left as it is');
+  await ovs.setFailMode('brsec', 'standalone').catch(() => undefined);
+  t.equal(await ovs.failMode('brsec'), 'standalone');
+  spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'clear', 'bridge', 'brsec', 'fail_mode']);
+  t.equal(await ovs.failMode('brsec'), '', "unset: '' (OVS's standalone)");
+  spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'set', 'open_vswitch', '.', 'other_config:keep=me']);
+  t.equal(await ovs.flowRestoreWait(), false);
+  await ovs.setFlowRestoreWait(true);
+  await ovs.setFlowRestoreWait(true);
+  t.equal(await ovs.flowRestoreWait(), true, 'set (twice: idempotent)');
+  await ovs.setFlowRestoreWait(false);
+  await ovs.setFlowRestoreWait(false);
+  t.equal(await ovs.flowRestoreWait(), false, 'cleared (twice: idempotent)');
+  spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'set', 'open_vswitch', '.', 'other_config:flow-restore-wait=false']);
+  await ovs.setFlowRestoreWait(true);
+  t.equal(await ovs.flowRestoreWait(), true, 'a "false" left by hand becomes true');
+  const other = spawnSync('ovs-vsctl', [`--db=unix:${sock}`, '--no-wait', 'get', 'open_vswitch', '.', 'other_config:keep'], {
+    encoding: 'utf8',
+  });
+  t.equal(other.stdout.trim(), 'me', 'other keys of other_config untouched');
+  await ovs.setFlowRestoreWait(false);
+});
+
+t.test('a lost server fails requests fast, is reported once and re-dialled', async (t) => {
+  await startServer();
+  let lost = 0;
+  const ovs = new Ovsdb(`unix:${sock}`, 1000, undefined, () => (lost += 1));
+  t.teardown(async () => {
+    ovs.close();
+    await stopServer();
+  });
   t.ok(await ovs.bridgeExists('br0'));
+  t.equal(lost, 0);
   await stopServer();
   const started = Date.now();
   await t.rejects(ovs.bridgeExists('br0'), { code: 'OVS_UNAVAILABLE', message: /cannot reach OVSDB|lost/ });
   t.ok(Date.now() - started < 1500, 'fails within the bound');
+  t.equal(lost, 1, 'onLost: once for the connection that dropped');
   await startServer();
   let ok = false;
   for (let i = 0; i < 40 && !ok; i++) ok = await ovs.bridgeExists('br0').catch(() => false);
   t.ok(ok, 'works again once the server is back');
+  t.equal(lost, 1, 'dials that failed meanwhile are no loss of their own');
+  ovs.close();
+  await new Promise((r) => setTimeout(r, 50));
+  t.equal(lost, 1, 'close() is no loss');
 });
 
 t.test('control commands over an OVS unixctl socket, found through the PID file beside the OVSDB socket', async (t) => {

@@ -8,6 +8,8 @@ import path from 'node:path';
 import t from 'tap';
 import { joinLogical, leaveLogical } from '../../../src/driver/vxlan/logical.js';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
+import { FEATURE, cookieOf, only } from '../../../src/driver/ovs/cookies.js';
+import { guardFlows } from '../../../src/driver/ovs/flows.js';
 import { tunnelName } from '../../../src/driver/vxlan/tunnels.js';
 import { createLogger } from '../../../src/lib/log.js';
 import type { HostRecord } from '../../../src/cluster/hosts.js';
@@ -81,11 +83,15 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   }
   t.match(Object.fromEntries(tunnelPorts(h1)), { [tunnelName(1, 'h2')]: { options: { remote_ip: '192.0.2.2', local_ip: '192.0.2.1' } } });
 
-  // ovs-vswitchd restarted: the guard flows are gone until the periodic check puts them back.
-  h1.flows.guards.clear();
-  t.same(await h1.driver.checkGuards(), ['gateway guard of blue']);
-  t.same(h1.flows.guards.get('br0/1'), ['10.80.0.1'], 'guard back');
-  t.same(await h1.driver.checkGuards(), [], 'nothing to repair when they are there');
+  // ovs-vswitchd restarted: the guard flows are gone until the bridge's flows are synced again.
+  const guard = only(cookieOf(FEATURE.guardVni, 1));
+  await h1.driver.upkeep.syncFlows();
+  t.same(h1.openflow.flowsOf('br0', guard).sort(), guardFlows({ vni: 1 }, ['10.80.0.1']).sort(), 'the guard is in the synced state');
+  h1.openflow.restart();
+  t.same(h1.openflow.flowsOf('br0', guard), []);
+  t.equal((await h1.driver.upkeep.syncFlows()).modifications, 3, 'the base flow and both guard flows put back');
+  t.same(h1.openflow.flowsOf('br0', guard).sort(), guardFlows({ vni: 1 }, ['10.80.0.1']).sort(), 'guard back');
+  t.equal((await h1.driver.upkeep.syncFlows()).modifications, 0, 'nothing to repair when they are there');
 
   // Reclaimed by its peers after a long absence, a host joins again at its next reconcile.
   await leaveLogical(h2.store, 'blue', 'h2', undefined);

@@ -1,31 +1,28 @@
 /**
  * Bringing OVS and the kernel in line with the store (NetworkDriver runs these under its port
- * mutex): at start and on every Plugin.Activate, and the gateway guard flows every few seconds.
+ * mutex): at start, on every Plugin.Activate and after ovs-vswitchd restarted. The bridge's
+ * OpenFlow state is openflow-state.ts's, synced by the driver after this.
  */
-import { messageOf } from '../lib/errors.js';
-import { releaseOrphanTags } from './records/tags.js';
-import { Gateways, guardFlowCount, guardSegment } from './network/gateway.js';
-import { InfraPorts } from './network/infra.js';
-import { joinLogical } from './vxlan/logical.js';
-import { readLogical } from './records/logical-records.js';
-import type { DriverRecords } from './records/driver-records.js';
-import type { DriverDeps } from './effects/deps.js';
-import { endpointOf, networkOf, roleOf } from './ovs/external-ids.js';
-import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from './model/records.js';
-import { EndpointQos } from './qos/endpoint-qos.js';
+import { messageOf } from '../../lib/errors.js';
+import { releaseOrphanTags } from '../records/tags.js';
+import { Gateways } from '../network/gateway.js';
+import { ensureOwnBridge } from '../effects/bridge.js';
+import { InfraPorts } from '../network/infra.js';
+import { joinLogical } from '../vxlan/logical.js';
+import { readLogical } from '../records/logical-records.js';
+import type { DriverRecords } from '../records/driver-records.js';
+import type { DriverDeps } from '../effects/deps.js';
+import { endpointOf, networkOf, roleOf } from '../ovs/external-ids.js';
+import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 
 export class Reconciler {
-  private readonly qos: EndpointQos;
-
   constructor(
     private readonly deps: DriverDeps,
     private readonly gateways: Gateways,
     private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints' | 'deleteEndpoint'>,
     private readonly now: () => Date,
     private readonly infra = new InfraPorts(deps),
-  ) {
-    this.qos = new EndpointQos(deps);
-  }
+  ) {}
 
   /**
    * After a restart: the bridge, every network's gateway port, address, NAT rules and guard, its infra port,
@@ -37,8 +34,7 @@ export class Reconciler {
     const removed: string[] = [];
     const networks = await this.records.localNetworks();
     const endpoints = new Set((await this.records.allEndpoints()).map((e) => e.endpointId));
-    if (!(await this.deps.ovs.bridgeExists(this.deps.bridge))) repaired.push(`bridge ${this.deps.bridge}`);
-    await this.deps.ovs.ensureBridge(this.deps.bridge, this.deps.datapath());
+    if (await ensureOwnBridge(this.deps)) repaired.push(`bridge ${this.deps.bridge}`);
     for (const n of networks) {
       if (n.logical !== undefined && (await this.rejoinLogical(n))) repaired.push(`member of logical network ${n.logical}`);
       if (n.infra !== undefined && !(await this.deps.links.exists(n.infra.port))) repaired.push(`infra port ${n.infra.port}`);
@@ -46,8 +42,6 @@ export class Reconciler {
       if (n.gatewayPort === undefined) continue;
       if (!(await this.deps.links.exists(n.gatewayPort))) repaired.push(`gateway ${n.gatewayPort}`);
       await this.gateways.ensure(n);
-      // ovs-vswitchd keeps no flows across a restart: put the gateway guard back.
-      await this.gateways.guard(n);
     }
     for (const port of await this.deps.ovs.ownPorts()) {
       const ep = endpointOf(port);
@@ -76,12 +70,6 @@ export class Reconciler {
       removed.push(`VLAN tag ${tag} of no network`);
     }
     removed.push(...(await this.removeOrphanVeths(endpoints)));
-    // ovs-vswitchd keeps no meters or flows across a restart: every endpoint's QoS again.
-    // A failure here (ovs-ofctl missing, OpenFlow13 not allowed) must not stop the rest of reconcile.
-    const qos = await this.qos
-      .converge(this.deps.bridge, networks, await this.records.allEndpoints(), true)
-      .catch((err: unknown) => (this.deps.log.warn({ err }, `cannot reconcile QoS meters and flows: ${messageOf(err)}`), []));
-    repaired.push(...qos);
     this.deps.log.info({ repaired, removed }, 'reconciled the store with OVS and the kernel');
     return { repaired, removed };
   }
@@ -145,27 +133,6 @@ export class Reconciler {
       removed.push(link.name);
     }
     return removed;
-  }
-
-  /**
-   * Puts back the gateway guard flows of this host's logical networks where the bridge lost
-   * them (ovs-vswitchd keeps no flows across a restart). Returns what it repaired.
-   */
-  async checkGuards(): Promise<string[]> {
-    const repaired: string[] = [];
-    for (const n of await this.records.localNetworks()) {
-      const segment = guardSegment(n);
-      if (segment === undefined || n.gatewayPort === undefined) continue;
-      const wanted = guardFlowCount(n);
-      if ((await this.deps.flows.guardCount(n.bridge, segment)) >= wanted) continue;
-      await this.gateways.guard(n);
-      repaired.push(`gateway guard of ${n.logical ?? n.networkId.slice(0, 12)}`);
-    }
-    if (repaired.length > 0) this.deps.log.warn({ repaired }, 'gateway guard flows were missing (ovs-vswitchd restarted?); put back');
-    const qos = await this.qos.converge(this.deps.bridge, await this.records.localNetworks(), await this.records.allEndpoints(), false);
-    if (qos.length > 0) this.deps.log.warn({ repaired: qos }, 'QoS meters or flows were missing (ovs-vswitchd restarted?); put back');
-    repaired.push(...qos);
-    return repaired;
   }
 
   /**

@@ -1,0 +1,139 @@
+/**
+ * Makes a bridge hold exactly the OpenFlow state ovsnet wants within a cookie scope, atomically
+ * and with the fewest changes: meters first (a flow naming a missing meter is refused; over one
+ * OpenFlow connection when the bridge's management socket is known, of-meters.ts), then
+ * every flow change in one OpenFlow bundle (`ovs-ofctl --bundle add-flows`: all or none, no
+ * moment with half the rules), then the meters no flow uses any more. What is already right is
+ * left alone: a sync with nothing to change makes no OpenFlow modification at all (one
+ * diff-flows and, when meters are wanted or held, one dump-meters, both reads).
+ *
+ * diff-flows reads the wanted flows from a file (it takes no stdin): one per call, in a directory
+ * of this process's own (mkdtemp, mode 0700, under the system's temporary directory), removed
+ * once the call is done.
+ */
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { OvsnetError } from '../../lib/errors.js';
+import { flowMods, meterMods, noMods, parseMeters, type FlowMods, type MeterMods } from './flow-diff.js';
+import { type CookieScope } from './cookies.js';
+import { OpenFlow, type OfctlCall } from './openflow.js';
+import { meterPort } from './qos-flows.js';
+import { sendMeterMods, type MeterMod } from './of-meters.js';
+
+const OF13: OfctlCall = { of13: true };
+/** Bundles are OpenFlow 1.4's. */
+const OF14 = ['-O', 'OpenFlow14'];
+/** How many meter commands run at once after ovs-vswitchd lost them all. */
+const METER_CONCURRENCY = 8;
+
+/** The state wanted: flows as add-flow takes them, meters (ID -> add-meter's spec). */
+export interface Wanted {
+  readonly flows: readonly string[];
+  readonly meters?: ReadonlyMap<number, string>;
+}
+
+/** What a sync changed (or, for diff(), would change). */
+export interface Changes {
+  readonly flows: FlowMods;
+  readonly meters: MeterMods;
+}
+
+const noMeters: MeterMods = { add: [], modify: [], remove: [] };
+
+export const changeCount = (c: Changes): number =>
+  c.flows.lines.length + c.meters.add.length + c.meters.modify.length + c.meters.remove.length;
+
+let ownDir: Promise<string> | undefined;
+let serial = 0;
+
+/** A file holding `text`, in this process's own directory, for the length of `use`. */
+async function withFile<T>(text: string, use: (file: string) => Promise<T>): Promise<T> {
+  ownDir ??= mkdtemp(path.join(os.tmpdir(), 'ovsnet-flows-'));
+  const file = path.join(await ownDir, `wanted-${(serial += 1)}.flows`);
+  await writeFile(file, text, { flag: 'wx', mode: 0o600 });
+  try {
+    return await use(file);
+  } finally {
+    await rm(file, { force: true });
+  }
+}
+
+export class FlowSync {
+  /**
+   * `mgmt`: the bridge's management socket, when known (a unix OVSDB socket's directory): meters
+   * then go over OpenFlow in one connection (of-meters.ts), else one ovs-ofctl run each.
+   */
+  constructor(
+    private readonly of: OpenFlow = new OpenFlow(),
+    private readonly mgmt: (bridge: string) => string | undefined = () => undefined,
+    private readonly timeoutMs = 10_000,
+  ) {}
+
+  /**
+   * What sync() would change: the flows in `scope` and (when `meters` is given, or `ownMeters`)
+   * ovsnet's meters. A read.
+   */
+  async diff(bridge: string, scope: CookieScope, wanted: Wanted, ownMeters = wanted.meters !== undefined): Promise<Changes> {
+    const text = wanted.flows.length === 0 ? '' : `${wanted.flows.join('\n')}\n`;
+    // diff-flows exits 2 when the two sides differ, 1 when it failed.
+    const r = await withFile(text, async (file) => {
+      const args = ['diff-flows', bridge, file];
+      const answer = await this.of.answer(args, OF13);
+      if (answer.code !== 0 && answer.code !== 2) throw this.of.error(args, answer, OF13);
+      return answer;
+    });
+    const flows = r.stdout.trim() === '' ? noMods : flowMods(r.stdout, scope);
+    if (!ownMeters) return { flows, meters: noMeters };
+    const have = parseMeters(await this.of.ofctl(['dump-meters', bridge], OF13));
+    const meters = meterMods(have, wanted.meters ?? new Map(), (id) => meterPort(id) !== undefined);
+    return { flows, meters };
+  }
+
+  /** Makes the bridge hold `wanted` within `scope` (see the header); returns what it changed. */
+  async sync(bridge: string, scope: CookieScope, wanted: Wanted, ownMeters = wanted.meters !== undefined): Promise<Changes> {
+    const changes = await this.diff(bridge, scope, wanted, ownMeters);
+    const specs = wanted.meters ?? new Map<number, string>();
+    const socket = this.mgmt(bridge);
+    if (socket !== undefined) {
+      const mods = (command: MeterMod['command'], ids: readonly number[]): MeterMod[] =>
+        ids.map((id) => {
+          const spec = specs.get(id);
+          return { command, id, ...(spec === undefined ? {} : { spec }) };
+        });
+      await sendMeterMods(socket, [...mods('add', changes.meters.add), ...mods('modify', changes.meters.modify)], this.timeoutMs);
+      await this.bundle(bridge, changes.flows);
+      await sendMeterMods(socket, mods('delete', changes.meters.remove), this.timeoutMs);
+      return changes;
+    }
+    await this.meters(bridge, 'add-meter', changes.meters.add, specs);
+    await this.meters(bridge, 'mod-meter', changes.meters.modify, specs);
+    await this.bundle(bridge, changes.flows);
+    await this.meters(bridge, 'del-meter', changes.meters.remove, specs);
+    return changes;
+  }
+
+  /** The flow mods in one bundle: every one applied, or none (the bridge unchanged, OVS_FAILED). */
+  async bundle(bridge: string, mods: FlowMods): Promise<void> {
+    if (mods.lines.length === 0) return;
+    const args = [...OF14, '--bundle', 'add-flows', bridge, '-'];
+    const r = await this.of.answer(args, { input: `${mods.lines.join('\n')}\n` });
+    if (r.code === 0) return;
+    const base = this.of.error(args, r);
+    throw new OvsnetError(
+      'OVS_FAILED',
+      `${base.message}; the bundle was refused whole, the bridge's flows are as they were (does the bridge allow OpenFlow14: ovs-vsctl get bridge ${bridge} protocols?)`,
+    );
+  }
+
+  private async meters(bridge: string, command: string, ids: readonly number[], specs: ReadonlyMap<number, string>): Promise<void> {
+    const queue = [...ids];
+    const worker = async (): Promise<void> => {
+      for (let id = queue.shift(); id !== undefined; id = queue.shift()) {
+        const spec = command === 'del-meter' ? `meter=${id}` : specs.get(id);
+        if (spec !== undefined) await this.of.ofctl([command, bridge, spec], OF13);
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(METER_CONCURRENCY, queue.length) }, worker));
+  }
+}
