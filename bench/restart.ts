@@ -81,7 +81,7 @@ function build() {
     flows: new Flows(openflow),
     qos: new QosFlows(openflow),
     groups: new GroupFlows(openflow),
-    openflow: new FlowSync(openflow),
+    openflow: new FlowSync(openflow, (bridge) => mgmtSocket(OVSDB, bridge)),
     uplink: new Uplink({ ovs, log: log.child({ component: 'uplink' }), bridge: BRIDGE, name: '', ip: new HostIp(run) }),
   });
   const refreshDatapath = async (): Promise<void> => {

@@ -3,7 +3,7 @@
  * `--reservations [POOL]` (reservations.ts) and the `adopt` subcommand, `adopt host-local NAME
  * [--dir DIR]` / `adopt docker NETWORK` (adopt.ts). Every mistake says what would be valid.
  */
-import os from 'node:os';
+import { hostNameOf } from '../config/config.js';
 import { messageOf } from '../lib/errors.js';
 import { hostNets } from '../host/host-nets.js';
 import { Ipam } from '../ipam-driver/ipam.js';
@@ -65,7 +65,7 @@ export function adoptCommand(
           const ipam = new Ipam({
             store: s.store,
             log: createLogger('silent'),
-            host: s.config.host.name === '' ? os.hostname() : s.config.host.name,
+            host: hostNameOf(s.config),
             defaultPools: s.config.defaultPools,
             hostNets: () => hostNets(),
             minPrefix: s.config.minPrefix,

@@ -3,7 +3,7 @@
  * (driver/upkeep/openflow-state.ts), in fail_mode=secure? Computed here as the daemon computes
  * it, compared by ovs-ofctl diff-flows: a read, nothing changed.
  */
-import type { Config } from '../config/config.js';
+import { hostNameOf, type Config } from '../config/config.js';
 import { messageOf } from '../lib/errors.js';
 import { createLogger } from '../lib/log.js';
 import type { Store } from '../store/types.js';
@@ -28,16 +28,23 @@ export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb): P
     const of = new OpenFlow();
     const log = createLogger('silent');
     const deps = { ovs, store, log, bridge: config.bridge, openflow: new FlowSync(of), qos: new QosFlows(of), groups: new GroupFlows(of) };
-    const records = new DriverRecords(store, config.host.name);
+    const records = new DriverRecords(store, hostNameOf(config));
     const changes = await new OpenFlowState(deps, records, new GroupWiring(deps, records)).diff();
     const n = changes === undefined ? 0 : changeCount(changes);
     const secure = mode === 'secure';
     if (n === 0 && secure)
       return { check, ok: true, detail: `${config.bridge} is fail_mode=secure and holds exactly ovsnet's flows and meters` };
+    if (n === 0) {
+      return {
+        check,
+        ok: true,
+        detail: `${config.bridge} holds exactly ovsnet's flows and meters; it is fail_mode=${mode || 'standalone'} (an earlier ovsnet's), made secure the next time ovs-vswitchd restarts`,
+      };
+    }
     const f = changes?.flows;
     const m = changes?.meters;
     const parts = [
-      ...(secure ? [] : [`${config.bridge} is fail_mode=${mode === '' ? 'standalone (unset)' : mode}, not secure`]),
+      ...(secure ? [] : [`${config.bridge} is fail_mode=${mode || 'standalone'} (made secure at the next ovs-vswitchd restart)`]),
       ...(f === undefined || f.lines.length === 0
         ? []
         : [`flows: ${f.added} missing, ${f.modified} different, ${f.deleted} not ovsnet's any more`]),

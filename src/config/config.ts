@@ -2,6 +2,7 @@
  * Every OVSNET_* setting: one defaults table, validated once, frozen. docs/settings.md's table
  * and plugin/config.json list the same names (test/config/config.test.ts checks both).
  */
+import os from 'node:os';
 import path from 'node:path';
 import { OvsnetError } from '../lib/errors.js';
 import { CidrError, formatPrefix, parseCidr, type Prefix } from '../lib/cidr.js';
@@ -54,6 +55,9 @@ export { SETTINGS, type LogLevel, type SettingName };
 type Env = Readonly<Record<string, string | undefined>>;
 
 /** Validates every OVSNET_* variable; one error lists every problem, one per line. */
+/** This host's name in the registry and its records: OVSNET_HOST, else the hostname. */
+export const hostNameOf = (config: Pick<Config, 'host'>): string => (config.host.name === '' ? os.hostname() : config.host.name);
+
 export function loadConfig(env: Env): Config {
   const problems: string[] = [];
   const value = (name: SettingName): string => {

@@ -8,9 +8,8 @@
  * (daemon.ts, after this returns); the metrics gauges read IPAM, the registry and the tunnels
  * (connected last, by readFrom).
  */
-import os from 'node:os';
 import type { FastifyInstance } from 'fastify';
-import type { Config } from '../config/config.js';
+import { hostNameOf, type Config } from '../config/config.js';
 import { Flows } from '../driver/ovs/flows.js';
 import { OpenFlow } from '../driver/ovs/openflow.js';
 import { QosFlows } from '../driver/ovs/qos-flows.js';
@@ -83,7 +82,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
   const raw = openStore(config.store, config.storeTimeoutMs, log);
   const store: Store = observed === undefined ? raw : observed.instrument(raw);
   skippedRecords.log = log.child({ component: 'store' });
-  const hostName = config.host.name === '' ? os.hostname() : config.host.name;
+  const hostName = hostNameOf(config);
   const vtepIp = config.host.vtepIp === '' ? (defaultRouteAddress() ?? '') : config.host.vtepIp;
   const tunnelMtu = mtuOfAddress(vtepIp);
   const ipam = new Ipam({
@@ -128,6 +127,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ovs,
     self: () => ({ name: hostName, vtepIp }),
     hosts: () => registry.hosts(),
+    hostsLoaded: () => registry.names() !== undefined,
     networks: () => driver.localNetworks(),
     vxlanPort: config.vxlanPort,
     ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),

@@ -231,6 +231,7 @@ export async function driverScenarios(t: Test, ctx: DriverCtx, opts: { ipam: boo
     t.equal(doc.code, 0, `doctor finds nothing wrong:\n${doc.out}${doc.err}`);
     t.match(doc.out, /daemon\s+ok\s+ovsnet \d+\.\d+\.\d+ answers on \/run\/docker\/plugins\/ovsnet\.sock/);
     t.match(doc.out, /settings\s+ok\s+from the daemon on \/run\/docker\/plugins\/ovsnet\.sock/);
+    t.match(doc.out, /openflow\s+ok\s+ovsnet0 is fail_mode=secure and holds exactly ovsnet's flows and meters/, 'OVS and ovsnet agree');
     t.match(JSON.parse((await cli(['status', '--json'])).out), { daemon: { answers: true, store: { ok: true } } });
   });
 

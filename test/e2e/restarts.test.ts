@@ -14,7 +14,7 @@
  */
 import { throughput as measure } from '../harness/throughput.js';
 import t, { type Test } from 'tap';
-import { CREATE_OVSNET, DockerHost, IMAGE, SCRIPT, must, type Ovsnet } from '../harness/host.js';
+import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, SCRIPT, must, type Ovsnet } from '../harness/host.js';
 import { until } from './cluster-setup.js';
 
 const host = await DockerHost.up('restarts');
@@ -382,6 +382,19 @@ t.test('(e) ovsdb-server restart: nothing lost, a new container joins', async (t
     1,
     'ovsnet_ovs_restarts_total{daemon="ovsdb-server"} counted it',
   );
+});
+
+t.test('a flow deleted by hand: ovsnet doctor says OVS and ovsnet disagree, the periodic check puts it back', async (t) => {
+  const openflowCheck = async (): Promise<{ ok: boolean; detail: string } | undefined> => {
+    const doc = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'doctor', '--json']);
+    return (JSON.parse(doc.stdout) as { check: string; ok: boolean; detail: string }[]).find((c) => c.check === 'openflow');
+  };
+  t.match(await openflowCheck(), { ok: true, detail: /holds exactly ovsnet's flows and meters/ }, 'they agree');
+  await ofctl('del-flows', 'ovsnet0', 'cookie=0x0f5d000000000000/0xffff000000000000'); // the QoS flows
+  t.match(await openflowCheck(), { ok: false, detail: /flows: [1-9]\d* missing/ }, 'doctor sees the QoS flows missing');
+  const took = await until(async () => (await openflowCheck())?.ok === true, 25_000);
+  t.ok(took < 25_000, `put back by the periodic check (every 10 s) ${took} ms later`);
+  t.match(await ofctl('dump-flows', 'ovsnet0'), /cookie=0xf5d/, 'the QoS flows are on the bridge again');
 });
 
 t.test('the table', async (t) => {

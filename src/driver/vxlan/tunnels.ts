@@ -59,6 +59,11 @@ export interface TunnelDeps {
   readonly ovs: OvsApi;
   readonly self: () => { readonly name: string; readonly vtepIp: string };
   readonly hosts: () => ReadonlyMap<string, HostRecord>;
+  /**
+   * Whether hosts() holds the registry as loaded (absent: always). Until then no sync runs: with
+   * no peers known yet it would take every tunnel down, to put it back once they load.
+   */
+  readonly hostsLoaded?: () => boolean;
   /** This host's networks. */
   readonly networks: () => Promise<NetworkRecord[]>;
   /** OVSNET_VXLAN_PORT (absent: 4789). */
@@ -118,6 +123,7 @@ export class Tunnels {
   }
 
   private async sync(): Promise<void> {
+    if (this.deps.hostsLoaded?.() === false) return; // the registry's first load schedules one
     const self = this.deps.self();
     const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical.records, this.deps.hosts());
     const have = (await this.deps.ovs.ownPorts()).filter((p) => roleOf(p) === 'tunnel');

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { tunnelName, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
+import { Tunnels, tunnelName, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
+import { createLogger } from '../../../src/lib/log.js';
 import type { HostRecord } from '../../../src/cluster/hosts.js';
 import { waitFor } from '../../helpers/wait.js';
 import { cluster, create, id, tunnelPorts } from '../../helpers/logical-hosts.js';
@@ -84,4 +85,36 @@ t.test('after adding tunnel ports (never after removing them) the datapath is re
   await waitFor(() => tunnelPorts(h1).length === 0, 3000, 'the tunnel goes with the peer');
   await h1.tunnels.settled;
   t.equal(calls.length, 3, 'a removal refreshes nothing');
+});
+
+t.test('a restarted ovsnet takes no tunnel down before the registry has loaded its peers', async (t) => {
+  const alive = new Map<string, HostRecord>();
+  const [h1, h2] = cluster(t, 2, alive);
+  if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
+  await Promise.all([h1, h2].map((h) => h.tunnels.start()));
+  await create(h1, id('r'), '10.83.0.0/24', { 'ovsnet.network': 'red', 'ovsnet.encap': 'vxlan' });
+  await create(h2, id('s'), '10.83.0.0/24', { 'ovsnet.network': 'red', 'ovsnet.encap': 'vxlan' });
+  await waitFor(() => tunnelPorts(h1).length === 1, 3000, 'the tunnel to h2');
+  await h1.tunnels.stop();
+  // h1's ovsnet again: its registry not loaded yet (no peer known), then loaded.
+  let loaded = false;
+  const restarted = new Tunnels({
+    store: h1.store,
+    log: createLogger('silent'),
+    ovs: h1.ovs,
+    self: () => ({ name: 'h1', vtepIp: '192.0.2.1' }),
+    hosts: () => (loaded ? alive : new Map()),
+    hostsLoaded: () => loaded,
+    networks: () => h1.driver.localNetworks(),
+  });
+  t.teardown(() => restarted.stop());
+  await restarted.start();
+  restarted.schedule();
+  await restarted.settled;
+  t.equal(tunnelPorts(h1).length, 1, 'not taken down while no peer is known yet');
+  const before = h1.ovs.ports.get(tunnelPorts(h1)[0]?.[0] ?? '');
+  loaded = true;
+  restarted.schedule();
+  await restarted.settled;
+  t.equal(h1.ovs.ports.get(tunnelPorts(h1)[0]?.[0] ?? ''), before, 'and left as it is once they are: the same port');
 });
