@@ -3,11 +3,14 @@
  * containers keep sending (its peers drop its tunnels and add them again), etcd frozen for 20 s
  * in the middle of a run (requests fail fast and clearly, nothing is duplicated once it is
  * back), and a host killed (none of its addresses is handed out again before the grace period
- * ends; after it, they are).
+ * ends; after it, they are); and a tunnel carrying pings every 0.1 s through its one end's ovsnet
+ * killed and started (none lost) and its other end's ovs-vswitchd restarted (back once ovsnet has
+ * put its flows back, the network's guard flows with them).
  */
 import t from 'tap';
 import { IMAGE } from '../harness/host.js';
 import { GRACE_SECONDS, MultiHost, TTL_SECONDS, until } from './cluster-setup.js';
+import { logLine, missing, pingLog, pingLoss, sentAt } from './ping-log.js';
 
 const m = await MultiHost.up(t, 'clf');
 
@@ -138,4 +141,70 @@ t.test('a host killed: none of its addresses is handed out before the grace peri
   await m.dockerOk(2, ['rm', '-f', 't3-0', 't3-1', 't3-2']);
   const tiny = (await m.pools(0)).find((p) => p.pool === '10.221.0.0/28');
   t.equal(tiny?.byHost.h1, 12, "h1's 11 containers and the gateway keep their reservations through h3's late releases");
+});
+
+t.test('a tunnel carrying pings through ovsnet SIGKILL + start on one end and an ovs-vswitchd restart on the other', async (t) => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  for (const i of [0, 1]) await m.createLogical(i, 'tun', '10.223.0.0/24');
+  await m.runOn(0, 'v1', 'tun');
+  await m.runOn(1, 'v2', 'tun');
+  const v2 = await m.ip(1, 'v2', 'tun');
+  t.ok(await m.ping(0, 'v1', v2), 'h1 -> h2 across the tunnel');
+  await m.dockerOk(0, ['exec', '-d', 'v1', 'sh', '-c', `ping -i 0.1 ${v2} > /tmp/p.log 2>&1`]);
+  const read = async () => pingLog(await m.dockerOk(0, ['exec', 'v1', 'cat', '/tmp/p.log']));
+  await sleep(1000);
+
+  // (1) h1's ovsnet killed and started: the tunnel's flows stay in OVS meanwhile.
+  const vxlan = async () =>
+    (await m.host(0).exec(['ovs-vsctl', '--bare', '--columns=_uuid', 'find', 'Interface', 'type=vxlan'])).stdout.trim();
+  const port = await vxlan();
+  const b1 = await read();
+  await m.daemons[0]?.kill('SIGKILL');
+  await m.start(0);
+  await sleep(2000); // its reconcile (in the background of the start) done, pings on
+  const a1 = await read();
+  t.equal(await vxlan(), port, 'the tunnel port was left alone (not deleted and added again)');
+  const one = pingLoss(b1, a1);
+  t.ok(one.sent >= 20, `pings went on throughout (${one.sent} sent)`);
+  t.same(missing(b1, a1), [], `no ping lost across the tunnel through h1's ovsnet SIGKILL + start (${one.lost} lost)`);
+
+  // (2) h2's ovs-vswitchd restarted: its underlay (br-phy, on the same OVS here) goes with it.
+  const d2 = m.daemons[1];
+  if (d2 === undefined) throw new Error('no ovsnet on h2');
+  const from = d2.log.length;
+  const b2 = await read();
+  const t0 = Date.now();
+  await m.host(1).vswitchd('restart');
+  const answered = Date.now();
+  const line = await logLine(d2, /ovs-vswitchd restarted: /, from);
+  t.ok(line !== undefined, `h2's ovsnet put its flows back: ${String(line?.msg)}`);
+  // Pings sent 2 s after both the restart answered and the reprogram was logged must all be answered.
+  const settled = Math.max(answered, line === undefined ? 0 : Date.parse(String(line.time))) + 2000;
+  await sleep(Math.max(0, settled + 2000 - Date.now()));
+  const a2 = await read();
+  const lost = missing(b2, a2);
+  const late = lost.filter((s) => sentAt(b2, a2, s) > settled);
+  const rel = (ms: number) => `+${((ms - t0) / 1000).toFixed(2)}`;
+  t.ok(sentAt(b2, a2, a2.maxSeq) > settled + 1000, `pings answered again (the last sent ${rel(sentAt(b2, a2, a2.maxSeq))} s)`);
+  t.same(
+    late.map((s) => rel(sentAt(b2, a2, s))),
+    [],
+    `no ping sent 2 s after the restart answered and the reprogram (${rel(settled - 2000)} s) lost`,
+  );
+  const guards = (
+    await m.host(1).exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', 'cookie=0x0f5e000000000000/0xffff000000000000'])
+  ).stdout
+    .split('\n')
+    .filter((l) => l.includes('cookie='));
+  t.ok(guards.length > 0, `the network's guard flows are back on h2's ovsnet0 (${guards.length})`);
+  t.comment(
+    `tunnel, h2's ovs-vswitchd restart: ${lost.length} pings lost (${(lost.length * 0.1).toFixed(1)} s at 0.1 s), sent from ` +
+      `${lost.length === 0 ? '-' : rel(sentAt(b2, a2, lost[0] ?? 0))} to ${lost.length === 0 ? '-' : rel(sentAt(b2, a2, lost.at(-1) ?? 0))} s; ` +
+      `restart command ${((answered - t0) / 1000).toFixed(3)} s; OVS away ${Number(line?.awaySeconds).toFixed(3)} s, ` +
+      `reprogram ${Number(line?.reprogramSeconds).toFixed(3)} s (h2's log, logged ${line === undefined ? '-' : rel(Date.parse(String(line.time)))} s); ` +
+      `h1's ovsnet SIGKILL + start: ${one.lost} of ${one.sent} lost`,
+  );
+  if (late.length > 0) t.comment(await m.diagnostics());
+  for (const i of [0, 1]) await m.dockerOk(i, ['rm', '-f', `v${i + 1}`]);
+  for (const i of [0, 1]) await m.dockerOk(i, ['network', 'rm', 'tun']);
 });

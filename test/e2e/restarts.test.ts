@@ -16,6 +16,7 @@ import { throughput as measure } from '../harness/throughput.js';
 import t, { type Test } from 'tap';
 import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, SCRIPT, must, type Ovsnet } from '../harness/host.js';
 import { until } from './cluster-setup.js';
+import { logLine as logLineOf, missing, pingLog, pingLoss, sentAt } from './ping-log.js';
 
 const host = await DockerHost.up('restarts');
 // info: the reprogram line after an ovs-vswitchd restart is logged at info.
@@ -48,15 +49,12 @@ const rows: Row[] = [];
 
 /** What the probes wrote so far, read from their containers' files. */
 async function snapshot() {
-  const seqs = new Set([...(await sh('p1', 'cat /tmp/ping.log')).matchAll(/seq=(\d+) /g)].map((m) => Number(m[1])));
-  const at = Date.now();
+  const ping = pingLog(await sh('p1', 'cat /tmp/ping.log'));
   const tcpLines = (await sh('p2', 'cat /tmp/tcp.log')).split('\n').filter((l) => l !== '');
   const numbers = tcpLines.filter((l) => /^\d+$/.test(l)).map(Number);
   const probes = (await sh('x1', 'cat /tmp/tries.log')).split('\n').filter((l) => l !== '');
   return {
-    at,
-    seqs,
-    maxSeq: Math.max(-1, ...seqs),
+    ...ping,
     tcpLast: numbers.at(-1) ?? 0,
     // One connection from its first line on: every number once, in order; no CLOSED from either end.
     tcpWhole:
@@ -67,24 +65,6 @@ async function snapshot() {
   };
 }
 type Snapshot = Awaited<ReturnType<typeof snapshot>>;
-
-/** The pings sent after `before` up to the last one `after` saw answered that got no answer. */
-function missing(before: Snapshot, after: Snapshot, upTo = after.maxSeq): number[] {
-  const lost: number[] = [];
-  for (let s = before.maxSeq + 1; s <= upTo; s++) if (!after.seqs.has(s)) lost.push(s);
-  return lost;
-}
-
-/** Pings sent and lost from `before` to `after`. */
-function pingLoss(before: Snapshot, after: Snapshot): { sent: number; lost: number } {
-  return { sent: after.maxSeq - before.maxSeq, lost: missing(before, after).length };
-}
-
-/** When ping `seq` was sent (ms since the epoch, to about 0.1 s), from two snapshots' last answered pings. */
-function sentAt(before: Snapshot, after: Snapshot, seq: number): number {
-  const interval = (after.at - before.at) / Math.max(1, after.maxSeq - before.maxSeq);
-  return before.at + (seq - before.maxSeq) * interval;
-}
 
 let joins = 0;
 /** Seconds from `docker run` of a new container on the plain network to its first answered ping of p1 (Infinity after 10 s); it is removed after. */
@@ -174,19 +154,8 @@ async function metric(line: string): Promise<number> {
 /** Mbit/s from `container` to a sink on the host's ADDR:PORT (harness/throughput.ts). */
 const throughput = (container: string, addr: string, port: number) => measure(host, container, addr, port, 4);
 
-/** The next log line of ovsnet matching `re` after the first `from` characters, parsed (undefined after `ms`). */
-async function logLine(re: RegExp, from: number, ms = 10_000): Promise<Record<string, unknown> | undefined> {
-  let found: string | undefined;
-  await until(
-    async () =>
-      (found = ovsnet.log
-        .slice(from)
-        .split('\n')
-        .find((l) => re.test(l))) !== undefined,
-    ms,
-  );
-  return found === undefined ? undefined : (JSON.parse(found) as Record<string, unknown>);
-}
+/** The next log line of the running ovsnet matching `re` after the first `from` characters (ping-log.ts). */
+const logLine = (re: RegExp, from: number, ms?: number) => logLineOf(ovsnet, re, from, ms);
 
 t.test(
   'setup: a plain network, a parent with two groups (db lets web in on 5432), a 20 mbit network; the probes prove they work',
