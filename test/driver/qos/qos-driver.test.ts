@@ -143,7 +143,13 @@ t.test('reconcile repairs OVS and the kernel even when the OpenFlow sync fails (
   openflow.failNext('sync');
   const res = await driver.reconcile();
   t.ok(await links.exists(gateway), 'the rest of reconcile ran: the gateway is back');
-  t.ok(res.repaired.some((r) => r.startsWith('gateway')), 'and says so');
-  t.notOk(res.repaired.some((r) => r.endsWith('OpenFlow changes')), 'the sync failed: logged, nothing claimed');
+  t.ok(
+    res.repaired.some((r) => r.startsWith('gateway')),
+    'and says so',
+  );
+  t.notOk(
+    res.repaired.some((r) => r.endsWith('OpenFlow changes')),
+    'the sync failed: logged, nothing claimed',
+  );
   t.equal((await driver.upkeep.syncFlows()).modifications, 0, 'the next sync (the periodic check) finds all in place');
 });
