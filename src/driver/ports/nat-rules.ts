@@ -6,7 +6,7 @@
  */
 import { GATEWAY_PREFIX, type PortBinding } from '../model/records.js';
 
-export type Table = 'nat' | 'filter';
+export type Table = 'nat' | 'filter' | 'mangle';
 
 export interface Rule {
   readonly table: Table;
@@ -22,6 +22,13 @@ export const CHAINS = {
   forward: 'OVSNET-FORWARD',
   /** Drops only, jumped to from the top of DOCKER-USER: what must be seen before Docker's accepts. */
   isolation: 'OVSNET-ISOLATION',
+  /**
+   * Drops only, in the mangle table, jumped to from the top of its FORWARD chain: what may enter
+   * an ovsnet network. mangle's FORWARD is evaluated before filter's and Docker never writes it,
+   * so no accept of Docker's comes first, whatever Docker does with filter's FORWARD (Docker
+   * 20.10 inserts its bridges' accepts at the top of ip6tables' FORWARD, above DOCKER-USER).
+   */
+  inbound: 'OVSNET-INBOUND',
 } as const;
 
 /**
@@ -49,6 +56,7 @@ export const OWN_CHAINS: readonly (readonly [Table, string])[] = [
   ['nat', CHAINS.dnat],
   ['filter', CHAINS.forward],
   ['filter', CHAINS.isolation],
+  ['mangle', CHAINS.inbound],
 ];
 
 /**
@@ -72,16 +80,18 @@ export const JUMPS: readonly Rule[] = [
 /**
  * Kept first in their chain (re-asserted whenever a network's rules are applied: creation,
  * reconcile, start): FORWARD into DOCKER-USER (as Docker keeps it), and DOCKER-USER into
- * ovsnet's isolation chain, above Docker's own FORWARD rules and anything else.
+ * ovsnet's isolation chain, above Docker's own FORWARD rules and anything else; mangle's FORWARD
+ * into ovsnet's inbound chain.
  */
 export const FIRST_JUMPS: readonly Rule[] = [
   { table: 'filter', chain: 'FORWARD', spec: ['-j', DOCKER_USER], insert: true },
   { table: 'filter', chain: DOCKER_USER, spec: ['-j', CHAINS.isolation], insert: true },
+  { table: 'mangle', chain: 'FORWARD', spec: ['-j', CHAINS.inbound], insert: true },
 ];
 
 /** What JUMPS and the IPv6 filter need (no NAT for IPv6: its addresses are routed). */
-export const JUMPS_V6: readonly Rule[] = JUMPS.filter((j) => j.table === 'filter');
-export const OWN_CHAINS_V6: readonly (readonly [Table, string])[] = OWN_CHAINS.filter(([t]) => t === 'filter');
+export const JUMPS_V6: readonly Rule[] = JUMPS.filter((j) => j.table !== 'nat');
+export const OWN_CHAINS_V6: readonly (readonly [Table, string])[] = OWN_CHAINS.filter(([t]) => t !== 'nat');
 
 /** Jumps of earlier versions, removed where found: the OUTPUT jump that captured loopback. */
 export const OLD_JUMPS: readonly Rule[] = [
@@ -93,10 +103,10 @@ const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slic
 /**
  * Per network: masquerade on the way out (IPv4). Isolation, in ovsnet's isolation chain (seen
  * before Docker's accepts): new connections out (except to a published port) through Docker's
- * isolation chain, so none reaches a Docker bridge network; in, only replies, published ports
- * (DNATed) and the network's own traffic, as Docker's bridge driver: nothing else routed to the
- * host (a container of another Docker network, a machine routing through the host) opens a
- * connection; what passes returns. Then the accepts, in ovsnet's forwarding chain: isolation from
+ * isolation chain, so none reaches a Docker bridge network; in ovsnet's inbound chain (mangle,
+ * before any filter rule), only replies, published ports (DNATed) and the network's own traffic
+ * enter, as with Docker's bridge driver: nothing else routed to the host (a container of another
+ * Docker network, a machine routing through the host) opens a connection; what passes returns. Then the accepts, in ovsnet's forwarding chain: isolation from
  * every other ovsnet network (a drop towards any other gateway port, inserted so that it precedes
  * every network's accepts; the hairpin back into the same network inserted before it); out
  * accepted; in, replies and published ports.
@@ -106,7 +116,7 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
   const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
   const replies = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'];
   const published = ['-m', 'conntrack', '--ctstate', 'DNAT'];
-  const { isolation: iso, forward: fwd } = CHAINS;
+  const { isolation: iso, forward: fwd, inbound: inb } = CHAINS;
   const to = (chain: string, spec: string[], target: string, insert = false): Rule => ({
     table: 'filter',
     chain,
@@ -118,10 +128,7 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
     to(iso, ['-i', gatewayPort, ...fresh], DOCKER_ISOLATION),
-    to(iso, ['-o', gatewayPort, ...replies], 'RETURN'),
-    to(iso, ['-o', gatewayPort, ...published], 'RETURN'),
-    to(iso, ['-i', gatewayPort, '-o', gatewayPort], 'RETURN'),
-    to(iso, ['-o', gatewayPort], 'DROP'),
+    ...inbound(c, gatewayPort, inb, 'mangle'),
     to(fwd, ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`], 'DROP', true),
     to(fwd, ['-i', gatewayPort, '-o', gatewayPort], 'ACCEPT', true),
     to(fwd, ['-i', gatewayPort], 'ACCEPT'),
@@ -131,13 +138,26 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
   ];
 }
 
+/** What enters a network: replies, published ports and its own traffic return; the rest is dropped. */
+function inbound(c: readonly string[], gatewayPort: string, chain: string, table: Table): Rule[] {
+  const rule = (spec: string[], target: string): Rule => ({ table, chain, spec: [...spec, ...c, '-j', target] });
+  return [
+    rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
+    rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
+    rule(['-i', gatewayPort, '-o', gatewayPort], 'RETURN'),
+    rule(['-o', gatewayPort], 'DROP'),
+  ];
+}
+
 /**
- * A network's rules of earlier versions, removed where found: accepting every packet in, and the
- * jump into Docker's isolation chain from the forwarding chain (now in the isolation chain).
+ * A network's rules of earlier versions, removed where found: accepting every packet in, the
+ * jump into Docker's isolation chain from the forwarding chain (now in the isolation chain), and
+ * the inbound drops in the isolation chain (now in the mangle table's inbound chain).
  */
 export function oldNetworkRules(networkId: string, gatewayPort: string): Rule[] {
   const c = comment(networkId);
   return [
+    ...inbound(c, gatewayPort, CHAINS.isolation, 'filter'),
     { table: 'filter', chain: CHAINS.forward, spec: ['-o', gatewayPort, ...c, '-j', 'ACCEPT'] },
     {
       table: 'filter',

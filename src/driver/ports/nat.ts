@@ -3,7 +3,8 @@
  * (iptables-flavour.ts): the way out (masquerade), forwarding through the gateway port (IPv4 and
  * IPv6), and -p port publishing (DNAT), in ovsnet's own chains so that they are found and
  * removed without touching anyone else's. The isolation chain is jumped to first from Docker's
- * DOCKER-USER, kept first on every network add (creation, reconcile, start). Network rules:
+ * DOCKER-USER, and the inbound chain first from mangle's FORWARD, kept first on every network add
+ * (creation, reconcile, start). Network rules:
  * every add checks first (-C) and every delete treats a missing rule as done. An endpoint's port rules: one iptables-save and one
  * iptables-restore --noflush batch, whatever their number (its old rules, found by their
  * comment, replaced in the same batch). All idempotent.

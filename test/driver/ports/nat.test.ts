@@ -36,6 +36,11 @@ t.test('a network: masquerade out; isolation (drops only) apart from the accepts
     chain: 'OVSNET-ISOLATION',
     spec: [...spec, ...NET_COMMENT, '-j', target],
   });
+  const inb = (spec: string[], target: string) => ({
+    table: 'mangle',
+    chain: 'OVSNET-INBOUND',
+    spec: [...spec, ...NET_COMMENT, '-j', target],
+  });
   const fwd = (spec: string[], target: string, insert?: true) => ({
     table: 'filter',
     chain: 'OVSNET-FORWARD',
@@ -45,10 +50,10 @@ t.test('a network: masquerade out; isolation (drops only) apart from the accepts
   t.same(networkRules(NET, '10.1.0.0/24', GW), [
     { table: 'nat', chain: 'OVSNET-POSTROUTING', spec: ['-s', '10.1.0.0/24', '!', '-o', GW, ...NET_COMMENT, '-j', 'MASQUERADE'] },
     iso(['-i', GW, '-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'], 'DOCKER-ISOLATION-STAGE-2'),
-    iso(['-o', GW, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
-    iso(['-o', GW, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
-    iso(['-i', GW, '-o', GW], 'RETURN'),
-    iso(['-o', GW], 'DROP'),
+    inb(['-o', GW, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
+    inb(['-o', GW, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
+    inb(['-i', GW, '-o', GW], 'RETURN'),
+    inb(['-o', GW], 'DROP'),
     fwd(['-i', GW, '-o', 'ovg+'], 'DROP', true),
     fwd(['-i', GW, '-o', GW], 'ACCEPT', true),
     fwd(['-i', GW], 'ACCEPT'),
@@ -58,14 +63,14 @@ t.test('a network: masquerade out; isolation (drops only) apart from the accepts
   ]);
   t.same(
     networkRules(NET, 'fd00:1::/64', GW).map((r) => r.table),
-    Array.from({ length: 11 }, () => 'filter'),
+    ['filter', 'mangle', 'mangle', 'mangle', 'mangle', ...Array.from({ length: 6 }, () => 'filter')],
     'IPv6: the same forwarding rules, no masquerade',
   );
   t.ok(
     networkRules(NET, '10.1.0.0/24', GW)
-      .filter((r) => r.chain === CHAINS.isolation)
+      .filter((r) => r.chain === CHAINS.isolation || r.chain === CHAINS.inbound)
       .every((r) => ['DROP', 'RETURN', DOCKER_ISOLATION].includes(r.spec.at(-1) ?? '')),
-    "the isolation chain only drops (or returns): the operator's DOCKER-USER rules still see what passes",
+    "the isolation and inbound chains only drop (or return): the operator's DOCKER-USER rules still see what passes",
   );
   // Inserted at the top in this order, the hairpin accept ends up above the drop towards other gateways.
   const inserted = networkRules(NET, '10.1.0.0/24', GW)
@@ -128,14 +133,16 @@ t.test('iptables arguments: check, append or insert at the top, delete; chains a
     ['nat', 'OVSNET-DNAT'],
     ['filter', 'OVSNET-FORWARD'],
     ['filter', 'OVSNET-ISOLATION'],
+    ['mangle', 'OVSNET-INBOUND'],
   ]);
   t.same(
-    FIRST_JUMPS.map((j) => [j.chain, j.spec.join(' ')]),
+    FIRST_JUMPS.map((j) => [j.table, j.chain, j.spec.join(' ')]),
     [
-      ['FORWARD', '-j DOCKER-USER'],
-      ['DOCKER-USER', '-j OVSNET-ISOLATION'],
+      ['filter', 'FORWARD', '-j DOCKER-USER'],
+      ['filter', 'DOCKER-USER', '-j OVSNET-ISOLATION'],
+      ['mangle', 'FORWARD', '-j OVSNET-INBOUND'],
     ],
-    "kept first: FORWARD into Docker's DOCKER-USER, and from its top into ovsnet's isolation",
+    "kept first: FORWARD into Docker's DOCKER-USER, from its top into ovsnet's isolation; mangle's FORWARD into ovsnet's inbound chain",
   );
   t.same(
     JUMPS.map((j) => [j.table, j.chain, j.spec.at(-1), j.insert]),
@@ -153,6 +160,8 @@ t.test('iptables arguments: check, append or insert at the top, delete; chains a
  * prints a table; -restore --noflush applies a batch from stdin all or nothing. `docker` lists
  * the chains Docker made (flavour detection).
  */
+const BUILT_IN = ['INPUT', 'FORWARD', 'OUTPUT', 'PREROUTING', 'POSTROUTING'];
+
 function fakeIptables(docker: string[] = []) {
   const tables = { 4: new Map<string, string[]>(), 6: new Map<string, string[]>() };
   const calls: string[][] = [];
@@ -169,7 +178,8 @@ function fakeIptables(docker: string[] = []) {
       return ok();
     }
     if (op === '-S') {
-      if (list === undefined && !docker.includes(chain)) return fail('iptables: No chain/target/match by that name.\n');
+      if (list === undefined && !docker.includes(chain) && !BUILT_IN.includes(chain))
+        return fail('iptables: No chain/target/match by that name.\n');
       return ok([`-N ${chain}`, ...(list ?? []).map((r) => `-A ${chain} ${r}`)].join('\n') + '\n');
     }
     const here = list ?? [];
@@ -234,15 +244,20 @@ t.test('Nat: chains once, every add checked first, removal mirrors the add and l
   const C = NET_COMMENT.join(' ');
   t.same(
     ipt.rules.get('filter/OVSNET-ISOLATION'),
+    [`-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${C} -j DOCKER-ISOLATION-STAGE-2`],
+    "isolation: out through Docker's isolation chain",
+  );
+  t.same(
+    ipt.rules.get('mangle/OVSNET-INBOUND'),
     [
-      `-i ${GW} -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT ${C} -j DOCKER-ISOLATION-STAGE-2`,
       `-o ${GW} -m conntrack --ctstate RELATED,ESTABLISHED ${C} -j RETURN`,
       `-o ${GW} -m conntrack --ctstate DNAT ${C} -j RETURN`,
       `-i ${GW} -o ${GW} ${C} -j RETURN`,
       `-o ${GW} ${C} -j DROP`,
     ],
-    "isolation: out through Docker's isolation chain; in, replies, DNAT and the network's own pass, the rest dropped",
+    "inbound (mangle): replies, DNAT and the network's own pass, the rest dropped",
   );
+  t.same(ipt.rules.get('mangle/FORWARD'), ['-j OVSNET-INBOUND'], "mangle's FORWARD jumps to it");
   t.same(
     ipt.rules.get('filter/OVSNET-FORWARD'),
     [
@@ -263,14 +278,20 @@ t.test('Nat: chains once, every add checked first, removal mirrors the add and l
   await nat.addNetwork(NET, '10.1.0.0/24', GW);
   t.same(
     ipt.calls.slice(before).map((c) => c[4]),
-    ['-S', '-S', ...Array.from({ length: 14 }, () => '-C')],
-    'again: the two jumps found first, then checks only (the twelve rules, then the two old ones), no duplicate',
+    ['-S', '-S', '-S', ...Array.from({ length: 18 }, () => '-C')],
+    'again: the three jumps found first, then checks only (the twelve rules, then the six old ones), no duplicate',
   );
   await nat.addPorts(EP, '10.1.0.5', [bind({}), bind({ proto: 'udp', hostPort: 53, hostPortEnd: 53, containerPort: 53 })]);
   t.equal(ipt.rules.get('nat/OVSNET-DNAT')?.length, 2);
   await nat.removePorts(EP);
   await nat.removeNetwork(NET, '10.1.0.0/24', GW);
-  for (const chain of ['nat/OVSNET-POSTROUTING', 'nat/OVSNET-DNAT', 'filter/OVSNET-FORWARD', 'filter/OVSNET-ISOLATION'])
+  for (const chain of [
+    'nat/OVSNET-POSTROUTING',
+    'nat/OVSNET-DNAT',
+    'filter/OVSNET-FORWARD',
+    'filter/OVSNET-ISOLATION',
+    'mangle/OVSNET-INBOUND',
+  ])
     t.same(ipt.rules.get(chain), [], `${chain} empty again`);
   const after = ipt.calls.length;
   await nat.removeNetwork(NET, '10.1.0.0/24', GW);
@@ -290,19 +311,27 @@ t.test("Nat: Docker's isolation chain, where Docker made it, is used as it is", 
 });
 
 /**
- * The verdict of the filter table's FORWARD chain for one packet, as the kernel walks it: rules
- * in order, jumps followed, RETURN back to the caller, FORWARD's policy DROP (Docker sets it).
- * Matches on -i, -o (with + wildcards) and conntrack state, the only ones these chains use.
+ * The verdict of FORWARD for one packet, as the kernel walks it: mangle's FORWARD (policy
+ * ACCEPT), then filter's, rules in order, jumps followed, RETURN back to the caller, filter's
+ * FORWARD policy DROP (Docker sets it). Matches on -i, -o (with + wildcards) and conntrack state,
+ * the only ones these chains use.
  */
-function verdict(
+function verdict(rules: Map<string, string[]>, inIf: string, outIf: string, state: 'NEW' | 'ESTABLISHED' | 'DNAT'): string {
+  if (walk(rules, 'mangle', inIf, outIf, state, 'FORWARD') === 'DROP') return 'DROP';
+  const filter = walk(rules, 'filter', inIf, outIf, state, 'FORWARD');
+  return filter === 'RETURN' ? 'DROP' : filter;
+}
+
+function walk(
   rules: Map<string, string[]>,
+  table: string,
   inIf: string,
   outIf: string,
   state: 'NEW' | 'ESTABLISHED' | 'DNAT',
-  chain = 'FORWARD',
+  chain: string,
 ): string {
   const iface = (pattern: string, name: string) => (pattern.endsWith('+') ? name.startsWith(pattern.slice(0, -1)) : pattern === name);
-  for (const rule of rules.get(`filter/${chain}`) ?? []) {
+  for (const rule of rules.get(`${table}/${chain}`) ?? []) {
     const w = rule.split(' ');
     let matches = true;
     let target = '';
@@ -319,10 +348,10 @@ function verdict(
     }
     if (!matches) continue;
     if (target === 'ACCEPT' || target === 'DROP' || target === 'RETURN') return target;
-    const sub = verdict(rules, inIf, outIf, state, target);
+    const sub = walk(rules, table, inIf, outIf, state, target);
     if (sub !== 'RETURN') return sub;
   }
-  return chain === 'FORWARD' ? 'DROP' : 'RETURN';
+  return 'RETURN';
 }
 
 /**
@@ -346,6 +375,17 @@ function dockerStarts(rules: Map<string, string[]>, bridge = 'br-u'): void {
   const user = rules.get('filter/DOCKER-USER') ?? [];
   if (!user.includes('-j RETURN')) user.push('-j RETURN');
   rules.set('filter/DOCKER-USER', user);
+}
+
+/**
+ * Docker 20.10's bridge driver in ip6tables (--ip6tables): its isolation chains and its accepts
+ * at the top of FORWARD, and DOCKER-USER's jump NOT put back first (it does that for iptables
+ * only): the jump stays below the bridge's accepts, as seen on a real host.
+ */
+function dockerStartsV6(rules: Map<string, string[]>, bridge = 'br-u'): void {
+  dockerStarts(rules, bridge);
+  const [user, ...rest] = rules.get('filter/FORWARD') ?? [];
+  rules.set('filter/FORWARD', [...rest.slice(0, 5), user ?? '', ...rest.slice(5)]);
 }
 
 /** What crosses the host, by its effect: each case and the verdict it must get. */
@@ -403,12 +443,30 @@ t.test(
   },
 );
 
+t.test("Nat: IPv6 isolation holds under Docker 20.10's ip6tables, which puts its accepts above DOCKER-USER", async (t) => {
+  const ipt = fakeIptables();
+  const nat = new Nat(ipt.run, flavour('nft'));
+  await nat.addNetwork(NET, 'fd00:1::/64', GW);
+  dockerStartsV6(ipt.tables[6]);
+  t.equal(ipt.tables[6].get('filter/FORWARD')?.[5], '-j DOCKER-USER', "control: Docker's accepts above DOCKER-USER");
+  isolationHolds(t, ipt.tables[6], 'ovsnet first, then Docker');
+  dockerStartsV6(ipt.tables[6]);
+  await new Nat(ipt.run, flavour('nft')).addNetwork(NET, 'fd00:1::/64', GW);
+  isolationHolds(t, ipt.tables[6], 'both restarted');
+  const docker = fakeIptables(['DOCKER-USER']);
+  dockerStartsV6(docker.tables[6]);
+  await new Nat(docker.run, flavour('nft')).addNetwork(NET, 'fd00:1::/64', GW);
+  isolationHolds(t, docker.tables[6], 'Docker first');
+});
+
 t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no masquerade', async (t) => {
   const ipt = fakeIptables();
   const nat = new Nat(ipt.run, flavour('legacy'));
   await nat.addNetwork(NET, 'fd00:1::/64', GW);
   t.equal(ipt.tables[6].get('filter/OVSNET-FORWARD')?.length, 6);
-  t.equal(ipt.tables[6].get('filter/OVSNET-ISOLATION')?.length, 5);
+  t.equal(ipt.tables[6].get('filter/OVSNET-ISOLATION')?.length, 1);
+  t.equal(ipt.tables[6].get('mangle/OVSNET-INBOUND')?.length, 4);
+  t.same(ipt.tables[6].get('mangle/FORWARD'), ['-j OVSNET-INBOUND']);
   t.same(ipt.tables[6].get(`filter/${DOCKER_ISOLATION}`), [], "ip6tables: Docker's isolation chain made too");
   t.same(ipt.tables[6].get('filter/FORWARD'), ['-j DOCKER-USER', '-j OVSNET-FORWARD']);
   t.same(ipt.tables[6].get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION']);
