@@ -1,14 +1,19 @@
 /**
  * IPv6 as IPv4 is, with real Docker (issue 26): dual-stack ovsnet networks isolated over IPv6
  * from each other and from a Docker bridge network with --ipv6, tried by traffic (new TCP
- * connections and ICMPv6 echo). One host for all.
+ * connections and ICMPv6 echo); ports published on IPv6 host addresses, reached from the host
+ * and from an "outside" namespace routed through it (fd00:99::2, the host fd00:99::1), never
+ * shadowing a host service on [::1]. One host for all.
  */
+import { randomBytes } from 'node:crypto';
 import t from 'tap';
-import { DockerHost, IMAGE } from '../harness/host.js';
+import { DockerHost, IMAGE, run } from '../harness/host.js';
 
 const host = await DockerHost.up('six', { dockerdArgs: '--experimental --ip6tables' });
 const ovsnet = await host.startOvsnet();
+const out = `ov6-${randomBytes(3).toString('hex')}`;
 t.teardown(async () => {
+  await run('ip', ['netns', 'del', out]);
   await host.down();
   await ovsnet.kill('SIGTERM');
 });
@@ -60,3 +65,88 @@ await t.test('IPv6 within a network works; across networks and to and from a Doc
   t.equal(await tcp6('a1', addr.r1 ?? ''), '', 'an ovsnet container cannot open one to a Docker bridge container');
   t.notOk(await ping6('a1', addr.r1 ?? ''), 'nor ping it');
 });
+
+const inOut = (args: string[]) => run('ip', ['netns', 'exec', out, ...args], { timeoutMs: 20_000 });
+/** What `from` gets from [ADDR]:PORT over TCP, tried for up to ~10 s ('' when nothing answers). */
+const get = async (from: (args: string[]) => Promise<{ stdout: string }>, address: string, port: number, tries = 50) => {
+  for (let i = 0; i < tries; i++) {
+    const text = (await from(['sh', '-c', `busybox nc -w 2 ${address} ${port} </dev/null`])).stdout.trim();
+    if (text !== '') return text;
+    if (i < tries - 1) await new Promise((r) => setTimeout(r, 200));
+  }
+  return '';
+};
+const fromHost = (args: string[]) => host.exec(args);
+
+await t.test(
+  '-p [::]:PORT and -p [::1]:PORT: reached over IPv6 from the host and from outside; a host service on [::1] never shadowed',
+  async (t) => {
+    await run('ip', ['netns', 'add', out]);
+    await run('ip', ['link', 'add', 'vout6', 'netns', host.name, 'type', 'veth', 'peer', 'name', 'eth0', 'netns', out]);
+    await host.exec(['ip', 'addr', 'add', 'fd00:99::1/64', 'dev', 'vout6', 'nodad']);
+    await host.exec(['ip', 'link', 'set', 'vout6', 'up']);
+    await inOut(['ip', 'addr', 'add', 'fd00:99::2/64', 'dev', 'eth0', 'nodad']);
+    await inOut(['ip', 'link', 'set', 'eth0', 'up']);
+    await inOut(['ip', 'link', 'set', 'lo', 'up']);
+    await inOut(['ip', '-6', 'route', 'add', 'default', 'via', 'fd00:99::1']);
+    await host.exec(['sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
+
+    await host.dockerOk([
+      'run',
+      '-d',
+      '--name',
+      'web6',
+      '--network',
+      'sa',
+      '-p',
+      '[::]:18080:7000',
+      '-p',
+      '[::1]:18081:7000',
+      IMAGE,
+      ...server('web6'),
+    ]);
+    t.equal(await get(fromHost, '::1', 18081), 'web6', '[::1]:18081 from the host (relayed)');
+    t.equal(await get(fromHost, '::1', 18080), 'web6', '[::1]:18080 from the host ([::] holds every IPv6 address)');
+    t.equal(await get(fromHost, 'fd00:99::1', 18080), 'web6', "the host's own IPv6 address (DNAT)");
+    t.equal(await get(inOut, 'fd00:99::1', 18080), 'web6', 'from outside, routed to the host (DNAT)');
+    t.equal(await get(inOut, 'fd00:99::1', 18081, 3), '', '[::1]:18081 only on loopback');
+    t.equal(await get(inOut, addr.a2 ?? '', 7000, 3), '', "control: outside cannot open a connection to an unpublished container's port");
+    t.equal(await get(fromHost, '127.0.0.1', 18080, 3), '', 'IPv4 is not published by an IPv6 host address');
+
+    await host.exec([
+      'sh',
+      '-c',
+      `${process.execPath} -e 'require("net").createServer((s) => s.on("error", () => {}).end("host-on-v6-loopback")).listen(18082, "::1")' >/dev/null 2>&1 &`,
+    ]);
+    t.equal(await get(fromHost, '::1', 18082), 'host-on-v6-loopback', 'control: a host service on [::1]:18082');
+    const taken = await host.docker([
+      'run',
+      '-d',
+      '--name',
+      'shadow',
+      '--network',
+      'sa',
+      '-p',
+      '[::1]:18082:7000',
+      IMAGE,
+      ...server('shadow'),
+    ]);
+    t.not(taken.code, 0, 'publishing it is refused');
+    t.match(taken.stderr, /host tcp port 18082 on ::1 is in use by a process of this host: publish another port/);
+    const wide = await host.docker([
+      'run',
+      '-d',
+      '--name',
+      'shadow2',
+      '--network',
+      'sa',
+      '-p',
+      '[::]:18082:7000',
+      IMAGE,
+      ...server('shadow2'),
+    ]);
+    t.match(wide.stderr, /host tcp port 18082 on :: is in use by a process of this host/, 'and on [::]');
+    t.equal(await get(fromHost, '::1', 18082), 'host-on-v6-loopback', 'the host service still answers');
+    await host.docker(['rm', '-f', 'shadow', 'shadow2']);
+  },
+);

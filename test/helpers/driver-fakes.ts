@@ -225,9 +225,13 @@ export class FakeNat extends Failer implements NatApi {
     this.networks.delete(networkId);
     this.subnets.delete(subnet);
   }
+  /** As the real one: replaces the endpoint's rules of `address`'s family (IPv4 first when both). */
   async addPorts(endpointId: string, address: string, ports: readonly { hostPort: number; containerPort: number }[]): Promise<void> {
     this.check('addPorts');
-    this.ports.set(endpointId, ports.map((p) => `${p.hostPort}->${address}:${p.containerPort}`).join(','));
+    const v6 = address.includes(':');
+    const others = (this.ports.get(endpointId)?.split(',') ?? []).filter((r) => r !== '' && r.includes('[') !== v6);
+    const mine = ports.map((p) => `${p.hostPort}->${v6 ? `[${address}]` : address}:${p.containerPort}`);
+    this.ports.set(endpointId, (v6 ? [...others, ...mine] : [...mine, ...others]).join(','));
   }
   async removePorts(endpointId: string): Promise<void> {
     this.ports.delete(endpointId);
@@ -247,10 +251,17 @@ export class FakeHostPorts extends Failer implements HostPortsApi {
   readonly held = new Map<string, PortBinding[]>();
   readonly hostTaken = new Set<number>();
 
-  async claim(target: { endpointId: string }, wanted: readonly PortBinding[]): Promise<PortBinding[]> {
+  async claim(
+    target: { endpointId: string; address?: string; addressV6?: string },
+    wanted: readonly PortBinding[],
+  ): Promise<PortBinding[]> {
     this.check('claim');
     const mine = this.held.get(target.endpointId);
     if (mine !== undefined) return mine;
+    for (const b of wanted) {
+      const to = b.hostIp.includes(':') ? target.addressV6 : target.address;
+      if (to === undefined || to === '') throw new OvsnetError('PORT_UNSUPPORTED', `no address of ${b.hostIp || '0.0.0.0'}'s family`);
+    }
     const busy = new Set([...this.hostTaken, ...[...this.held.values()].flat().map((b) => b.hostPort)]);
     const out = wanted.map((b) => {
       const [lo, hi] = b.hostPort === 0 ? [49153, 60999] : [b.hostPort, b.hostPortEnd];

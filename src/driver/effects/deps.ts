@@ -101,8 +101,9 @@ export interface NatApi {
   /** Removes what addNetwork added. Idempotent: a missing rule is done. */
   removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
   /**
-   * DNAT for an endpoint's published ports (single host ports), replacing any it had, in one
-   * atomic batch (a failure leaves the endpoint's rules as they were). removePorts undoes it.
+   * DNAT for an endpoint's published ports (single host ports) to `address`, replacing any it
+   * had of that address's family, in one atomic batch (a failure leaves the endpoint's rules as
+   * they were). removePorts undoes it (both families).
    */
   addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void>;
   /** Removes the endpoint's port rules. Idempotent: none left is done. */
@@ -118,7 +119,7 @@ export interface HostPortsApi {
    * and answers the bindings as published. Idempotent for an endpoint holding ports; on failure
    * holds nothing. release() undoes it; the process ending releases everything.
    */
-  claim(target: { endpointId: string; address: string }, wanted: readonly PortBinding[]): Promise<PortBinding[]>;
+  claim(target: { endpointId: string; address?: string; addressV6?: string }, wanted: readonly PortBinding[]): Promise<PortBinding[]>;
   /** Frees the endpoint's host ports. Idempotent. */
   release(endpointId: string): Promise<void>;
 }

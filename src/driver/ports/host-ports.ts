@@ -3,8 +3,10 @@
  * its docker-proxy: ovsnet binds a socket on HostIP:HostPort for every published port. The bind
  * finds a port in use (EADDRINUSE: another container's, or a host process's, whichever bound it
  * first), and holds it against later host processes. The DNAT rules (nat-rules.ts) leave
- * 127.0.0.0/8 alone, so the host's own connections to 127.0.0.1:PORT reach this socket, which
- * relays them to the container (loopback-proxy.ts); everything else is DNATed before it.
+ * 127.0.0.0/8 and ::1 alone, so the host's own connections to 127.0.0.1:PORT or [::1]:PORT reach
+ * this socket, which relays them to the container (loopback-proxy.ts); everything else is
+ * DNATed before it. An IPv6 host address (`-p [::]:8080:80`) is published to the container's
+ * IPv6 address, its socket IPv6 only ([::] holds IPv6's port, not IPv4's).
  *
  * Sockets live as long as the process: after a restart, reclaim() binds the recorded ports again.
  */
@@ -12,6 +14,7 @@ import fs from 'node:fs';
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import { listenTcp, listenUdp, type Held } from './loopback-proxy.js';
+import { isWildcard } from './nat-rules.js';
 import type { PortBinding } from '../model/records.js';
 
 /** Where `-p 80` (HostPort 0) picks its port: the kernel's ephemeral range, as Docker does. */
@@ -26,10 +29,11 @@ export function dynamicRange(file = '/proc/sys/net/ipv4/ip_local_port_range'): r
   return [49153, 60999];
 }
 
-/** Where published traffic goes: the container's IPv4 address. */
+/** Where published traffic goes: the container's IPv4 address, or its IPv6 one for an IPv6 host address. */
 export interface Target {
   readonly endpointId: string;
-  readonly address: string;
+  readonly address?: string;
+  readonly addressV6?: string;
 }
 
 export class HostPorts {
@@ -74,6 +78,8 @@ export class HostPorts {
   private async bindOne(target: Target, b: PortBinding): Promise<Held> {
     refuseUnsupported(b);
     const host = b.hostIp === '' ? '0.0.0.0' : b.hostIp;
+    const to = host.includes(':') ? target.addressV6 : target.address;
+    if (to === undefined) throw noAddress(b, host);
     const dynamic = b.hostPort === 0;
     const [lo, hi] = dynamic ? this.dynamic : [b.hostPort, b.hostPortEnd];
     const count = hi - lo + 1;
@@ -88,7 +94,7 @@ export class HostPorts {
         continue;
       }
       const listen = b.proto === 'tcp' ? listenTcp : listenUdp;
-      const got = await listen(binding, host, target.address, this.log);
+      const got = await listen(binding, host, to, this.log);
       if (got === 'in use') {
         lastHolder = 'a process of this host';
         continue;
@@ -114,7 +120,7 @@ export class HostPorts {
     for (const [ep, list] of this.held) {
       for (const h of list) {
         const other = h.binding.hostIp === '' ? '0.0.0.0' : h.binding.hostIp;
-        const overlap = other === host || other === '0.0.0.0' || host === '0.0.0.0';
+        const overlap = other.includes(':') === host.includes(':') && (other === host || isWildcard(other) || isWildcard(host));
         if (h.binding.proto === proto && h.binding.hostPort === port && overlap) return `the ovsnet endpoint ${ep.slice(0, 12)}`;
       }
     }
@@ -130,10 +136,15 @@ function refuseUnsupported(b: PortBinding): void {
       `cannot publish sctp port ${b.containerPort}: ovsnet publishes tcp and udp ports only; publish it on a network of Docker's bridge driver`,
     );
   }
-  if (b.hostIp.includes(':')) {
-    throw new OvsnetError(
-      'PORT_UNSUPPORTED',
-      `cannot publish port ${b.containerPort} on the IPv6 host address ${b.hostIp}: ovsnet publishes on IPv4 host addresses only; give an IPv4 address (-p 192.0.2.1:PORT:${b.containerPort}) or none`,
-    );
-  }
+}
+
+/** A binding of a family the endpoint has no address of. */
+function noAddress(b: PortBinding, host: string): OvsnetError {
+  const v6 = host.includes(':');
+  return new OvsnetError(
+    'PORT_UNSUPPORTED',
+    v6
+      ? `cannot publish port ${b.containerPort} on the IPv6 host address ${host}: the container has no IPv6 address on this network; give the network an IPv6 subnet (--ipv6 --subnet fd00:1::/64) or publish on an IPv4 host address (-p ${b.hostPort}:${b.containerPort})`
+      : `cannot publish port ${b.containerPort} on the IPv4 host address ${host}: the container has no IPv4 address on this network; publish on an IPv6 host address (-p [::]:${b.hostPort}:${b.containerPort})`,
+  );
 }

@@ -1,7 +1,7 @@
 /**
  * The socket holding one published host port, and the relay of what reaches it to the
  * container: Docker's docker-proxy, in process. Only the host's own connections to 127.0.0.0/8
- * reach it (every other address is DNATed before any socket sees it, nat-rules.ts). TCP
+ * and ::1 reach it (every other address is DNATed before any socket sees it, nat-rules.ts). TCP
  * connections are piped; UDP datagrams are relayed per client through a socket of their own,
  * closed after a minute without traffic (docker-proxy's UDP timeout is 90 s).
  */
@@ -64,7 +64,7 @@ export function listenTcp(
       if (err.code === 'EADDRINUSE') resolve('in use');
       else reject(bindError(binding, host, err));
     });
-    server.listen({ host, port: binding.hostPort, exclusive: true }, () => {
+    server.listen({ host, port: binding.hostPort, exclusive: true, ipv6Only: host.includes(':') }, () => {
       server.on('error', (err) => log.warn({ err }, `published port ${binding.hostPort}/tcp: ${messageOf(err)}`));
       resolve({
         binding,
@@ -80,7 +80,7 @@ export function listenTcp(
 
 /** Binds host:port for UDP; 'in use' when another socket holds it. */
 export function listenUdp(binding: PortBinding, host: string, to: string, log: Logger): Promise<Held | 'in use'> {
-  const sock = dgram.createSocket({ type: 'udp4' });
+  const sock = dgram.createSocket(host.includes(':') ? { type: 'udp6', ipv6Only: true } : { type: 'udp4' });
   const relays = new Map<string, { sock: dgram.Socket; timer: NodeJS.Timeout }>();
   const drop = (key: string): void => {
     const r = relays.get(key);
@@ -93,7 +93,7 @@ export function listenUdp(binding: PortBinding, host: string, to: string, log: L
     const key = `${rinfo.address}:${rinfo.port}`;
     let r = relays.get(key);
     if (r === undefined) {
-      const up = dgram.createSocket('udp4');
+      const up = dgram.createSocket(to.includes(':') ? 'udp6' : 'udp4');
       up.on('message', (reply) => {
         sock.send(reply, rinfo.port, rinfo.address);
         const cur = relays.get(key);

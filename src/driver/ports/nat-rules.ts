@@ -89,9 +89,10 @@ export const FIRST_JUMPS: readonly Rule[] = [
   { table: 'mangle', chain: 'FORWARD', spec: ['-j', CHAINS.inbound], insert: true },
 ];
 
-/** What JUMPS and the IPv6 filter need (no NAT for IPv6: its addresses are routed). */
-export const JUMPS_V6: readonly Rule[] = JUMPS.filter((j) => j.table !== 'nat');
-export const OWN_CHAINS_V6: readonly (readonly [Table, string])[] = OWN_CHAINS.filter(([t]) => t !== 'nat');
+/** JUMPS in ip6tables: the host's own connections DNATed except to ::1 (published ports on IPv6 host addresses). */
+export const JUMPS_V6: readonly Rule[] = JUMPS.map((j) =>
+  j.chain === 'OUTPUT' ? { ...j, spec: j.spec.map((w) => (w === '127.0.0.0/8' ? '::1/128' : w)) } : j,
+);
 
 /** Jumps of earlier versions, removed where found: the OUTPUT jump that captured loopback. */
 export const OLD_JUMPS: readonly Rule[] = [
@@ -167,13 +168,22 @@ export function oldNetworkRules(networkId: string, gatewayPort: string): Rule[] 
   ];
 }
 
-/** Per published port: DNAT from the host's port, on one host address or all (single ports: host-ports.ts chose them). */
+/** A host address that stands for every address of its family ('' is IPv4's, as Docker's bridge driver has it). */
+export function isWildcard(hostIp: string): boolean {
+  return hostIp === '' || hostIp === '0.0.0.0' || hostIp === '::';
+}
+
+/**
+ * Per published port: DNAT from the host's port, on one host address or all of the address's
+ * family (single ports: host-ports.ts chose them), to `address` (an IPv6 one in brackets).
+ */
 export function portRules(endpointId: string, address: string, ports: readonly PortBinding[]): Rule[] {
+  const to = address.includes(':') ? `[${address}]` : address;
   return ports.map((p) => ({
     table: 'nat' as const,
     chain: CHAINS.dnat,
     spec: [
-      ...(p.hostIp === '' || p.hostIp === '0.0.0.0' ? [] : ['-d', p.hostIp]),
+      ...(isWildcard(p.hostIp) ? [] : ['-d', p.hostIp]),
       '-p',
       p.proto,
       '--dport',
@@ -182,7 +192,7 @@ export function portRules(endpointId: string, address: string, ports: readonly P
       '-j',
       'DNAT',
       '--to-destination',
-      `${address}:${p.containerPort}`,
+      `${to}:${p.containerPort}`,
     ],
   }));
 }

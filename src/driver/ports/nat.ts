@@ -21,7 +21,6 @@ import {
   JUMPS_V6,
   OLD_JUMPS,
   OWN_CHAINS,
-  OWN_CHAINS_V6,
   networkRules,
   newChainArgs,
   oldNetworkRules,
@@ -33,6 +32,7 @@ import {
 import type { PortBinding } from '../model/records.js';
 
 type Family = 4 | 6;
+const FAMILIES: readonly Family[] = [4, 6];
 
 export class Nat {
   private flavourReady: Promise<Flavour> | undefined;
@@ -60,15 +60,19 @@ export class Nat {
       await this.remove(family, r);
   }
 
-  /** DNAT from the host's ports to the container's: replaces the endpoint's port rules in one batch. */
+  /**
+   * DNAT from the host's ports to the container's `address` (iptables or ip6tables by its
+   * family): replaces the endpoint's port rules of that family in one batch.
+   */
   async addPorts(endpointId: string, address: string, ports: readonly PortBinding[]): Promise<void> {
-    await this.ensureChains(4);
-    await this.restorePorts(endpointId, portRules(endpointId, address, ports));
+    const family = familyOf(address);
+    await this.ensureChains(family);
+    await this.restorePorts(family, endpointId, portRules(endpointId, address, ports));
   }
 
-  /** Removes the endpoint's port rules (found by their comment). Idempotent. */
+  /** Removes the endpoint's port rules of both families (found by their comment). Idempotent. */
   async removePorts(endpointId: string): Promise<void> {
-    await this.restorePorts(endpointId, []);
+    for (const family of FAMILIES) await this.restorePorts(family, endpointId, []);
   }
 
   /**
@@ -76,25 +80,31 @@ export class Nat {
    * endpoints removed while ovsnet was down. Answers the prefixes removed. Idempotent.
    */
   async prunePorts(keep: ReadonlySet<string>): Promise<string[]> {
-    const f = await this.flavour();
-    const saved = await this.run(f.save[4], ['-t', 'nat']);
-    if (saved.code !== 0) throw natError(`read the nat table (${f.save[4]})`, saved.stderr);
-    const tags = saved.stdout
-      .split('\n')
-      .flatMap((l) => (l.startsWith(`-A ${CHAINS.dnat} `) ? [/ovsnet:([0-9a-f]{12})/.exec(l)?.[1] ?? ''] : []));
-    const stale = [...new Set(tags)].filter((tag) => tag !== '' && !keep.has(tag));
+    const stale = new Set<string>();
+    for (const family of FAMILIES) {
+      const saved = await this.saveNat(family);
+      for (const l of saved.split('\n')) {
+        const tag = l.startsWith(`-A ${CHAINS.dnat} `) ? (/ovsnet:([0-9a-f]{12})/.exec(l)?.[1] ?? '') : '';
+        if (tag !== '' && !keep.has(tag)) stale.add(tag);
+      }
+    }
     for (const tag of stale) await this.removePorts(tag);
-    return stale;
+    return [...stale];
   }
 
-  private async restorePorts(endpointId: string, add: readonly Rule[]): Promise<void> {
+  private async saveNat(family: Family): Promise<string> {
     const f = await this.flavour();
-    const saved = await this.run(f.save[4], ['-t', 'nat']);
-    if (saved.code !== 0) throw natError(`read the nat table (${f.save[4]})`, saved.stderr);
-    const input = restoreInput('nat', saved.stdout, CHAINS.dnat, endpointId, add);
+    const saved = await this.run(f.save[family], ['-t', 'nat']);
+    if (saved.code !== 0) throw natError(`read the nat table (${f.save[family]})`, saved.stderr);
+    return saved.stdout;
+  }
+
+  private async restorePorts(family: Family, endpointId: string, add: readonly Rule[]): Promise<void> {
+    const f = await this.flavour();
+    const input = restoreInput('nat', await this.saveNat(family), CHAINS.dnat, endpointId, add);
     if (input === '') return;
-    const r = await this.run(f.restore[4], ['-w', '--noflush'], input);
-    if (r.code !== 0) throw natError(`apply the port rules of endpoint ${endpointId.slice(0, 12)} (${f.restore[4]})`, r.stderr);
+    const r = await this.run(f.restore[family], ['-w', '--noflush'], input);
+    if (r.code !== 0) throw natError(`apply the port rules of endpoint ${endpointId.slice(0, 12)} (${f.restore[family]})`, r.stderr);
   }
 
   /** The flavour in use (found once). */
@@ -110,11 +120,7 @@ export class Nat {
       ready = (async () => {
         const f = await this.flavour();
         const cmd = family === 4 ? f.iptables : f.ip6tables;
-        const chains = [
-          ...(family === 4 ? OWN_CHAINS : OWN_CHAINS_V6),
-          ['filter', DOCKER_ISOLATION] as const,
-          ['filter', DOCKER_USER] as const,
-        ];
+        const chains = [...OWN_CHAINS, ['filter', DOCKER_ISOLATION] as const, ['filter', DOCKER_USER] as const];
         for (const [table, chain] of chains) {
           const r = await this.run(cmd, newChainArgs(table, chain));
           if (r.code !== 0 && !/already exists/i.test(r.stderr)) throw natError(`create chain ${chain} (${cmd})`, r.stderr);

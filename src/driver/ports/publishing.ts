@@ -6,7 +6,7 @@
  * Note: dockerd reads that value only when it is its own Go type, which a remote driver's JSON
  * never is, so `docker port` cannot show it (docs/docker-plugin-protocol.md).
  */
-import { OvsnetError, messageOf } from '../../lib/errors.js';
+import { messageOf } from '../../lib/errors.js';
 import type { DriverDeps } from '../effects/deps.js';
 import type { DriverRecords } from '../records/driver-records.js';
 import type { EndpointRecord, PortBinding } from '../model/records.js';
@@ -24,10 +24,21 @@ export interface DockerPortBinding {
   HostPortEnd: number;
 }
 
-export function dockerPortmap(published: readonly PortBinding[], address: string): DockerPortBinding[] {
+/** The container's address a binding goes to: its IPv6 one for an IPv6 host address. */
+function targetOf(ep: Pick<EndpointRecord, 'address' | 'addressV6'>, b: PortBinding): string | undefined {
+  return plain(b.hostIp.includes(':') ? ep.addressV6 : ep.address);
+}
+
+/** An address without its prefix length; undefined for none (Docker sends '' for "no address"). */
+function plain(cidr: string | undefined): string | undefined {
+  const a = cidr?.split('/')[0];
+  return a === '' ? undefined : a;
+}
+
+export function dockerPortmap(published: readonly PortBinding[], ep: Pick<EndpointRecord, 'address' | 'addressV6'>): DockerPortBinding[] {
   return published.map((b) => ({
     Proto: PROTO_NUMBER[b.proto],
-    IP: address.split('/')[0] ?? '',
+    IP: targetOf(ep, b) ?? '',
     Port: b.containerPort,
     HostIP: b.hostIp === '' ? '0.0.0.0' : b.hostIp,
     HostPort: b.hostPort,
@@ -37,7 +48,7 @@ export function dockerPortmap(published: readonly PortBinding[], address: string
 
 /** EndpointOperInfo's part: the published ports under Docker's label, when there are some. */
 export function portmapInfo(ep: EndpointRecord): Record<string, DockerPortBinding[]> {
-  return ep.published === undefined ? {} : { [PORTMAP_LABEL]: dockerPortmap(ep.published, ep.address ?? '') };
+  return ep.published === undefined ? {} : { [PORTMAP_LABEL]: dockerPortmap(ep.published, ep) };
 }
 
 function sameBindings(a: readonly PortBinding[], b: readonly PortBinding[]): boolean {
@@ -105,19 +116,26 @@ export class Publisher {
     }
   }
 
-  /** Holds host ports for `ask` and DNATs them to the endpoint; undoes both on failure. */
+  /**
+   * Holds host ports for `ask` and DNATs them to the endpoint (IPv4 host addresses to its IPv4
+   * address, IPv6 ones to its IPv6 address: a family it has no address of is refused by
+   * host-ports.ts); undoes both on failure.
+   */
   private async publish(ep: EndpointRecord, ask: readonly PortBinding[]): Promise<PortBinding[]> {
-    const address = ep.address?.split('/')[0];
-    if (address === undefined) {
-      throw new OvsnetError(
-        'PORT_UNSUPPORTED',
-        `cannot publish ports of endpoint ${ep.endpointId.slice(0, 12)}: it has no IPv4 address, and ovsnet publishes to IPv4 addresses only; give the network an IPv4 subnet`,
-      );
-    }
-    const published = await this.deps.hostPorts.claim({ endpointId: ep.endpointId, address }, ask);
+    const [v4, v6] = [plain(ep.address), plain(ep.addressV6)];
+    const target = {
+      endpointId: ep.endpointId,
+      ...(v4 === undefined ? {} : { address: v4 }),
+      ...(v6 === undefined ? {} : { addressV6: v6 }),
+    };
+    const published = await this.deps.hostPorts.claim(target, ask);
     try {
-      await this.deps.nat.addPorts(ep.endpointId, address, published);
+      for (const address of [v4, v6]) {
+        const mine = published.filter((b) => address !== undefined && targetOf(ep, b) === address);
+        if (address !== undefined && mine.length > 0) await this.deps.nat.addPorts(ep.endpointId, address, mine);
+      }
     } catch (err) {
+      await this.deps.nat.removePorts(ep.endpointId).catch(() => undefined);
       await this.deps.hostPorts.release(ep.endpointId);
       throw err;
     }

@@ -13,12 +13,13 @@ import type { PortBinding } from '../../../src/driver/model/records.js';
 
 const LO = '127.0.0.1';
 const EP = 'e'.repeat(64);
+const OTHER = 'f'.repeat(64);
 const log = createLogger('silent');
 
 /** A TCP server on loopback (a host process, or the "container"); answers `text` and closes. */
-async function tcpServer(text: string, port = 0): Promise<net.Server & { port: number }> {
+async function tcpServer(text: string, port = 0, host = LO): Promise<net.Server & { port: number }> {
   const s = net.createServer((c) => c.on('error', () => undefined).end(text));
-  await new Promise<void>((r) => s.listen(port, LO, r));
+  await new Promise<void>((r) => s.listen(port, host, r));
   t.teardown(() => new Promise<void>((r) => s.close(() => r())));
   return Object.assign(s, { port: (s.address() as net.AddressInfo).port });
 }
@@ -31,11 +32,11 @@ async function freePort(): Promise<number> {
   return p;
 }
 
-function fetchText(port: number): Promise<string> {
+function fetchText(port: number, host = LO): Promise<string> {
   return new Promise((resolve, reject) => {
     let got = '';
     net
-      .connect(port, LO)
+      .connect(port, host)
       .on('data', (d: Buffer) => (got += d.toString()))
       .on('end', () => resolve(got))
       .on('error', reject);
@@ -125,15 +126,91 @@ t.test('UDP: datagrams relayed both ways; HostPort 0 picks from the dynamic rang
   t.equal(await reply, 'echo:ping');
 });
 
-t.test('sctp and IPv6 host addresses are refused with the way out; the dynamic range read from the kernel', async (t) => {
+t.test('IPv6 host addresses: relayed to the IPv6 address, a host service on ::1 never shadowed, IPv4 and IPv6 ports apart', async (t) => {
+  const ports = new HostPorts(log);
+  t.teardown(async () => {
+    for (const id of [EP, OTHER]) await ports.release(id);
+  });
+  const container = await tcpServer('container over IPv6', 0, '::1');
+  const hostService = await tcpServer('host service on ::1', 0, '::1');
+  await t.rejects(
+    ports.claim({ endpointId: EP, addressV6: '::1' }, [
+      bind({ hostIp: '::1', hostPort: hostService.port, hostPortEnd: hostService.port, containerPort: container.port }),
+    ]),
+    { code: 'PORT_IN_USE', message: new RegExp(`^host tcp port ${hostService.port} on ::1 is in use by a process of this host`) },
+  );
+  await t.rejects(
+    ports.claim({ endpointId: EP, addressV6: '::1' }, [bind({ hostIp: '::', hostPort: hostService.port, hostPortEnd: hostService.port })]),
+    { code: 'PORT_IN_USE', message: new RegExp(`^host tcp port ${hostService.port} on :: is in use by a process of this host`) },
+    '[::] would shadow it too',
+  );
+  t.equal(await fetchText(hostService.port, '::1'), 'host service on ::1', 'the host service still answers');
+  // A port held on IPv4 only: its IPv6 twin is free, and the other way.
+  const v4held = await tcpServer('host service on IPv4', 0);
+  const [got] = await ports.claim({ endpointId: EP, addressV6: '::1' }, [
+    bind({ hostIp: '::', hostPort: v4held.port, hostPortEnd: v4held.port, containerPort: container.port }),
+  ]);
+  t.equal(got?.hostPort, v4held.port, '[::]:PORT is IPv6 only: an IPv4 service on the port does not stop it');
+  t.equal(await fetchText(v4held.port, '::1'), 'container over IPv6', '[::1]:PORT relayed to the IPv6 address');
+  t.equal(await fetchText(v4held.port), 'host service on IPv4', "and 127.0.0.1:PORT stays the host's");
+  await t.rejects(
+    ports.claim({ endpointId: OTHER, addressV6: '::1' }, [bind({ hostIp: '::1', hostPort: v4held.port, hostPortEnd: v4held.port })]),
+    { code: 'PORT_IN_USE', message: /is in use by the ovsnet endpoint eeeeeeeeeeee/ },
+    'an endpoint on [::] holds the port for every IPv6 address',
+  );
+  await t.rejects(ports.claim({ endpointId: OTHER, address: LO }, [bind({ hostIp: '::1', hostPort: 9, hostPortEnd: 9 })]), {
+    code: 'PORT_UNSUPPORTED',
+    message: /^cannot publish port 80 on the IPv6 host address ::1: the container has no IPv6 address on this network/,
+  });
+  await t.rejects(ports.claim({ endpointId: OTHER, addressV6: '::1' }, [bind({ hostPort: 9, hostPortEnd: 9 })]), {
+    code: 'PORT_UNSUPPORTED',
+    message: /^cannot publish port 80 on the IPv4 host address 127\.0\.0\.1: the container has no IPv4 address on this network/,
+  });
+});
+
+t.test('one port published on IPv4 and on [::] by one endpoint: two sockets, each family to its address', async (t) => {
+  const ports = new HostPorts(log);
+  t.teardown(() => ports.release(EP));
+  const v4 = await tcpServer('container over IPv4');
+  const v6 = await tcpServer('container over IPv6', v4.port, '::1');
+  const p = await freePort();
+  const got = await ports.claim({ endpointId: EP, address: LO, addressV6: '::1' }, [
+    bind({ hostIp: '', hostPort: p, hostPortEnd: p, containerPort: v4.port }),
+    bind({ hostIp: '::', hostPort: p, hostPortEnd: p, containerPort: v6.port }),
+  ]);
+  t.same(
+    got.map((b) => [b.hostIp, b.hostPort]),
+    [
+      ['', p],
+      ['::', p],
+    ],
+  );
+  t.equal(await fetchText(p), 'container over IPv4');
+  t.equal(await fetchText(p, '::1'), 'container over IPv6');
+});
+
+t.test('UDP on an IPv6 host address: datagrams relayed to the IPv6 address', async (t) => {
+  const ports = new HostPorts(log, [40200, 40300]);
+  t.teardown(() => ports.release(EP));
+  const echo = dgram.createSocket('udp6');
+  echo.on('message', (m, r) => echo.send(`echo6:${m.toString()}`, r.port, r.address));
+  await new Promise<void>((r) => echo.bind(0, '::1', r));
+  t.teardown(() => new Promise<void>((r) => echo.close(() => r())));
+  const [b] = await ports.claim({ endpointId: EP, addressV6: '::1' }, [
+    bind({ proto: 'udp', hostIp: '::1', containerPort: echo.address().port }),
+  ]);
+  const client = dgram.createSocket('udp6');
+  t.teardown(() => new Promise<void>((r) => client.close(() => r())));
+  const reply = new Promise<string>((r) => client.once('message', (m) => r(m.toString())));
+  client.send('ping', b?.hostPort ?? 0, '::1');
+  t.equal(await reply, 'echo6:ping');
+});
+
+t.test('sctp is refused with the way out; the dynamic range read from the kernel', async (t) => {
   const ports = new HostPorts(log);
   await t.rejects(ports.claim({ endpointId: EP, address: LO }, [bind({ proto: 'sctp', hostPort: 9, hostPortEnd: 9 })]), {
     code: 'PORT_UNSUPPORTED',
     message: /cannot publish sctp port 80: ovsnet publishes tcp and udp ports only/,
-  });
-  await t.rejects(ports.claim({ endpointId: EP, address: LO }, [bind({ hostIp: '::1', hostPort: 9, hostPortEnd: 9 })]), {
-    code: 'PORT_UNSUPPORTED',
-    message: /on the IPv6 host address ::1: ovsnet publishes on IPv4 host addresses only/,
   });
   await t.rejects(ports.claim({ endpointId: EP, address: LO }, [bind({ hostIp: '192.0.2.99', hostPort: 9, hostPortEnd: 9 })]), {
     code: 'PORT_UNSUPPORTED',

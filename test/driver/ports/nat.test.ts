@@ -550,3 +550,31 @@ t.test('the flavour Docker uses: the one holding its chains, else the selected i
   const nat = new Nat(fakeIptables(['DOCKER']).run);
   t.equal((await nat.flavour()).name, 'nft', 'Nat finds it on first use');
 });
+
+t.test('Nat: ports on IPv6 host addresses DNATed by ip6tables to the IPv6 address; loopback left to the relay', async (t) => {
+  const ipt = fakeIptables();
+  const nat = new Nat(ipt.run, flavour('nft'));
+  t.same(
+    portRules(EP, 'fd00:1::5', [bind({ hostIp: '::' }), bind({ hostIp: '::1', hostPort: 8081, hostPortEnd: 8081 })]).map((r) =>
+      r.spec.join(' '),
+    ),
+    [
+      `-p tcp --dport 8080 ${EP_COMMENT.join(' ')} -j DNAT --to-destination [fd00:1::5]:80`,
+      `-d ::1 -p tcp --dport 8081 ${EP_COMMENT.join(' ')} -j DNAT --to-destination [fd00:1::5]:80`,
+    ],
+    '[::]: every IPv6 address of the host; the container address in brackets',
+  );
+  await nat.addPorts(EP, '10.1.0.5', [bind({})]);
+  await nat.addPorts(EP, 'fd00:1::5', [bind({ hostIp: '::' })]);
+  t.match(ipt.tables[4].get('nat/OVSNET-DNAT'), [/--to-destination 10\.1\.0\.5:80/], 'IPv4 rule kept beside the IPv6 one');
+  t.match(ipt.tables[6].get('nat/OVSNET-DNAT'), [/--to-destination \[fd00:1::5\]:80/]);
+  t.same(
+    ipt.tables[6].get('nat/OUTPUT'),
+    ['! -d ::1/128 -m addrtype --dst-type LOCAL -j OVSNET-DNAT'],
+    "the host's own connections to ::1 reach ovsnet's socket, never DNATed",
+  );
+  t.same(ipt.tables[6].get('nat/PREROUTING'), ['-m addrtype --dst-type LOCAL -j OVSNET-DNAT']);
+  t.same(await nat.prunePorts(new Set()), ['eeeeeeeeeeee'], 'prune reads both families');
+  t.same(ipt.tables[4].get('nat/OVSNET-DNAT'), []);
+  t.same(ipt.tables[6].get('nat/OVSNET-DNAT'), [], 'both removed');
+});

@@ -60,15 +60,34 @@ t.test('a host port another endpoint holds is refused; a failed DNAT frees the h
   t.notOk(hostPorts.held.has(other), 'the host port taken before the failure is free again');
 });
 
-t.test('ports of an endpoint without an IPv4 address are refused clearly', async (t) => {
-  const { driver } = setup(t);
-  await driver.createNetwork(net(NET));
-  const portmap = [{ proto: 'tcp' as const, containerPort: 80, hostIp: '', hostPort: 8080, hostPortEnd: 8080 }];
-  await driver.createEndpoint({ ...ep(), address: '', addressV6: 'fd00::5/64', portmap });
-  await t.rejects(driver.programExternalConnectivity(NET, EP, portmap), {
-    code: 'PORT_UNSUPPORTED',
-    message: /has no IPv4 address, and ovsnet publishes to IPv4 addresses only/,
+t.test("IPv4 host addresses go to the container's IPv4 address, IPv6 ones to its IPv6 address; a family it lacks is refused", async (t) => {
+  const { nat, hostPorts, driver } = setup(t);
+  await driver.createNetwork({ ...net(NET), ipv6: [{ pool: 'fd00:1::/64', gateway: 'fd00:1::1/64' }] });
+  const portmap = [
+    { proto: 'tcp' as const, containerPort: 80, hostIp: '', hostPort: 8080, hostPortEnd: 8080 },
+    { proto: 'tcp' as const, containerPort: 80, hostIp: '::', hostPort: 8081, hostPortEnd: 8081 },
+    { proto: 'udp' as const, containerPort: 53, hostIp: '::1', hostPort: 8053, hostPortEnd: 8053 },
+  ];
+  await driver.createEndpoint({ ...ep(), addressV6: 'fd00:1::5/64', portmap });
+  await driver.programExternalConnectivity(NET, EP, portmap);
+  t.equal(nat.ports.get(EP), '8080->10.1.0.5:80,8081->[fd00:1::5]:80,8053->[fd00:1::5]:53');
+  t.match(await driver.endpointInfo(NET, EP), {
+    'com.docker.network.portmap': [
+      { Proto: 6, IP: '10.1.0.5', HostIP: '0.0.0.0', HostPort: 8080 },
+      { Proto: 6, IP: 'fd00:1::5', HostIP: '::', HostPort: 8081 },
+      { Proto: 17, IP: 'fd00:1::5', HostIP: '::1', HostPort: 8053 },
+    ],
   });
+  await driver.revokeExternalConnectivity(NET, EP);
+  t.notOk(nat.ports.has(EP), 'both families removed');
+
+  const v6only = 'd'.repeat(64);
+  await driver.createEndpoint({ ...ep(), endpointId: v6only, address: '', addressV6: 'fd00:1::6/64', portmap: [] });
+  await t.rejects(driver.programExternalConnectivity(NET, v6only, portmap.slice(0, 1)), { code: 'PORT_UNSUPPORTED' }, 'no IPv4 address');
+  const v4only = 'f'.repeat(64);
+  await driver.createEndpoint({ ...ep(), endpointId: v4only, address: '10.1.0.7/24', portmap: [] });
+  await t.rejects(driver.programExternalConnectivity(NET, v4only, portmap.slice(1, 2)), { code: 'PORT_UNSUPPORTED' }, 'no IPv6 address');
+  t.equal(hostPorts.held.size, 0, 'nothing held after a refusal');
 });
 
 t.test('an IPv6 subnet with a gateway gets forwarding rules too (only replies and published ports in)', async (t) => {
