@@ -3,7 +3,8 @@
  * from each other and from a Docker bridge network with --ipv6, tried by traffic (new TCP
  * connections and ICMPv6 echo); ports published on IPv6 host addresses, reached from the host
  * and from an "outside" namespace routed through it (fd00:99::2, the host fd00:99::1), never
- * shadowing a host service on [::1]. One host for all.
+ * shadowing a host service on [::1]; NAT66 out by default (the outside sees the host's address),
+ * none with enable_ip_masquerade=false. One host for all.
  */
 import { randomBytes } from 'node:crypto';
 import t from 'tap';
@@ -12,7 +13,9 @@ import { DockerHost, IMAGE, run } from '../harness/host.js';
 const host = await DockerHost.up('six', { dockerdArgs: '--experimental --ip6tables' });
 const ovsnet = await host.startOvsnet();
 const out = `ov6-${randomBytes(3).toString('hex')}`;
+const outPids: string[] = [];
 t.teardown(async () => {
+  for (const pid of outPids) await run('kill', [pid]);
   await run('ip', ['netns', 'del', out]);
   await host.down();
   await ovsnet.kill('SIGTERM');
@@ -110,7 +113,11 @@ await t.test(
     t.equal(await get(fromHost, 'fd00:99::1', 18080), 'web6', "the host's own IPv6 address (DNAT)");
     t.equal(await get(inOut, 'fd00:99::1', 18080), 'web6', 'from outside, routed to the host (DNAT)');
     t.equal(await get(inOut, 'fd00:99::1', 18081, 3), '', '[::1]:18081 only on loopback');
-    t.equal(await get(inOut, addr.a2 ?? '', 7000, 3), '', "control: outside cannot open a connection to an unpublished container's port");
+    t.equal(
+      await get(inOut, addr.a2 ?? '', 7000, 3),
+      '',
+      'outside cannot open a connection to an unpublished port of a container (inbound drop)',
+    );
     t.equal(await get(fromHost, '127.0.0.1', 18080, 3), '', 'IPv4 is not published by an IPv6 host address');
 
     await host.exec([
@@ -150,3 +157,21 @@ await t.test(
     await host.docker(['rm', '-f', 'shadow', 'shadow2']);
   },
 );
+
+await t.test("NAT66: a container's IPv6 out carries the host's address; enable_ip_masquerade=false keeps its own", async (t) => {
+  // The outside: a server answering each connection with the source it saw; no route back to
+  // container subnets but the routed network's.
+  const script = `require('net').createServer((s) => s.end('seen ' + s.remoteAddress + '\\n')).listen(9000, 'fd00:99::2')`;
+  const started = await inOut(['sh', '-c', `${process.execPath} -e "${script}" >/dev/null 2>&1 & echo $!`]);
+  outPids.push(started.stdout.trim());
+  await inOut(['ip', '-6', 'route', 'del', 'default']);
+  await dual('10.93.4.0/24', 'fd00:93:4::/64', 'routed6', ['-d', 'ovsnet', '-o', 'com.docker.network.bridge.enable_ip_masquerade=false']);
+  await inOut(['ip', '-6', 'route', 'add', 'fd00:93:4::/64', 'via', 'fd00:99::1']);
+  await host.dockerOk(['run', '-d', '--name', 'rt1', '--network', 'routed6', IMAGE, 'sleep', '600']);
+  const rt1 = await v6Of('rt1', 'routed6');
+  t.equal(await tcp6('a1', 'fd00:99::2', 9000, 25), 'seen fd00:99::1', "masqueraded (the default): the outside sees the host's address");
+  t.equal(await tcp6('rt1', 'fd00:99::2', 9000, 25), `seen ${rt1}`, "enable_ip_masquerade=false: the container's own address");
+  const rules = (await host.exec(['ip6tables', '-t', 'nat', '-S', 'OVSNET-POSTROUTING'])).stdout;
+  t.match(rules, /-s fd00:93:1::\/64 ! -o ovg\S+ .*-j MASQUERADE/, 'the MASQUERADE rule of the default network');
+  t.notMatch(rules, /fd00:93:4::/, 'none for the routed one');
+});

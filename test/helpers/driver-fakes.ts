@@ -216,13 +216,16 @@ export class FakeNat extends Failer implements NatApi {
   /** Every subnet with forwarding rules, IPv4 and IPv6. */
   readonly subnets = new Set<string>();
 
+  /** Masqueraded IPv6 networks (NAT66), the same way. */
+  readonly networksV6 = new Map<string, string>();
+
   async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
     this.check('addNetwork');
-    if (!subnet.includes(':') && masquerade) this.networks.set(networkId, `${subnet} via ${gatewayPort}`);
+    if (masquerade) (subnet.includes(':') ? this.networksV6 : this.networks).set(networkId, `${subnet} via ${gatewayPort}`);
     this.subnets.add(subnet);
   }
   async removeNetwork(networkId: string, subnet: string): Promise<void> {
-    this.networks.delete(networkId);
+    (subnet.includes(':') ? this.networksV6 : this.networks).delete(networkId);
     this.subnets.delete(subnet);
   }
   /** As the real one: replaces the endpoint's rules of `address`'s family (IPv4 first when both). */

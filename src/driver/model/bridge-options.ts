@@ -1,7 +1,7 @@
 /**
  * Docker's bridge-driver options (`-o com.docker.network.bridge.*`), which users copy over to
  * ovsnet networks. Honoured where ovsnet has the same thing: enable_ip_masquerade=false (no
- * masquerade out of the network: the outside must route the subnet back), host_binding_ipv4 (the
+ * masquerade out of the network, IPv4 nor IPv6: the outside must route the subnets back), host_binding_ipv4 (the
  * host address published ports take when -p names none), enable_icc=true (what ovsnet does
  * anyway). Every other one is refused, naming what ovsnet has instead: silently ignoring it
  * would leave a network not doing what its creator asked.
@@ -11,7 +11,7 @@ import { OvsnetError } from '../../lib/errors.js';
 const PREFIX = 'com.docker.network.bridge.';
 
 export interface BridgeOptions {
-  /** false: no MASQUERADE rule for the network's IPv4 subnets. */
+  /** false: no MASQUERADE rule for the network's subnets, IPv4 or IPv6. */
   readonly masquerade: boolean;
   /** Host address of published ports without one; undefined = every address. */
   readonly hostBinding: string | undefined;
@@ -25,7 +25,8 @@ const INSTEAD: Readonly<Record<string, string>> = {
   default_bridge: "ovsnet networks are never Docker's default bridge",
   inhibit_ipv4: 'ovsnet gives the gateway address to its gateway port; leave the gateway out with --internal',
   gateway_mode_ipv4: 'use com.docker.network.bridge.enable_ip_masquerade=false for a routed (not NATed) network',
-  gateway_mode_ipv6: 'ovsnet never NATs IPv6: it is routed already',
+  gateway_mode_ipv6:
+    'ovsnet masquerades IPv6 as it does IPv4 (NAT66, as Docker does by default); use com.docker.network.bridge.enable_ip_masquerade=false for a routed (not NATed) network, both families',
   container_iface_prefix: "Docker names the container's interfaces; ovsnet names only the host ends",
   trusted_host_interfaces: 'ovsnet networks are isolated from every other network on the host',
 };

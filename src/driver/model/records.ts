@@ -28,7 +28,7 @@ export interface NetworkRecord {
   readonly internal: boolean;
   readonly ipv4: readonly IpData[];
   readonly ipv6: readonly IpData[];
-  /** false: no masquerade out (-o com.docker.network.bridge.enable_ip_masquerade=false); absent = true. */
+  /** false: no masquerade out, IPv4 nor IPv6 (-o com.docker.network.bridge.enable_ip_masquerade=false); absent = true. */
   readonly masquerade?: false;
   /** Host address of published ports that name none (-o com.docker.network.bridge.host_binding_ipv4). */
   readonly hostBinding?: string;

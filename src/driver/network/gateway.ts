@@ -1,6 +1,6 @@
 /**
  * A network's way out: the gateway port (an OVS internal port holding the gateway addresses on
- * the host, its MTU pinned), masquerading for its IPv4 subnets, forwarding rules for all, and for logical networks the
+ * the host, its MTU pinned), masquerading for its subnets (IPv4 and IPv6), forwarding rules for all, and for logical networks the
  * OpenFlow guard that keeps the gateway local (ovs/flows.ts). Every step is idempotent, so network
  * creation and reconcile share them.
  */
@@ -87,7 +87,7 @@ export class Gateways {
       const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
       await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
     }
-    // Masquerading (IPv4) and forwarding: out, and in only replies and published ports (IPv4 and IPv6).
+    // Masquerading and forwarding: out, and in only replies and published ports (IPv4 and IPv6).
     for (const d of [...n.ipv4, ...n.ipv6])
       if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port, n.masquerade !== false);
   }

@@ -89,7 +89,7 @@ export const FIRST_JUMPS: readonly Rule[] = [
   { table: 'mangle', chain: 'FORWARD', spec: ['-j', CHAINS.inbound], insert: true },
 ];
 
-/** JUMPS in ip6tables: the host's own connections DNATed except to ::1 (published ports on IPv6 host addresses). */
+/** JUMPS in ip6tables (NAT66 and published ports on IPv6 host addresses): the host's own connections DNATed except to ::1. */
 export const JUMPS_V6: readonly Rule[] = JUMPS.map((j) =>
   j.chain === 'OUTPUT' ? { ...j, spec: j.spec.map((w) => (w === '127.0.0.0/8' ? '::1/128' : w)) } : j,
 );
@@ -102,7 +102,8 @@ export const OLD_JUMPS: readonly Rule[] = [
 const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slice(0, 12)}`];
 
 /**
- * Per network: masquerade on the way out (IPv4). Isolation, in ovsnet's isolation chain (seen
+ * Per network: masquerade on the way out (IPv4, and IPv6 as NAT66, as Docker's bridge driver
+ * does with ip6tables). Isolation, in ovsnet's isolation chain (seen
  * before Docker's accepts): new connections out (except to a published port) through Docker's
  * isolation chain, so none reaches a Docker bridge network; in ovsnet's inbound chain (mangle,
  * before any filter rule), only replies, published ports (DNATed) and the network's own traffic
@@ -125,7 +126,7 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
     ...(insert ? { insert } : {}),
   });
   return [
-    ...(subnet.includes(':') || !masquerade
+    ...(!masquerade
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
     to(iso, ['-i', gatewayPort, ...fresh], DOCKER_ISOLATION),

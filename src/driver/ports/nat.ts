@@ -44,7 +44,7 @@ export class Nat {
     private readonly chosen?: Flavour,
   ) {}
 
-  /** Masquerading (IPv4) for the subnet and forwarding through the gateway port. */
+  /** Masquerading for the subnet (IPv4, or IPv6: NAT66) and forwarding through the gateway port. */
   async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
     const family = familyOf(subnet);
     await this.ensureChains(family);

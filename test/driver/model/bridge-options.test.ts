@@ -21,6 +21,19 @@ t.test('enable_ip_masquerade=false: forwarding but no masquerade, kept in the re
   t.ok(nat.networks.has(NET2), 'true: masqueraded, as without the option');
 });
 
+t.test('enable_ip_masquerade governs IPv6 too: NAT66 by default, none with false', async (t) => {
+  const { nat, driver } = setup(t);
+  const v6 = (pool: string) => ({ ipv6: [{ pool, gateway: pool.replace(/::\/64$/, '::1/64') }] });
+  await driver.createNetwork({ ...net(NET), ...v6('fd00:1::/64') });
+  t.match(nat.networksV6.get(NET), /^fd00:1::\/64 via /, 'default: IPv6 masqueraded (NAT66), as Docker does');
+  await driver.createNetwork({ ...net(NET2, bridge({ enable_ip_masquerade: 'false' }), '10.2.0.0/24'), ...v6('fd00:2::/64') });
+  t.notOk(nat.networksV6.has(NET2), 'false: routed, IPv6 as IPv4');
+  t.notOk(nat.networks.has(NET2));
+  t.ok(nat.subnets.has('fd00:2::/64'), 'still forwarded');
+  await driver.deleteNetwork(NET);
+  t.notOk(nat.networksV6.has(NET), 'removed with the network');
+});
+
 t.test('host_binding_ipv4: ports published without a host address take it', async (t) => {
   const { hostPorts, driver } = setup(t);
   await driver.createNetwork(net(NET, bridge({ host_binding_ipv4: '192.0.2.7' })));
@@ -52,6 +65,7 @@ t.test('refused, each naming what ovsnet has instead', async (t) => {
       /bridge\.name=br-x is a bridge-driver option ovsnet does not honour: every ovsnet network is a VLAN of one Open vSwitch bridge, named by the OVSNET_BRIDGE setting/,
     ],
     [{ gateway_mode_ipv4: 'routed' }, /use com\.docker\.network\.bridge\.enable_ip_masquerade=false/],
+    [{ gateway_mode_ipv6: 'routed' }, /ovsnet masquerades IPv6 as it does IPv4 \(NAT66.*enable_ip_masquerade=false for a routed/],
     [{ whatever: '1' }, /ovsnet has no such option \(it honours enable_ip_masquerade=true\|false, host_binding_ipv4=/],
     [{ enable_ip_masquerade: 'no' }, /enable_ip_masquerade=no is not valid: expected true or false/],
     [{ host_binding_ipv4: '::1' }, /host_binding_ipv4=::1 is not valid: expected an IPv4 address/],

@@ -63,8 +63,13 @@ t.test('a network: masquerade out; isolation (drops only) apart from the accepts
   ]);
   t.same(
     networkRules(NET, 'fd00:1::/64', GW).map((r) => r.table),
-    ['filter', 'mangle', 'mangle', 'mangle', 'mangle', ...Array.from({ length: 6 }, () => 'filter')],
-    'IPv6: the same forwarding rules, no masquerade',
+    ['nat', 'filter', 'mangle', 'mangle', 'mangle', 'mangle', ...Array.from({ length: 6 }, () => 'filter')],
+    'IPv6: the same rules, masquerade (NAT66) included',
+  );
+  t.same(networkRules(NET, 'fd00:1::/64', GW)[0]?.spec, ['-s', 'fd00:1::/64', '!', '-o', GW, ...NET_COMMENT, '-j', 'MASQUERADE']);
+  t.notOk(
+    networkRules(NET, 'fd00:1::/64', GW, false).some((r) => r.table === 'nat'),
+    'enable_ip_masquerade=false: no masquerade for IPv6 either',
   );
   t.ok(
     networkRules(NET, '10.1.0.0/24', GW)
@@ -459,7 +464,7 @@ t.test("Nat: IPv6 isolation holds under Docker 20.10's ip6tables, which puts its
   isolationHolds(t, docker.tables[6], 'Docker first');
 });
 
-t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no masquerade', async (t) => {
+t.test('Nat: an IPv6 network gets the forwarding rules and its masquerade (NAT66) through ip6tables', async (t) => {
   const ipt = fakeIptables();
   const nat = new Nat(ipt.run, flavour('legacy'));
   await nat.addNetwork(NET, 'fd00:1::/64', GW);
@@ -470,7 +475,11 @@ t.test('Nat: an IPv6 network gets the forwarding rules through ip6tables, no mas
   t.same(ipt.tables[6].get(`filter/${DOCKER_ISOLATION}`), [], "ip6tables: Docker's isolation chain made too");
   t.same(ipt.tables[6].get('filter/FORWARD'), ['-j DOCKER-USER', '-j OVSNET-FORWARD']);
   t.same(ipt.tables[6].get('filter/DOCKER-USER'), ['-j OVSNET-ISOLATION']);
+  t.same(ipt.tables[6].get('nat/OVSNET-POSTROUTING'), [`-s fd00:1::/64 ! -o ${GW} ${NET_COMMENT.join(' ')} -j MASQUERADE`]);
+  t.same(ipt.tables[6].get('nat/POSTROUTING'), ['-j OVSNET-POSTROUTING']);
   t.equal(ipt.tables[4].size, 0, 'nothing in the IPv4 tables');
+  await nat.removeNetwork(NET, 'fd00:1::/64', GW);
+  t.same(ipt.tables[6].get('nat/OVSNET-POSTROUTING'), [], 'removed with the network');
   t.ok(
     ipt.calls.every((c) => c[0] === 'ip6tables-legacy'),
     'ip6tables of the flavour',
