@@ -587,3 +587,18 @@ t.test('Nat: ports on IPv6 host addresses DNATed by ip6tables to the IPv6 addres
   t.same(ipt.tables[4].get('nat/OVSNET-DNAT'), []);
   t.same(ipt.tables[6].get('nat/OVSNET-DNAT'), [], 'both removed');
 });
+
+t.test('Nat: a host whose ip6tables cannot read its nat table (ipv6.disable=1) still removes and prunes IPv4 port rules', async (t) => {
+  const ipt = fakeIptables();
+  const run: typeof ipt.run = async (cmd, args, input) =>
+    cmd.startsWith('ip6tables')
+      ? { code: 3, stdout: '', stderr: "ip6tables-save: can't initialize ip6tables table `nat'\n" }
+      : ipt.run(cmd, args, input);
+  const nat = new Nat(run, flavour('nft'));
+  await nat.addPorts(EP, '10.1.0.5', [bind({})]);
+  await nat.removePorts(EP);
+  t.same(ipt.tables[4].get('nat/OVSNET-DNAT'), [], 'removed');
+  await nat.addPorts(EP, '10.1.0.5', [bind({})]);
+  t.same(await nat.prunePorts(new Set()), ['eeeeeeeeeeee']);
+  await t.rejects(nat.addPorts(EP, 'fd00:1::5', [bind({ hostIp: '::' })]), { code: 'NAT_FAILED' }, 'adding IPv6 rules still fails loudly');
+});
