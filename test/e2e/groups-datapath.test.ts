@@ -32,6 +32,7 @@ const PARENT = 10;
 const A = 11;
 const B = 12;
 const GW = '10.50.0.1';
+const GW6 = 'fd50::1';
 
 t.teardown(async () => {
   for (const f of ['ovs-vswitchd.pid', 'ovsdb-server.pid']) {
@@ -60,8 +61,10 @@ await inSw([
    ovs-vsctl --db=unix:${dir}/db.sock add-br br0 -- set bridge br0 datapath_type=netdev fail-mode=standalone protocols=OpenFlow10,OpenFlow13,OpenFlow14
    ovs-vsctl --db=unix:${dir}/db.sock add-port br0 gw0 tag=${PARENT} -- set interface gw0 type=internal
    ip addr add ${GW}/24 dev gw0
+   ip addr add ${GW6}/64 dev gw0 nodad
    ip link set gw0 up
-   sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.gw0.send_redirects=0`,
+   sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.gw0.send_redirects=0
+   sysctl -qw net.ipv6.conf.all.forwarding=1`,
 ]);
 
 /** The bridge's OpenFlow port numbers by name. */
@@ -73,7 +76,12 @@ const macOf = async (ns: string, dev: string) =>
   (await must('ip', ['-n', ns, '-j', 'link', 'show', dev])).stdout.match(/"address":"([^"]+)"/)?.[1] ?? '';
 
 /** A member: a namespace whose eth0 (checksum offload off: trap 1 of docs/test-hosts.md) is an access port of `group`. */
-async function member(name: string, group: number, address: string): Promise<GroupMember & { ns: string; port: string }> {
+async function member(
+  name: string,
+  group: number,
+  address: string,
+  address6: string,
+): Promise<GroupMember & { ns: string; port: string; address6: string }> {
   const ns = `grp-${name}-${id}`;
   await must('ip', ['netns', 'add', ns]);
   namespaces.push(ns);
@@ -90,14 +98,16 @@ async function member(name: string, group: number, address: string): Promise<Gro
   await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
   await must('ip', ['-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0']);
   await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', GW]);
-  return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, group };
+  await must('ip', ['-n', ns, 'addr', 'add', `${address6}/64`, 'dev', 'eth0', 'nodad']);
+  await must('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', GW6]);
+  return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, address6, group };
 }
 
-const a1 = await member('a1', A, '10.50.0.11');
-const a2 = await member('a2', A, '10.50.0.12');
-const b1 = await member('b1', B, '10.50.0.21');
-const p1 = await member('p1', PARENT, '10.50.0.31');
-const gateway = { ofport: (await ofports()).get('gw0') ?? NaN, mac: await macOf(sw, 'gw0'), address: GW };
+const a1 = await member('a1', A, '10.50.0.11', 'fd50::11');
+const a2 = await member('a2', A, '10.50.0.12', 'fd50::12');
+const b1 = await member('b1', B, '10.50.0.21', 'fd50::21');
+const p1 = await member('p1', PARENT, '10.50.0.31', 'fd50::31');
+const gateway = { ofport: (await ofports()).get('gw0') ?? NaN, mac: await macOf(sw, 'gw0'), address: GW, address6: GW6 };
 const flows = new GroupFlows(
   new OpenFlow(async (cmd, args, input) => {
     const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
@@ -119,19 +129,26 @@ const plan = (allows: GroupAllow[]) => ({
   parentTag: PARENT,
   gateway,
   subnet: '10.50.0.0/24',
+  subnet6: 'fd50::/64',
   groups: [PARENT, A, B],
   members: [a1, a2, b1, p1],
   allows,
 });
 
-/** Whether `from` gets an answer to a ping of `to` (neighbour caches flushed first: each check starts from ARP). */
+/** Whether `from` gets an answer to a ping of `to` (neighbour caches flushed first: each check starts from ARP or ND). */
 async function pings(from: { ns: string }, to: string): Promise<boolean> {
   for (const m of [a1, a2, b1, p1]) await run('ip', ['-n', m.ns, 'neigh', 'flush', 'all']);
-  return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', '-c', '1', '-W', '1', to])).code === 0;
+  const six = to.includes(':') ? ['-6'] : [];
+  return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', ...six, '-c', '1', '-W', '1', to])).code === 0;
 }
 
-/** Whether a TCP connection from `from` to `to`:`port` gets the listener's greeting. */
-async function connects(from: { ns: string }, to: { ns: string; address: string }, port: number): Promise<boolean> {
+/** Whether a TCP connection from `from` to `to`:`port` (its IPv6 address with `six`) gets the listener's greeting. */
+async function connects(
+  from: { ns: string },
+  to: { ns: string; address: string; address6?: string },
+  port: number,
+  six = false,
+): Promise<boolean> {
   const server = spawn(
     'ip',
     [
@@ -140,13 +157,13 @@ async function connects(from: { ns: string }, to: { ns: string; address: string 
       to.ns,
       process.execPath,
       '-e',
-      `require('net').createServer((s) => s.end('hi')).listen(${port}, () => console.log('up'))`,
+      `require('net').createServer((s) => s.end('hi')).listen(${port}, '::', () => console.log('up'))`,
     ],
     { stdio: ['ignore', 'pipe', 'ignore'] },
   );
   try {
     await new Promise<void>((resolve) => server.stdout.once('data', () => resolve()));
-    const client = `const s = require('net').connect(${port}, '${to.address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
+    const client = `const s = require('net').connect(${port}, '${six ? to.address6 : to.address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
     return (await run('ip', ['netns', 'exec', from.ns, process.execPath, '-e', client], { timeoutMs: 5000 })).code === 0;
   } finally {
     server.kill('SIGTERM');
@@ -190,6 +207,27 @@ t.test('allow with :PORT/tcp: that port only', async (t) => {
   t.notOk(await connects(a1, b1, 8081), 'a1 -> b1:8081 dropped');
   t.notOk(await pings(a1, b1.address), 'a1 -> b1 ping dropped');
   t.ok(await pings(a1, a2.address), 'same group unaffected');
+});
+
+t.test('IPv6 as IPv4: ND answered as ARP is, same group switched, cross group only what is allowed', async (t) => {
+  await flows.apply('br0', plan([{ to: B, from: A, port: { number: 8080, proto: 'tcp' } }]));
+  t.ok(await pings(a1, a2.address6), 'a1 -> a2 (same group)');
+  t.match((await must('ip', ['-n', a1.ns, 'neigh', 'show', a2.address6])).stdout, a2.mac, "a1 resolved a2's address to a2's MAC");
+  t.ok(await connects(a2, a1, 8080, true), 'a2 -> a1 TCP (same group)');
+  t.ok(await pings(a1, GW6), 'a1 -> gateway');
+  t.ok(await pings(p1, GW6), 'p1 (the parent) -> gateway');
+  t.ok(await connects(a1, b1, 8080, true), 'a1 -> b1:8080 allowed');
+  t.notOk(await connects(a1, b1, 8081, true), 'a1 -> b1:8081 dropped');
+  t.notOk(await pings(a1, b1.address6), 'a1 -> b1 ping dropped');
+  const nd = (await must('ip', ['-n', a1.ns, 'neigh', 'show', b1.address6])).stdout;
+  t.match(nd, gateway.mac, "a1 resolved b1's address to the gateway's MAC (proxy ND)");
+  t.notOk(await connects(b1, a1, 8080, true), 'b1 -> a1 TCP dropped');
+  t.notOk(await pings(p1, a1.address6), 'parent -> group A dropped');
+  // Duplicate address detection (source ::) passes with the proxy in place: a new address of the subnet stays.
+  await must('ip', ['-n', b1.ns, 'addr', 'add', 'fd50::99/64', 'dev', 'eth0']);
+  await new Promise((r) => setTimeout(r, 2500));
+  const dad = (await must('ip', ['-n', b1.ns, '-6', 'addr', 'show', 'dev', 'eth0'])).stdout;
+  t.match(dad, /inet6 fd50::99\/64 scope global \n/, `fd50::99 passed DAD: ${dad.split('\n').find((l) => l.includes('::99')) ?? 'none'}`);
 });
 
 t.test("a member's QoS holds for what goes through the gateway: its meter and DSCP mark", async (t) => {

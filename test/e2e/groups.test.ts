@@ -12,7 +12,8 @@ import t from 'tap';
 import { DockerHost, IMAGE, MAIN, type Ovsnet } from '../harness/host.js';
 import { until } from './cluster-setup.js';
 
-const host = await DockerHost.up('groups');
+// IPv6 as the ipv6.test.ts host has it: the parent and its groups are dual-stack.
+const host = await DockerHost.up('groups', { dockerdArgs: '--experimental --ip6tables' });
 const ovsnet: Ovsnet = await host.startOvsnet();
 t.teardown(async () => {
   await host.down();
@@ -20,6 +21,8 @@ t.teardown(async () => {
 });
 
 const SUBNET = '10.71.0.0/24';
+const SUBNET6 = 'fd71::/64';
+const V6 = ['--ipv6', '--subnet', SUBNET6];
 const create = (name: string, ...args: string[]) =>
   host.docker(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', SUBNET, ...args, name]);
 /** Group `name` of parent `parent`, on `subnet` (the parent's unless said). */
@@ -41,9 +44,10 @@ const run = (name: string, network: string, ...cmd: string[]) =>
     IMAGE,
     ...(cmd.length > 0 ? cmd : ['sleep', '600']),
   ]);
-const ip = async (c: string, net: string) =>
-  (await host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").IPAddress}}`, c])).trim();
-const ping = async (from: string, to: string) => (await host.docker(['exec', from, 'ping', '-c', '1', '-W', '1', to])).code === 0;
+const ip = async (c: string, net: string, field = 'IPAddress') =>
+  (await host.dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${net}").${field}}}`, c])).trim();
+const ping = async (from: string, to: string) =>
+  (await host.docker(['exec', from, 'ping', ...(to.includes(':') ? ['-6'] : []), '-c', '1', '-W', '1', to])).code === 0;
 /** A TCP connection from `from` to `to`:`port` answered by the listener there (nc -l in the container). */
 const tcp = async (from: string, to: string, port: number) =>
   (await host.docker(['exec', from, 'sh', '-c', `echo hi | nc -w 2 ${to} ${port}`])).stdout.includes('pong');
@@ -51,17 +55,18 @@ const listen = (c: string, port: number) =>
   host.dockerOk(['exec', '-d', c, 'sh', '-c', `while true; do echo pong | nc -l -p ${port}; done`]);
 
 let addr: Record<string, string> = {};
+const addr6: Record<string, string> = {};
 
 t.test('a parent and two groups: one pool, own tags, refusals that say what to give', async (t) => {
-  t.equal((await create('app', '-o', 'ovsnet.network=app')).code, 0);
+  t.equal((await create('app', ...V6, '-o', 'ovsnet.network=app')).code, 0);
   const plain = await create('nogroup');
   t.match(
     plain.stderr,
     /overlaps pool 10\.71\.0\.0\/24 .*--ipam-opt ovsnet\.group=NAME/,
     'a repeat without the group option is an overlap, with the hint',
   );
-  t.equal((await group('web')).code, 0, 'group web');
-  t.equal((await group('db', ['-o', 'ovsnet.allow=web:5432/tcp'])).code, 0, 'group db lets web in on 5432/tcp');
+  t.equal((await group('web', V6)).code, 0, 'group web (dual-stack, as its parent)');
+  t.equal((await group('db', [...V6, '-o', 'ovsnet.allow=web:5432/tcp'])).code, 0, 'group db lets web in on 5432/tcp');
   const dup = await group('web');
   t.match(dup.stderr, /web.*(already|exists)/, 'a second group web is refused');
   const other = await group('x', [], 'app', '10.72.0.0/24');
@@ -76,6 +81,7 @@ t.test('a parent and two groups: one pool, own tags, refusals that say what to g
   ] as const) {
     await run(c, net);
     addr = { ...addr, [c]: await ip(c, net) };
+    addr6[c] = await ip(c, net, 'GlobalIPv6Address');
   }
   t.equal(new Set(Object.values(addr)).size, 4, `four distinct addresses from the one pool: ${Object.values(addr).join(' ')}`);
   const pools = JSON.parse(
@@ -117,6 +123,25 @@ t.test('within a group, to the gateway, and between groups only what is allowed'
   t.notOk(await tcp('d1', addr.w1 ?? '', 80), 'd1 -> w1:80: web allows nobody');
   t.notOk(await tcp('p1', addr.w1 ?? '', 80), 'p1 (the parent) -> w1: not allowed either');
   t.notOk(await tcp('w1', addr.p1 ?? '', 80), 'w1 -> p1: the parent allows nobody');
+});
+
+t.test('IPv6 as IPv4: within a group, to the gateway, and between groups only what is allowed', async (t) => {
+  // Between groups the gateway routes: IPv6 forwarding on, as a host reaching beyond itself needs (docs/networks.md).
+  await host.exec(['sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
+  t.match(addr6.w1, /^fd71::/, `w1 has an IPv6 address of the parent's subnet: ${addr6.w1 ?? 'none'}`);
+  t.ok(await ping('w1', addr6.w2 ?? ''), 'w1 -> w2 ping -6: same group');
+  t.ok(await ping('w1', 'fd71::1'), 'w1 -> the gateway');
+  t.ok(await tcp('w1', addr6.d1 ?? '', 5432), 'w1 -> d1:5432/tcp: db allows web on it');
+  t.notOk(await tcp('w1', addr6.d1 ?? '', 80), 'w1 -> d1:80/tcp: not allowed');
+  t.notOk(await ping('w1', addr6.d1 ?? ''), 'w1 -> d1 ping -6: not allowed');
+  t.notOk(await tcp('d1', addr6.w1 ?? '', 80), 'd1 -> w1:80: web allows nobody');
+  t.notOk(await tcp('p1', addr6.w1 ?? '', 80), 'p1 (the parent) -> w1: not allowed either');
+  const lladdr = async (c: string, a: string) =>
+    /lladdr (\S+)/.exec(await host.dockerOk(['exec', c, 'ip', '-6', 'neigh', 'show', a]))?.[1] ?? 'none';
+  const d1Mac = (await host.dockerOk(['exec', 'd1', 'cat', '/sys/class/net/eth0/address'])).trim();
+  const viaGw = await lladdr('w1', addr6.d1 ?? '');
+  t.equal(viaGw, await lladdr('w1', 'fd71::1'), "w1 resolved d1's IPv6 address to the gateway's MAC (proxy ND)");
+  t.not(viaGw, d1Mac, "not d1's own");
 });
 
 t.test('separate at layer 2: frames to another group member’s MAC do not arrive', async (t) => {

@@ -16,7 +16,7 @@ export interface GroupNetwork {
   readonly allow: readonly AllowRule[];
   /** The network's QoS (-o ovsnet.bandwidth, ...), under each endpoint's own. */
   readonly qos?: Qos;
-  readonly endpoints: readonly Pick<EndpointRecord, 'address' | 'mac' | 'hostVeth' | 'qos'>[];
+  readonly endpoints: readonly Pick<EndpointRecord, 'address' | 'addressV6' | 'mac' | 'hostVeth' | 'qos'>[];
 }
 
 export interface ParentGateway {
@@ -24,6 +24,8 @@ export interface ParentGateway {
   readonly port: string;
   readonly mac: string;
   readonly cidr: string;
+  /** Its IPv6 address in CIDR form, on a dual-stack parent. */
+  readonly cidr6?: string;
 }
 
 export interface PlannedGroups {
@@ -54,7 +56,15 @@ export function planGroups(
       if (ofport === undefined || address === undefined || address.includes(':')) skipped.push(ep.hostVeth);
       else {
         const qos = effectiveQos(n.qos, ep.qos);
-        members.push({ ofport, mac: ep.mac, address, group: n.tag, ...(qos === undefined ? {} : { qos }) });
+        const address6 = gateway.cidr6 === undefined ? undefined : ep.addressV6?.split('/')[0];
+        members.push({
+          ofport,
+          mac: ep.mac,
+          address,
+          group: n.tag,
+          ...(address6 === undefined ? {} : { address6 }),
+          ...(qos === undefined ? {} : { qos }),
+        });
       }
     }
   }
@@ -63,11 +73,13 @@ export function planGroups(
     unknown.push(...r.unknown.map((u) => `${n.name} <- ${u}`));
     return r.allows;
   });
+  const six = gateway.cidr6 === undefined ? {} : { address6: gateway.cidr6.split('/')[0] ?? '' };
   return {
     plan: {
       parentTag,
-      gateway: { ofport: gwPort, mac: gateway.mac, address: gateway.cidr.split('/')[0] ?? '' },
+      gateway: { ofport: gwPort, mac: gateway.mac, address: gateway.cidr.split('/')[0] ?? '', ...six },
       subnet: formatPrefix(prefix(gateway.cidr)),
+      ...(gateway.cidr6 === undefined ? {} : { subnet6: formatPrefix(prefix(gateway.cidr6)) }),
       groups: networks.map((n) => n.tag),
       members,
       allows,

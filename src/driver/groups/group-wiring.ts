@@ -52,7 +52,6 @@ export class GroupWiring {
     }
     if (opts.internal) throw refuse("a group's containers leave through its parent's gateway: drop --internal");
     if (opts.infra) throw refuse('give -o ovsnet.infra=true to the parent, whose gateway and pool the group shares');
-    if (req.ipv6.length > 0) throw refuse('endpoint groups are IPv4 only: create the group without --ipv6');
     const networks = await this.records.localNetworks();
     const parent = networks.find((n) => n.groupsName === g.parent);
     if (parent === undefined) {
@@ -69,6 +68,15 @@ export class GroupWiring {
     if (mine.length !== 1 || mine[0] !== gw.pool || req.ipv4[0]?.gateway !== gw.gateway) {
       throw refuse(
         `a group shares its parent's subnet and gateway: give --subnet ${gw.pool} --ipam-driver ovsnet --ipam-opt ovsnet.group=${g.name} (this request has ${req.ipv4.map((d) => `${d.pool} gateway ${d.gateway ?? 'none'}`).join(', ') || 'no IPv4 subnet'})`,
+      );
+    }
+    const gw6 = parent.ipv6.find((d) => d.gateway !== undefined);
+    const mine6 = req.ipv6.map((d: IpData) => `${d.pool} gateway ${d.gateway ?? 'none'}`);
+    if (mine6.length > 0 && (gw6 === undefined || mine6.length !== 1 || mine6[0] !== `${gw6.pool} gateway ${gw6.gateway ?? 'none'}`)) {
+      throw refuse(
+        gw6 === undefined
+          ? `its parent ${g.parent} has no IPv6 subnet: create the group without --ipv6, or its parent with one`
+          : `a group shares its parent's IPv6 subnet and gateway too: give --ipv6 --subnet ${gw6.pool} (this request has ${mine6.join(', ')})`,
       );
     }
     if (networks.some((n) => n.group?.parent === parent.networkId && n.group.name === g.name)) {
@@ -119,7 +127,13 @@ export class GroupWiring {
         endpoints: await this.records.endpointsOf(n.networkId),
       })),
     );
-    const gateway = { port: parent.gatewayPort, mac: await api.mac(parent.gatewayPort), cidr: gw };
+    const gw6 = parent.ipv6.find((d) => d.gateway !== undefined)?.gateway;
+    const gateway = {
+      port: parent.gatewayPort,
+      mac: await api.mac(parent.gatewayPort),
+      cidr: gw,
+      ...(gw6 === undefined ? {} : { cidr6: gw6 }),
+    };
     const planned = planGroups(parent.tag, gateway, family, ofports ?? (await qos.ofports(parent.bridge)));
     if (planned === undefined) {
       throw new OvsnetError(

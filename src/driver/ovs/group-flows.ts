@@ -7,7 +7,8 @@
  * "The flows", walks through them. Conntrack and registers work on both datapaths (userspace
  * conntrack since OVS 2.6). The parent is a group of its own (its tag is its group). Every flow
  * carries the parent's cookie (groupCookie): GroupFlows.apply swaps a plan for the next one in
- * one OpenFlow bundle (flow-sync.ts). IPv4 only.
+ * one OpenFlow bundle (flow-sync.ts). A dual-stack parent's groups work on IPv6 the same way,
+ * Neighbor Discovery taking ARP's place (group-flows6.ts).
  */
 import { readFile } from 'node:fs/promises';
 import { messageOf, OvsnetError } from '../../lib/errors.js';
@@ -15,14 +16,18 @@ import { FEATURE, cookieOf, hex, scopeArg, type CookieScope } from './cookies.js
 import { FlowSync } from './flow-sync.js';
 import { OpenFlow } from './openflow.js';
 import { meterId } from './qos-flows.js';
-import type { GroupAllow } from '../model/group-options.js';
-import type { Qos } from '../model/qos-options.js';
+import { groupFlows6 } from './group-flows6.js';
+import {
+  ARP_TABLE,
+  PRIORITY,
+  TO_GATEWAY_TABLE,
+  TO_MEMBER_TABLE,
+  conntrackFlows,
+  type GroupMember,
+  type GroupPlan,
+} from './group-tables.js';
 
-/** Above NORMAL (0), the gateway guard (100) and endpoint QoS (300). */
-const PRIORITY = 400;
-export const ARP_TABLE = 41;
-export const TO_MEMBER_TABLE = 42;
-export const TO_GATEWAY_TABLE = 43;
+export { ARP_TABLE, TO_GATEWAY_TABLE, TO_MEMBER_TABLE, type GroupMember, type GroupPlan } from './group-tables.js';
 
 /** A parent's flows carry its cookie: the groups' feature and the parent's tag (cookies.ts). */
 export const groupCookie = (parentTag: number): string => hex(cookieOf(FEATURE.groups, parentTag));
@@ -35,33 +40,6 @@ export const groupScope = (parentTag: number): CookieScope => ({
   value: cookieOf(FEATURE.groups, parentTag),
   mask: 0xfffffffeffffffffn,
 });
-
-/** An endpoint of the parent or of one of its groups, on this bridge. */
-export interface GroupMember {
-  readonly ofport: number;
-  readonly mac: string;
-  /** Its IPv4 address, without prefix length. */
-  readonly address: string;
-  /** Its network's tag: the group it is in (the parent's tag for the parent's own endpoints). */
-  readonly group: number;
-  /**
-   * Its QoS (model/qos-options.ts's effectiveQos), if any: these flows take its IPv4 to the gateway ahead of
-   * qos-flows.ts's, so they meter (with the meter qos-flows.ts installed, its meterId of the
-   * port: apply the endpoint's QoS first) and mark it too.
-   */
-  readonly qos?: Qos;
-}
-
-export interface GroupPlan {
-  readonly parentTag: number;
-  readonly gateway: { readonly ofport: number; readonly mac: string; readonly address: string };
-  /** The parent's IPv4 subnet (CIDR), shared by its groups. */
-  readonly subnet: string;
-  /** Every group's tag, the parent's included: a group reaches itself through the gateway too. */
-  readonly groups: readonly number[];
-  readonly members: readonly GroupMember[];
-  readonly allows: readonly GroupAllow[];
-}
 
 /** The proxy ARP reply: the request turned around, with `mac` as the asked address's. */
 function arpReply(mac: string): string {
@@ -105,21 +83,10 @@ export function groupFlows(plan: GroupPlan): string[] {
   flows.push(
     `${at(ARP_TABLE, 10)},arp,arp_tpa=${plan.subnet},actions=${arpReply(gw.mac)}`,
     `${at(ARP_TABLE, 1)},actions=NORMAL`,
-    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+new+trk,ip,actions=ct(commit,zone=${p},exec(move:NXM_NX_REG6[]->NXM_NX_CT_MARK[])),output:${gw.ofport}`,
-    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+est+trk,ip,actions=output:${gw.ofport}`,
-    `${at(TO_GATEWAY_TABLE, 10)},ct_state=+rel+trk,ip,actions=output:${gw.ofport}`,
     `${at(TO_GATEWAY_TABLE, 1)},actions=drop`,
-    `${at(TO_MEMBER_TABLE, 30)},ct_state=+est+trk,ip,actions=output:NXM_NX_REG5[]`,
-    `${at(TO_MEMBER_TABLE, 30)},ct_state=+rel+trk,ip,actions=output:NXM_NX_REG5[]`,
-    `${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,ct_mark=0,ip,actions=ct(commit,zone=${p}),output:NXM_NX_REG5[]`,
+    ...conntrackFlows(plan, at, 'ip'),
   );
-  const pass = `actions=output:NXM_NX_REG5[]`;
-  for (const g of plan.groups) flows.push(`${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,reg6=${g},ct_mark=${g},ip,${pass}`);
-  for (const a of plan.allows) {
-    const match = a.port === undefined ? 'ip' : `${a.port.proto},tp_dst=${a.port.number}`;
-    flows.push(`${at(TO_MEMBER_TABLE, 20)},ct_state=+new+trk,reg6=${a.to},ct_mark=${a.from},${match},${pass}`);
-  }
-  flows.push(`${at(TO_MEMBER_TABLE, 1)},actions=drop`);
+  flows.push(...groupFlows6(plan, { at, head, mark, qos }), `${at(TO_MEMBER_TABLE, 1)},actions=drop`);
   return flows;
 }
 

@@ -3,7 +3,7 @@
  * asks the IPAM for a network's pool before it tells the driver anything, and gives it only
  * --ipam-opt, so a group's RequestPool carries `--ipam-opt ovsnet.group=NAME` and exactly the
  * parent's --subnet (and --ip-range): it gets the parent's PoolID, and the pool counts one more
- * network sharing it (`shares`). The gateway is every sharing network's (shared-gateway.ts), and
+ * network sharing it (`shares`). A dual-stack group does so for each family. The gateway is every sharing network's (shared-gateway.ts), and
  * ReleasePool takes one share off before it removes the pool (pools.ts).
  */
 import { formatPrefix } from '../../lib/cidr.js';
@@ -35,9 +35,6 @@ interface Deps {
 /** The parent's pool, with one more network sharing it. Refused with what to give instead. */
 export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoolRequest): Promise<{ poolId: string; pool: string }> {
   const opt = `--ipam-opt ${GROUP_OPTION}=${req.group}`;
-  if (req.v6) {
-    throw new OvsnetError('IPAM_POOL_INVALID', `${opt}: endpoint groups are IPv4 only; create the group without --ipv6`);
-  }
   if (req.pool === '') {
     throw new OvsnetError('IPAM_POOL_INVALID', `${opt} needs --subnet: the parent network's subnet, whose pool the group shares`);
   }
@@ -45,7 +42,9 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
   const sub = req.subPool === '' ? undefined : formatPrefix(parsePool(req.subPool, 'SubPool (--ip-range)'));
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
     const listed = await listPools(deps.store);
-    const found = listed.find(({ record: r }) => r.addressSpace === req.addressSpace && r.pool === pool && !r.v6 && r.host === deps.host);
+    const found = listed.find(
+      ({ record: r }) => r.addressSpace === req.addressSpace && r.pool === pool && r.v6 === req.v6 && r.host === deps.host,
+    );
     const parent = found?.record;
     if (parent === undefined || parent.logical !== undefined) {
       const why =

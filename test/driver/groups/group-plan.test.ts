@@ -67,3 +67,24 @@ t.test("members by port and group, the parent's subnet, allows by tag", async (t
 t.test('no plan while the gateway has no port', async (t) => {
   t.equal(planGroups(10, gateway, networks, new Map([['va1', 2]])), undefined);
 });
+
+t.test("a dual-stack parent: members by IPv6 address too, the parent's IPv6 subnet and gateway", async (t) => {
+  const dual = networks.map((n) => ({
+    ...n,
+    endpoints: n.endpoints.map((e) => (e.hostVeth === 'va1' ? { ...e, addressV6: 'fd00:50::11/64' } : e)),
+  }));
+  const r = planGroups(10, { ...gateway, cidr6: 'fd00:50::1/64' }, dual, ofports);
+  t.same(r?.plan.gateway, { ofport: 1, mac: '02:00:00:00:00:01', address: '10.50.0.1', address6: 'fd00:50::1' });
+  t.equal(r?.plan.subnet6, 'fd00:50::/64');
+  t.same(
+    r?.plan.members.map((m) => m.address6),
+    [undefined, 'fd00:50::11', undefined, undefined],
+    'an endpoint without an IPv6 address is an IPv4 member only',
+  );
+  const v4 = planGroups(10, gateway, dual, ofports);
+  t.equal(v4?.plan.subnet6, undefined, 'an IPv4 parent: no IPv6 subnet');
+  t.notOk(
+    v4?.plan.members.some((m) => m.address6 !== undefined),
+    'nor IPv6 members',
+  );
+});

@@ -116,6 +116,27 @@ t.test("a group's Join gets its parent's gateway; the family's plan follows Join
   t.equal(groups.plans.size, 0, 'the last group gone: no rule left');
 });
 
+t.test('a dual-stack parent: its groups share its IPv6 subnet and gateway too, and the plan has their IPv6 addresses', async (t) => {
+  const { driver, groups } = setup(t);
+  const v6 = [{ pool: 'fd01::/64', gateway: 'fd01::1/64' }];
+  await driver.createNetwork({ ...parent(), ipv6: v6 });
+  await t.rejects(driver.createNetwork({ ...group(NET2, 'web'), ipv6: [{ pool: 'fd02::/64', gateway: 'fd02::1/64' }] }), {
+    message:
+      /-o ovsnet\.group=web: a group shares its parent's IPv6 subnet and gateway too: give --ipv6 --subnet fd01::\/64 \(this request has fd02::\/64 gateway fd02::1\/64\)/,
+  });
+  await driver.createNetwork({ ...group(NET2, 'web'), ipv6: v6 });
+  await driver.createEndpoint({ ...endpoint(NET2, '2', '10.1.0.6'), addressV6: 'fd01::6/64' });
+  const joined = await driver.join(NET2, '2'.repeat(64));
+  t.equal(joined.gatewayV6, 'fd01::1', "the parent's IPv6 gateway");
+  const plan = [...groups.plans.values()][0];
+  t.equal(plan?.subnet6, 'fd01::/64');
+  t.equal(plan?.gateway.address6, 'fd01::1');
+  t.same(
+    plan?.members.map((m) => [m.address, m.address6]),
+    [['10.1.0.6', 'fd01::6']],
+  );
+});
+
 t.test("reconcile and the periodic sync put the plan's flows back", async (t) => {
   const { driver, groups, openflow } = setup(t);
   await driver.createNetwork(parent());
@@ -149,7 +170,7 @@ t.test('a group is refused with what to give, before anything is made', async (t
       /a group shares its parent's subnet and gateway: give --subnet 10\.1\.0\.0\/24 --ipam-driver ovsnet --ipam-opt ovsnet\.group=web/,
   });
   await t.rejects(driver.createNetwork({ ...group(NET2, 'web'), ipv6: [{ pool: 'fd00::/64', gateway: 'fd00::1/64' }] }), {
-    message: /IPv4 only/,
+    message: /-o ovsnet\.group=web: its parent app has no IPv6 subnet: create the group without --ipv6, or its parent with one/,
   });
   await t.rejects(
     driver.createNetwork({ ...group(NET2, 'web'), options: { ...group(NET2, 'web').options, 'com.docker.network.internal': true } }),

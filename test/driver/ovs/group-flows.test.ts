@@ -136,3 +136,61 @@ t.test('apply syncs the parent flows in one bundle, remove deletes them by cooki
 t.test("the gateway's ICMP redirects stay on the bridge", async (t) => {
   t.match(groupFlows(plan)[0], /priority=401,in_port=1,icmp,icmp_type=5,actions=drop$/);
 });
+
+/** The plan on a dual-stack parent: the same members with IPv6 addresses. */
+const dual: GroupPlan = {
+  ...plan,
+  gateway: { ...plan.gateway, address6: 'fd50::1' },
+  subnet6: 'fd50::/64',
+  members: plan.members.map((m, i) => ({ ...m, address6: `fd50::${i + 11}` })),
+};
+
+t.test('an IPv4 parent has no IPv6 flow; a dual-stack one has the IPv4 flows unchanged and IPv6 ones beside them', async (t) => {
+  const v4 = groupFlows(plan);
+  t.notOk(
+    v4.some((f) => /icmp6|ipv6|tcp6/.test(f)),
+    'none on IPv4 only',
+  );
+  const both = groupFlows(dual);
+  t.same(
+    both.filter((f) => !/icmp6|ipv6|tcp6/.test(f)),
+    v4,
+  );
+  t.equal(both.at(-1), v4.at(-1), 'the drop of table 42 still last');
+});
+
+t.test('IPv6: ND answered as ARP is, conntrack mirrors IPv4, redirects dropped', async (t) => {
+  const c = `cookie=${groupCookie(10)}`;
+  const flows = groupFlows(dual);
+  t.ok(flows.includes(`${c},priority=401,in_port=1,icmp6,icmp_type=137,actions=drop`), "the gateway's ICMPv6 redirects dropped");
+  t.ok(
+    flows.includes(`${c},priority=401,in_port=2,icmp6,icmp_type=135,actions=load:11->NXM_NX_REG6[],load:10->NXM_NX_REG7[],resubmit(,41)`),
+    "a member's solicitations go to table 41, above its IPv6 to conntrack",
+  );
+  t.ok(flows.includes(`${c},table=41,priority=30,reg7=10,icmp6,ipv6_src=::,icmp_type=135,actions=NORMAL`), 'DAD never answered');
+  t.ok(
+    flows.includes(`${c},table=41,priority=20,reg7=10,reg6=11,icmp6,icmp_type=135,nd_target=fd50::11,actions=NORMAL`),
+    'same group: switched',
+  );
+  t.match(
+    flows.find((f) => f.includes('nd_target=fd50::/64')) ?? '',
+    /set_field:02:00:00:00:00:01->eth_src,.*move:NXM_NX_ND_TARGET\[\]->NXM_NX_IPV6_SRC\[\],set_field:255->nw_ttl,set_field:2->nd_options_type,set_field:0x60000000->nd_reserved,set_field:136->icmpv6_type,resubmit\(,41\)$/,
+    'any other address of the subnet: the solicitation turned into an advertisement',
+  );
+  t.ok(
+    flows.includes(`${c},table=41,priority=10,reg7=10,icmp6,icmp_type=136,actions=set_field:02:00:00:00:00:01->nd_tll,IN_PORT`),
+    "then the gateway's MAC as its target link-layer address, back out",
+  );
+  t.ok(
+    flows.includes(`${c},priority=401,in_port=1,icmp6,icmp_type=135,nd_target=fd50::12,actions=output:4`),
+    "the gateway's solicitation reaches the member",
+  );
+  const t42 = flows.filter((f) => f.includes('table=42') && f.includes('ct_state=+new'));
+  t.ok(t42.some((f) => f.includes('reg6=12,ct_mark=11,ipv6,')));
+  t.ok(t42.some((f) => f.includes('reg6=11,ct_mark=12,tcp6,tp_dst=443,')));
+  t.ok(t42.some((f) => f.includes('ct_mark=0,ipv6,')));
+  t.ok(
+    flows.some((f) => f.includes('table=43') && f.includes('+new+trk,ipv6,') && f.includes('move:NXM_NX_REG6[]->NXM_NX_CT_MARK[]')),
+    'the group mark in ct_mark',
+  );
+});

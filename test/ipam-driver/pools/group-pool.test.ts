@@ -55,6 +55,20 @@ t.test('a group shares its parent pool: one count, one gateway, gone with the la
   t.equal(again.poolId, parent.poolId, 'and the subnet is free again');
 });
 
+t.test("a dual-stack parent's group shares its IPv6 pool too, and its IPv6 gateway", async (t) => {
+  const { ipam } = await setup(t);
+  const parent4 = await ipam.requestPool(pool('10.64.0.0/24'));
+  const parent6 = await ipam.requestPool({ ...pool('fd00:64::/64'), v6: true });
+  const gw6 = await ipam.requestAddress({ poolId: parent6.poolId, address: '', gateway: true });
+  t.equal((await ipam.requestPool(group('10.64.0.0/24', 'web'))).poolId, parent4.poolId);
+  const web6 = await ipam.requestPool({ ...group('fd00:64::/64', 'web'), v6: true });
+  t.equal(web6.poolId, parent6.poolId, "the group gets the parent's IPv6 PoolID");
+  t.same(await ipam.requestAddress({ poolId: web6.poolId, address: '', gateway: true }), gw6, 'and its IPv6 gateway');
+  const a = await ipam.requestAddress({ poolId: web6.poolId, address: '', gateway: false });
+  const b = await ipam.requestAddress({ poolId: parent6.poolId, address: '', gateway: false });
+  t.not(a.address, b.address, 'one count across the parent and its group');
+});
+
 t.test('refusals say what to give', async (t) => {
   const { ipam } = await setup(t);
   await t.rejects(ipam.requestPool(group('10.62.0.0/24', 'web')), {
@@ -67,7 +81,10 @@ t.test('refusals say what to give', async (t) => {
     message: /has --ip-range 10\.62\.0\.0\/25; give the group the same/,
   });
   t.ok(await ipam.requestPool(group('10.62.0.0/24', 'web', '10.62.0.0/25')), 'the same range is taken');
-  await t.rejects(ipam.requestPool({ ...group('fd00:62::/64', 'web'), v6: true }), { code: 'IPAM_POOL_INVALID', message: /IPv4 only/ });
+  await t.rejects(ipam.requestPool({ ...group('fd00:62::/64', 'web'), v6: true }), {
+    code: 'IPAM_GROUP_NO_PARENT',
+    message: /this host has no ovsnet pool fd00:62::\/64; create the parent first/,
+  });
   await t.rejects(ipam.requestPool({ ...pool('10.63.0.0/24'), options: { 'ovsnet.group': 'bad name' } }), {
     code: 'IPAM_OPTION_INVALID',
     message: /ovsnet\.group=bad name is not valid: expected 1-64 letters/,
