@@ -18,7 +18,12 @@ const REPLAY = fileURLToPath(new URL('../../../test/replay/', import.meta.url));
 
 const host = await DockerHost.up('replay');
 const ovsnet = await host.startOvsnet();
+/** The container Docker would make: a namespace in the host, and a server in it answering its own address on port 80. */
+const SANDBOX = `rp-${randomBytes(3).toString('hex')}`;
+let server = '';
 t.teardown(async () => {
+  if (server !== '') await host.exec(['kill', server]);
+  await host.exec(['ip', 'netns', 'del', SANDBOX]);
   await ovsnet.kill('SIGTERM');
   await host.down();
 });
@@ -33,8 +38,9 @@ interface Step {
   answer?: unknown;
   /** What the answer must hold at least. */
   match?: Record<string, unknown>;
-  /** What must hold in the host afterwards: see effect(). */
+  /** What must hold in the host afterwards, or what Docker does then: see effect(). */
   effect?: string;
+  effects?: string[];
 }
 
 /** The file with each {{NAME}} made a fresh Docker ID (64 hex digits), one per name. */
@@ -62,9 +68,52 @@ async function published(port: number): Promise<{ to: string[]; listening: boole
   return { to, listening };
 }
 
-async function effect(t: Test, what: string, answer: Record<string, unknown>): Promise<void> {
-  const [kind = '', a = '', b = ''] = what.split(' ');
-  if (kind === 'link') {
+/** Join's SrcName by EndpointID: where Docker moves the interface back after Leave. */
+const srcNames = new Map<string, string>();
+const inSandbox = (args: string[]) => host.exec(['ip', 'netns', 'exec', SANDBOX, ...args]);
+
+/** What Docker does after Join: the interface moved into the container, renamed, its MAC and address set. */
+async function plug(src: string, name: string, cidr: string, mac: string): Promise<void> {
+  if (server === '') {
+    await sh(['ip', 'netns', 'add', SANDBOX]);
+    await inSandbox(['ip', 'link', 'set', 'lo', 'up']);
+    const js = 'require("net").createServer((s) => s.on("error", () => {}).end(s.localAddress)).listen(80, "0.0.0.0")';
+    server = await sh(['sh', '-c', `ip netns exec ${SANDBOX} ${process.execPath} -e '${js}' >/dev/null 2>&1 & echo $!`]);
+  }
+  await sh(['ip', 'link', 'set', src, 'netns', SANDBOX]);
+  await inSandbox(['ip', 'link', 'set', src, 'name', name]);
+  await inSandbox(['ip', 'link', 'set', name, 'address', mac, 'up']);
+  await inSandbox(['ip', 'addr', 'add', cidr, 'dev', name]);
+}
+
+/** What a TCP client on the host's loopback gets from host port `port` ('' for nothing), tried for up to 5 s. */
+async function reach(port: number): Promise<string> {
+  const js = `const s = require("net").connect(${port}, "127.0.0.1"); let d = ""; s.on("data", (b) => (d += b)); s.on("close", () => console.log(d)); s.on("error", () => {}); s.setTimeout(2000, () => s.destroy())`;
+  let got = '';
+  for (let i = 0; i < 25 && got === ''; i++) {
+    got = await sh([process.execPath, '-e', js]);
+    if (got === '') await new Promise((r) => setTimeout(r, 200));
+  }
+  return got;
+}
+
+async function effect(t: Test, what: string, answer: Record<string, unknown>, step: Step): Promise<void> {
+  const [kind = '', a = '', b = '', c = ''] = what.split(' ');
+  const endpointId = (step.body as { EndpointID?: string } | undefined)?.EndpointID ?? '';
+  if (kind === 'plug') {
+    await plug(srcNames.get(endpointId) ?? '', a, b, c);
+    t.match(
+      await sh(['ip', 'netns', 'exec', SANDBOX, 'ip', '-o', 'addr', 'show', 'dev', a]),
+      b.split('/')[0] ?? '',
+      `${a} in the container`,
+    );
+  } else if (kind === 'unplug') {
+    // Docker moves it back to the host, renamed to its SrcName, before DeleteEndpoint.
+    await inSandbox(['ip', 'link', 'set', a, 'netns', String(ovsnet.child.pid ?? 0), 'name', srcNames.get(endpointId) ?? '']);
+    t.equal((await host.exec(['ip', 'link', 'show', srcNames.get(endpointId) ?? ''])).code, 0, `${a} back in the host`);
+  } else if (kind === 'reach') {
+    t.equal(await reach(Number(a)), b, `127.0.0.1:${a} reaches the container at ${b}`);
+  } else if (kind === 'link') {
     const src = (answer.InterfaceName as { SrcName?: string } | undefined)?.SrcName ?? '';
     t.equal((await host.exec(['ip', 'link', 'show', src])).code, 0, `Join's SrcName ${src} exists in the host`);
   } else if (kind === 'gateway') {
@@ -97,7 +146,10 @@ for (const file of fs
       t.equal(res.status, 200, `${what} ${res.status === 200 ? '' : JSON.stringify(body)}`);
       if (step.answer !== undefined) t.same(body, step.answer, `${what}: the answer`);
       if (step.match !== undefined) t.match(body, step.match, `${what}: the answer holds`);
-      if (step.effect !== undefined) await effect(t, step.effect, body);
+      if (step.call === 'NetworkDriver.Join') {
+        srcNames.set((step.body as { EndpointID: string }).EndpointID, (body.InterfaceName as { SrcName: string }).SrcName);
+      }
+      for (const e of step.effects ?? (step.effect === undefined ? [] : [step.effect])) await effect(t, e, body, step);
     }
   });
 }
