@@ -99,3 +99,17 @@ export function checkMac(method: string, field: string, text: string): string {
   }
   return text;
 }
+
+/**
+ * An interface name as Linux takes one (the kernel's dev_valid_name): 1 to 15 bytes, not "." or
+ * "..", no "/", ":" or whitespace; ovsnet also refuses control and non-ASCII characters.
+ */
+export function checkIfname(method: string, field: string, v: unknown): string {
+  if (typeof v !== 'string' || !/^[\x21-\x7e]{1,15}$/.test(v) || /[/:]/.test(v) || v === '.' || v === '..') {
+    throw invalid(
+      method,
+      `${field} is ${shown(v)}; expected an interface name: 1 to 15 printable ASCII characters without "/", ":" or spaces, not "." or "..", such as eth1 or data0`,
+    );
+  }
+  return v;
+}

@@ -1,9 +1,21 @@
 /** NetworkDriver.* routes: translate the wire to the NetworkDriver, nothing more. */
 import type { FastifyInstance } from 'fastify';
 import type { NetworkDriver } from '../driver/network-driver.js';
-import { GENERIC } from '../driver/model/options.js';
+import { GENERIC, needsNoGateway } from '../driver/model/options.js';
 import { checkAddress, checkMac, dockerId } from './forms.js';
-import { bodyOf, ipamData, objectOf, portmapOf, str, stringMap, type JoinResponse, type NetworkCapabilitiesResponse } from './wire.js';
+import {
+  bodyOf,
+  ifnameOf,
+  ipamData,
+  ipv4Enabled,
+  objectOf,
+  portmapOf,
+  str,
+  stringMap,
+  type GwAllocCheckResponse,
+  type JoinResponse,
+  type NetworkCapabilitiesResponse,
+} from './wire.js';
 
 export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void {
   const ids = (m: string, body: unknown) => {
@@ -12,7 +24,20 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
   };
 
   // Global: swarm networks (OVSNET_SCOPE=global, src/driver/vxlan/swarm.ts).
-  app.post('/NetworkDriver.GetCapabilities', (): NetworkCapabilitiesResponse => ({ Scope: driver.scope, ConnectivityScope: driver.scope }));
+  app.post(
+    '/NetworkDriver.GetCapabilities',
+    (): NetworkCapabilitiesResponse => ({ Scope: driver.scope, ConnectivityScope: driver.scope, GwAllocChecker: true }),
+  );
+
+  // Engine 28+, before IPAM is asked for the network's addresses: no gateway port, no gateway address.
+  app.post('/NetworkDriver.GwAllocCheck', (req): GwAllocCheckResponse => {
+    const m = 'GwAllocCheck';
+    const options = objectOf(m, bodyOf(m, req.body, false), 'Options');
+    stringMap(`${m}: Options`, options, GENERIC);
+    ipv4Enabled(m, options, 0);
+    const skip = needsNoGateway(options);
+    return { SkipIPv4: skip, SkipIPv6: skip };
+  });
 
   app.post('/NetworkDriver.CreateNetwork', async (req) => {
     const m = 'CreateNetwork';
@@ -24,6 +49,7 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     const networkId = dockerId(m, b, 'NetworkID');
     const ipv4 = data('IPv4Data');
     const ipv6 = data('IPv6Data');
+    ipv4Enabled(m, options, ipv4.length);
     await driver.createNetwork({ networkId, options, ipv4, ipv6 });
     return {};
   });
@@ -39,6 +65,7 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     const { b, networkId, endpointId } = ids(m, req.body);
     const iface = objectOf(m, b, 'Interface');
     const options = objectOf(m, b, 'Options');
+    const ifname = ifnameOf(m, options);
     const res = await driver.createEndpoint({
       networkId,
       endpointId,
@@ -46,6 +73,7 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
       addressV6: checkAddress(m, 'Interface.AddressIPv6', str(m, iface, 'AddressIPv6'), 'CIDR', true),
       mac: checkMac(m, 'Interface.MacAddress', str(m, iface, 'MacAddress')),
       portmap: portmapOf(m, options),
+      ...(ifname === undefined ? {} : { ifname }),
       options,
     });
     // Only what Docker left empty may be returned ("driver modified interface" otherwise).
@@ -64,7 +92,7 @@ export function networkRoutes(app: FastifyInstance, driver: NetworkDriver): void
     objectOf(m, b, 'Options');
     const res = await driver.join(networkId, endpointId);
     return {
-      InterfaceName: { SrcName: res.srcName, DstPrefix: 'eth' },
+      InterfaceName: { SrcName: res.srcName, DstPrefix: 'eth', ...(res.dstName === undefined ? {} : { DstName: res.dstName }) },
       Gateway: res.gateway,
       GatewayIPv6: res.gatewayV6,
       StaticRoutes: [],

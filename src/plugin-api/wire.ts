@@ -4,7 +4,7 @@
  * turns an untrusted body into one of them; messages name the field and the expected form.
  */
 import { isIP } from 'node:net';
-import { checkAddress, invalid, shown, type Body } from './forms.js';
+import { checkAddress, checkIfname, invalid, shown, type Body } from './forms.js';
 
 export const PLUGIN_ACCEPT = 'application/vnd.docker.plugins.v1.2+json';
 
@@ -124,6 +124,18 @@ export function objectOf(method: string, b: Body, field: string): Record<string,
 export interface NetworkCapabilitiesResponse {
   Scope: 'local' | 'global';
   ConnectivityScope: 'local' | 'global';
+  /** Engine 28+ (moby#49372) then sends GwAllocCheck before allocating a network's addresses; older engines ignore it. */
+  GwAllocChecker: boolean;
+}
+
+/**
+ * NetworkDriver.GwAllocCheck's answer (Engine 28+): true when Docker need not reserve a gateway
+ * address of that family (it still reserves one given with --gateway). Request: {Options}, of
+ * CreateNetwork's form.
+ */
+export interface GwAllocCheckResponse {
+  SkipIPv4: boolean;
+  SkipIPv6: boolean;
 }
 
 /** One IPv4Data / IPv6Data entry of CreateNetwork: CIDR strings; Gateway may be absent. */
@@ -141,9 +153,13 @@ export interface EndpointInterface {
   MacAddress: string;
 }
 
-/** Join's answer. */
+/**
+ * Join's answer. DstName (the exact name in the container) is in moby's remote API, but no engine
+ * up to 29 reads it from a remote driver (drivers/remote/driver.go passes "" for it): DstPrefix
+ * stays, so that the container gets DstPrefix + index wherever DstName is not honoured.
+ */
 export interface JoinResponse {
-  InterfaceName: { SrcName: string; DstPrefix: string };
+  InterfaceName: { SrcName: string; DstPrefix: string; DstName?: string };
   Gateway: string;
   GatewayIPv6: string;
   StaticRoutes: { Destination: string; RouteType: number; NextHop: string }[];
@@ -152,6 +168,33 @@ export interface JoinResponse {
 
 /** Options key of port mappings in CreateEndpoint, Join and ProgramExternalConnectivity. */
 export const PORTMAP = 'com.docker.network.portmap';
+/** CreateEndpoint's option of the interface name asked for (Engine 28+, moby#49155; compose interface_name). */
+export const ENDPOINT_IFNAME = 'com.docker.network.endpoint.ifname';
+/** CreateNetwork's (and GwAllocCheck's) flag: false for an IPv6-only network (Engine 28+, moby#48271). */
+export const ENABLE_IPV4 = 'com.docker.network.enable_ipv4';
+
+/** The endpoint's interface name asked for in CreateEndpoint's Options, or undefined. */
+export function ifnameOf(method: string, options: Record<string, unknown>): string | undefined {
+  const v = options[ENDPOINT_IFNAME];
+  return v === undefined || v === null ? undefined : checkIfname(method, `Options.${ENDPOINT_IFNAME}`, v);
+}
+
+/**
+ * Whether the network has IPv4 (Docker sends the flag from Engine 28; absent means true). An
+ * IPv6-only network comes without IPv4Data: one with both is refused.
+ */
+export function ipv4Enabled(method: string, options: Record<string, unknown>, ipv4Data: number): boolean {
+  const v = options[ENABLE_IPV4];
+  if (v === undefined || v === null) return true;
+  if (typeof v !== 'boolean') throw invalid(method, `Options.${ENABLE_IPV4} must be true or false, got ${shown(v)}`);
+  if (!v && ipv4Data > 0) {
+    throw invalid(
+      method,
+      `Options.${ENABLE_IPV4} is false but IPv4Data has ${ipv4Data} entries; expected no IPv4Data for an IPv6-only network`,
+    );
+  }
+  return v;
+}
 
 export function ipamData(method: string, b: Body, field: string): IPAMData[] {
   const v = b[field];

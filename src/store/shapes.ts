@@ -128,6 +128,7 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       mac: str,
       hostVeth: str,
       containerVeth: str,
+      ifname: optional(str),
       portmap: listOf(portBinding),
       qos: optional(qos),
     }),

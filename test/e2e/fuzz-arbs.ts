@@ -41,6 +41,9 @@ export function validBodies(b: Baseline): Record<string, Record<string, unknown>
   return {
     'Plugin.Activate': {},
     'NetworkDriver.GetCapabilities': {},
+    'NetworkDriver.GwAllocCheck': {
+      Options: { 'com.docker.network.enable_ipv4': true, 'com.docker.network.internal': true, [GENERIC]: {} },
+    },
     'NetworkDriver.CreateNetwork': {
       NetworkID: b.networkId,
       Options: { 'com.docker.network.enable_ipv6': false, [GENERIC]: { 'ovsnet.tag': '42', 'com.docker.network.driver.mtu': '1450' } },
@@ -48,7 +51,11 @@ export function validBodies(b: Baseline): Record<string, Record<string, unknown>
       IPv6Data: [],
     },
     'NetworkDriver.DeleteNetwork': { NetworkID: b.networkId },
-    'NetworkDriver.CreateEndpoint': { ...ids, Interface: { Address: b.address, AddressIPv6: '', MacAddress: '' }, Options: ports },
+    'NetworkDriver.CreateEndpoint': {
+      ...ids,
+      Interface: { Address: b.address, AddressIPv6: '', MacAddress: '' },
+      Options: { ...ports, 'com.docker.network.endpoint.ifname': 'data0' },
+    },
     'NetworkDriver.EndpointOperInfo': ids,
     'NetworkDriver.Join': { ...ids, SandboxKey: '/var/run/docker/netns/0123456789ab', Options: {} },
     'NetworkDriver.Leave': ids,

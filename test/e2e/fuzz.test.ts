@@ -235,6 +235,7 @@ function undoOf(req: Req, answer: Record<string, unknown>): [string, unknown][] 
 /** Routes that change nothing even when they succeed. */
 const READ_ONLY = new Set([
   'NetworkDriver.GetCapabilities',
+  'NetworkDriver.GwAllocCheck',
   'NetworkDriver.EndpointOperInfo',
   'NetworkDriver.AllocateNetwork',
   'NetworkDriver.FreeNetwork',

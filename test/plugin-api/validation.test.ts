@@ -3,40 +3,14 @@
  * field and the form, before anything changes; Docker's own sequences still pass; answers
  * Fastify or Node produce themselves (400, 404, 431, 503 while closing) carry {"Err"} too.
  */
-import fs from 'node:fs';
 import net from 'node:net';
-import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { createLogger } from '../../src/lib/log.js';
 import { buildServer } from '../../src/plugin-api/server.js';
-import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
-import { fakeSideEffects } from '../helpers/driver-fakes.js';
-import { dockerCaller } from '../helpers/inject.js';
-import { makeIpam } from '../helpers/ipam.js';
+import { pluginApp } from '../helpers/plugin-app.js';
 
-const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-val-'));
-t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-
-const store = new SqliteStore({ file: path.join(dir, 'state.db') });
-const fx = fakeSideEffects();
-const driver = new NetworkDriver({ store, log: createLogger('silent'), ...fx, host: 'h1', bridge: 'br0', datapath: () => 'netdev' });
-const ipam = makeIpam(store);
-const app = buildServer({ log: createLogger('silent'), ipam, driver });
-t.teardown(async () => {
-  await app.close();
-  await ipam.stop();
-  await store.close();
-});
-
-const docker = dockerCaller(app);
-
-/** Everything a refused request could have changed: store keys, OVS ports, links, NAT rules. */
-async function state(): Promise<string> {
-  const kvs = (await store.list('/')).kvs.map((kv) => `${kv.key}=${kv.value}`);
-  return JSON.stringify([kvs, [...fx.ovs.ports.keys()], [...fx.links.names], [...fx.nat.networks], [...fx.nat.ports]]);
-}
+const { dir, app, ipam, docker, state } = pluginApp(t, 'val');
 
 const NET = '4f'.repeat(32);
 const EP = 'e1'.repeat(32);

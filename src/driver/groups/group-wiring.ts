@@ -65,7 +65,9 @@ export class GroupWiring {
       throw refuse(`its parent ${g.parent} has no gateway (--internal, or no IPv4 subnet), and groups reach each other through it`);
     }
     const mine = req.ipv4.map((d: IpData) => d.pool);
-    if (mine.length !== 1 || mine[0] !== gw.pool || req.ipv4[0]?.gateway !== gw.gateway) {
+    // No gateway at all when Engine 28+ asked GwAllocCheck first (needsNoGateway): the parent's serves.
+    const given = req.ipv4[0]?.gateway;
+    if (mine.length !== 1 || mine[0] !== gw.pool || (given !== undefined && given !== gw.gateway)) {
       throw refuse(
         `a group shares its parent's subnet and gateway: give --subnet ${gw.pool} --ipam-driver ovsnet --ipam-opt ovsnet.group=${g.name} (this request has ${req.ipv4.map((d) => `${d.pool} gateway ${d.gateway ?? 'none'}`).join(', ') || 'no IPv4 subnet'})`,
       );

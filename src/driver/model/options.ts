@@ -7,7 +7,7 @@ import { OvsnetError } from '../../lib/errors.js';
 import { ALLOW_CONNECTED, allowConnected } from '../../lib/subnets.js';
 import { parseBridgeOptions, type BridgeOptions } from './bridge-options.js';
 import { QOS_OPTIONS, parseQos, type Qos } from './qos-options.js';
-import { GROUP_OPTIONS, parseGroupOptions, type AllowRule } from './group-options.js';
+import { GROUP, GROUP_OPTIONS, parseGroupOptions, type AllowRule } from './group-options.js';
 
 /** Where CreateNetwork's `-o` options are: strings, as Docker sends them (protocol §2). */
 export const GENERIC = 'com.docker.network.generic';
@@ -133,4 +133,16 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
     infra: infra === 'true',
     qos: parseQos(text, '-o'),
   };
+}
+
+/**
+ * GwAllocCheck (Engine 28+): whether a network created with these options needs no gateway
+ * address, because ovsnet gives it no gateway port: an --internal network, or an endpoint group
+ * (its containers get the parent's gateway). Decided on those two keys alone: CreateNetwork
+ * checks the rest.
+ */
+export function needsNoGateway(options: Record<string, unknown>): boolean {
+  const generic = options[GENERIC];
+  const group = generic !== null && typeof generic === 'object' ? (generic as Record<string, unknown>)[GROUP] : undefined;
+  return options[INTERNAL] === true || options[INTERNAL] === 'true' || (typeof group === 'string' && group.trim() !== '');
 }

@@ -72,6 +72,8 @@ export interface EndpointRecord {
   readonly mac: string;
   readonly hostVeth: string;
   readonly containerVeth: string;
+  /** The container's interface name CreateEndpoint asked for (Join answers it as DstName). */
+  readonly ifname?: string;
   /** The port bindings Docker asked for (HostPort 0, or a range, for "any free one"). */
   readonly portmap: readonly PortBinding[];
   /** The ports published for them, one host port each (ProgramExternalConnectivity). */

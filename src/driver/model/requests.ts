@@ -21,6 +21,8 @@ export interface CreateEndpointRequest {
   readonly addressV6: string;
   readonly mac: string;
   readonly portmap: readonly PortBinding[];
+  /** The interface name asked for (com.docker.network.endpoint.ifname, checked at the wire), if any. */
+  readonly ifname?: string;
   /** CreateEndpoint's Options: Docker's keys, and the endpoint's driver options (--driver-opt) at the top level. */
   readonly options?: Readonly<Record<string, unknown>>;
 }
@@ -28,6 +30,8 @@ export interface CreateEndpointRequest {
 /** Join's answer: the interface Docker moves into the container, and gateways ('' if none). */
 export interface JoinResult {
   readonly srcName: string;
+  /** The name in the container, when CreateEndpoint asked for one. */
+  readonly dstName?: string;
   readonly gateway: string;
   readonly gatewayV6: string;
 }
@@ -36,5 +40,6 @@ export interface JoinResult {
 export function joinResult(ep: EndpointRecord, via: NetworkRecord | undefined): JoinResult {
   const gw = (list: readonly IpData[]) =>
     via?.gatewayPort === undefined ? '' : (list.find((d) => d.gateway !== undefined)?.gateway?.split('/')[0] ?? '');
-  return { srcName: ep.containerVeth, gateway: gw(via?.ipv4 ?? []), gatewayV6: gw(via?.ipv6 ?? []) };
+  const dstName = ep.ifname === undefined ? {} : { dstName: ep.ifname };
+  return { srcName: ep.containerVeth, ...dstName, gateway: gw(via?.ipv4 ?? []), gatewayV6: gw(via?.ipv6 ?? []) };
 }

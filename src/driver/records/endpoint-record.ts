@@ -28,6 +28,7 @@ export function endpointRecord(req: CreateEndpointRequest, networkId: string, ho
     hostVeth: names.hostVeth(req.endpointId),
     containerVeth: names.containerVeth(req.endpointId),
     portmap: req.portmap,
+    ...(req.ifname === undefined ? {} : { ifname: req.ifname }),
     ...qosField(endpointQos(req.options ?? {})),
     createdAt: now.toISOString(),
   };

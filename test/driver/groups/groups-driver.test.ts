@@ -221,3 +221,21 @@ t.test('a network without groups never touches group rules', async (t) => {
   t.equal(groups.calls, 0);
   t.same(openflow.flowsOf('br0', { value: cookieOf(FEATURE.groups, 0), mask: 0xffffn << 48n }), [], 'no group flow synced either');
 });
+
+t.test("Engine 28+ skipped the group's gateway (GwAllocCheck): created, and its Join gets the parent's", async (t) => {
+  const { driver } = setup(t);
+  await driver.createNetwork(parent());
+  const {
+    ipv4: [data],
+    ...rest
+  } = group(NET2, 'web');
+  await driver.createNetwork({ ...rest, ipv4: [{ pool: data?.pool ?? '' }] });
+  await driver.createEndpoint(endpoint(NET2, '2', '10.1.0.6'));
+  t.equal((await driver.join(NET2, '2'.repeat(64))).gateway, '10.1.0.1', "the parent's gateway");
+  const other = { ...rest, networkId: NET3, ipv4: [{ pool: data?.pool ?? '', gateway: '10.1.0.9/24' }] };
+  await t.rejects(
+    driver.createNetwork(other),
+    /a group shares its parent's subnet and gateway/,
+    'a gateway other than the parent still refused',
+  );
+});
