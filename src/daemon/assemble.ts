@@ -16,7 +16,7 @@ import { QosFlows } from '../driver/ovs/qos-flows.js';
 import { GroupFlows } from '../driver/ovs/group-flows.js';
 import { Links } from '../driver/links/links.js';
 import { leaveLogical } from '../driver/vxlan/logical.js';
-import { Nat } from '../driver/ports/nat.js';
+import { IPV6_FORWARDING, Nat } from '../driver/ports/nat.js';
 import { HostPorts } from '../driver/ports/host-ports.js';
 import { NetworkDriver } from '../driver/network-driver.js';
 import { Ovsdb } from '../driver/ovs/ovsdb.js';
@@ -137,7 +137,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     log: log.child({ component: 'driver' }),
     ovs,
     links,
-    nat: new Nat(run),
+    nat: new Nat(run, undefined, { file: IPV6_FORWARDING, log: log.child({ component: 'nat' }) }),
     hostPorts: new HostPorts(log.child({ component: 'ports' })),
     bridge: config.bridge,
     datapath: () => datapath,

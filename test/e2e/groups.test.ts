@@ -126,8 +126,8 @@ t.test('within a group, to the gateway, and between groups only what is allowed'
 });
 
 t.test('IPv6 as IPv4: within a group, to the gateway, and between groups only what is allowed', async (t) => {
-  // Between groups the gateway routes: IPv6 forwarding on, as a host reaching beyond itself needs (docs/networks.md).
-  await host.exec(['sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
+  // Between groups the gateway routes: ovsnet turned IPv6 forwarding on with the first IPv6 network.
+  t.equal((await host.exec(['sysctl', '-n', 'net.ipv6.conf.all.forwarding'])).stdout.trim(), '1', "the host's IPv6 forwarding, on");
   t.match(addr6.w1, /^fd71::/, `w1 has an IPv6 address of the parent's subnet: ${addr6.w1 ?? 'none'}`);
   t.ok(await ping('w1', addr6.w2 ?? ''), 'w1 -> w2 ping -6: same group');
   t.ok(await ping('w1', 'fd71::1'), 'w1 -> the gateway');

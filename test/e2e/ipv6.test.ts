@@ -92,7 +92,6 @@ await t.test(
     await inOut(['ip', 'link', 'set', 'eth0', 'up']);
     await inOut(['ip', 'link', 'set', 'lo', 'up']);
     await inOut(['ip', '-6', 'route', 'add', 'default', 'via', 'fd00:99::1']);
-    await host.exec(['sysctl', '-qw', 'net.ipv6.conf.all.forwarding=1']);
 
     await host.dockerOk([
       'run',

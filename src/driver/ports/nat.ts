@@ -9,7 +9,9 @@
  * iptables-restore --noflush batch, whatever their number (its old rules, found by their
  * comment, replaced in the same batch). All idempotent.
  */
+import { readFile, writeFile } from 'node:fs/promises';
 import { OvsnetError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/log.js';
 import { exec, type Run } from '../../lib/exec.js';
 import { detectFlavour, type Flavour } from './iptables-flavour.js';
 import {
@@ -32,16 +34,29 @@ import {
 import type { PortBinding } from '../model/records.js';
 
 type Family = 4 | 6;
+
+/** The host's IPv6 forwarding switch (/proc/sys/net/ipv6/conf/all/forwarding), and where to say it was turned on. */
+export interface Ipv6Forwarding {
+  readonly file: string;
+  readonly log: Logger;
+}
+
+export const IPV6_FORWARDING = '/proc/sys/net/ipv6/conf/all/forwarding';
 const FAMILIES: readonly Family[] = [4, 6];
 
 export class Nat {
   private flavourReady: Promise<Flavour> | undefined;
   private readonly chainsReady = new Map<Family, Promise<void>>();
 
-  /** `chosen`: a fixed flavour (tests); else the one Docker uses, found on first use. */
+  /**
+   * `chosen`: a fixed flavour (tests); else the one Docker uses, found on first use.
+   * `forwarding`: the host's IPv6 forwarding switch, turned on by the first IPv6 network as
+   * Docker's bridge driver does (absent: left alone, as in tests).
+   */
   constructor(
     private readonly run: Run = exec,
     private readonly chosen?: Flavour,
+    private readonly forwarding?: Ipv6Forwarding,
   ) {}
 
   /** Masquerading for the subnet (IPv4, or IPv6: NAT66) and forwarding through the gateway port. */
@@ -52,6 +67,17 @@ export class Nat {
     // The new rules before the old ones go: no moment without isolation.
     for (const r of networkRules(networkId, subnet, gatewayPort, masquerade)) await this.add(family, r);
     for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
+    if (family === 6) await this.forwardIpv6();
+  }
+
+  /** IPv6 routed through the host at all: forwarding on (a no-op once it is). */
+  private async forwardIpv6(): Promise<void> {
+    const f = this.forwarding;
+    if (f === undefined || (await readFile(f.file, 'utf8')).trim() === '1') return;
+    await writeFile(f.file, '1\n');
+    f.log.warn(
+      `IPv6 forwarding was off: turned on (${f.file}), as Docker's bridge driver does for IPv6 networks; an interface with accept_ra=1 no longer takes router advertisements: give it accept_ra=2 if this host's IPv6 default route comes from them`,
+    );
   }
 
   async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {

@@ -1,4 +1,8 @@
 /** The iptables rules ovsnet wants (pure builders), and how Nat applies and removes them. */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { createLogger } from '../../../src/lib/log.js';
 import t, { type Test } from 'tap';
 import type { ExecResult } from '../../../src/lib/exec.js';
 import { Nat } from '../../../src/driver/ports/nat.js';
@@ -601,4 +605,24 @@ t.test('Nat: a host whose ip6tables cannot read its nat table (ipv6.disable=1) s
   await nat.addPorts(EP, '10.1.0.5', [bind({})]);
   t.same(await nat.prunePorts(new Set()), ['eeeeeeeeeeee']);
   await t.rejects(nat.addPorts(EP, 'fd00:1::5', [bind({ hostIp: '::' })]), { code: 'NAT_FAILED' }, 'adding IPv6 rules still fails loudly');
+});
+
+t.test("Nat: the first IPv6 network turns the host's IPv6 forwarding on, once, and says so; IPv4 ones leave it", async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-fwd-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const file = path.join(dir, 'forwarding');
+  fs.writeFileSync(file, '0\n');
+  const said: string[] = [];
+  const log = createLogger('warn', { write: (line: string) => void said.push(line) });
+  const nat = new Nat(fakeIptables().run, flavour('nft'), { file, log });
+  await nat.addNetwork(NET, '10.1.0.0/24', GW);
+  t.equal(fs.readFileSync(file, 'utf8'), '0\n', 'an IPv4 network: left off');
+  await nat.addNetwork(NET, 'fd00:1::/64', GW);
+  t.equal(fs.readFileSync(file, 'utf8'), '1\n', 'an IPv6 network: on');
+  t.equal(said.length, 1);
+  t.match(said[0], /IPv6 forwarding was off: turned on .*accept_ra=2/);
+  await nat.addNetwork(NET, 'fd00:2::/64', GW);
+  t.equal(said.length, 1, 'on already: nothing written, nothing said');
+  await new Nat(fakeIptables().run, flavour('nft')).addNetwork(NET, 'fd00:3::/64', GW);
+  t.pass('without a forwarding switch given (tests, tools) nothing is touched');
 });
