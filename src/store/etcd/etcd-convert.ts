@@ -3,7 +3,6 @@
  * messages and back, and gRPC/etcd failures as coded store errors (the original kept as
  * `cause`), so nothing past etcd.ts sees a foreign type.
  */
-import { isRecoverableError } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
 import { OvsnetError, messageOf } from '../../lib/errors.js';
 import { prefixEnd } from '../keys.js';
@@ -58,7 +57,11 @@ export function toRequestOp(op: Op): RPC.IRequestOp {
  * A failure of an etcd call (`what`, against endpoints `where`) as a store error; the original
  * is kept as `cause`. Already converted errors pass through.
  */
-export function convertError(where: string, what: string, err: unknown): OvsnetError {
+/**
+ * `recoverable`: etcd3's isRecoverableError once the client module is loaded (etcd.ts loads it
+ * after the daemon listens); before that no error of the client's can arrive.
+ */
+export function convertError(where: string, what: string, err: unknown, recoverable: (err: Error) => boolean = () => false): OvsnetError {
   if (err instanceof OvsnetError) return err;
   const msg = messageOf(err);
   if (/requested lease not found/i.test(msg)) {
@@ -77,7 +80,7 @@ export function convertError(where: string, what: string, err: unknown): OvsnetE
   if (/closed/i.test(msg) && /client/i.test(msg)) {
     return new OvsnetError('STORE_CLOSED', 'the store was closed', { cause: err });
   }
-  if (err instanceof Error && (isRecoverableError(err) || /deadline|unavailable|circuit|connect/i.test(msg))) {
+  if (err instanceof Error && (recoverable(err) || /deadline|unavailable|circuit|connect/i.test(msg))) {
     return new OvsnetError('STORE_UNAVAILABLE', `etcd at ${where} is unavailable for ${what}: ${msg}`, { cause: err });
   }
   return new OvsnetError('STORE_CORRUPT', `etcd ${what} failed: ${msg}`, { cause: err });

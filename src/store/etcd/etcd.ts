@@ -5,8 +5,10 @@
  * little later), so a lost connection surfaces as STORE_UNAVAILABLE / STORE_TIMEOUT well inside
  * Docker's 15 s retry window, never as a hang; an answer that arrived by then is never dropped.
  * gRPC and etcd errors are converted where they enter (etcd-convert.ts), kept as `cause`.
+ * The client module (etcd3, with gRPC and protobuf: the heaviest of ovsnet's imports) is loaded
+ * on the first call, not when the process starts, so that the daemon listens first.
  */
-import { Etcd3, isRecoverableError, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
 import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
 import { expireAfterIo } from '../../lib/timers.js';
@@ -43,13 +45,29 @@ export interface EtcdStoreOptions {
 
 export class EtcdStore implements Store {
   readonly kind = 'etcd' as const;
-  private readonly client: Etcd3;
+  private connecting: Promise<Etcd3> | undefined;
+  private closed = false;
+  /** etcd3's isRecoverableError, once loaded. */
+  private recoverable: (err: Error) => boolean = () => false;
   private readonly timeoutMs: number;
   private readonly where: string;
+  private readonly options: EtcdStoreOptions;
 
   constructor(options: EtcdStoreOptions) {
     this.timeoutMs = options.timeoutMs;
     this.where = options.endpoints.join(',');
+    this.options = options;
+  }
+
+  /** The client, made on the first call (after the daemon listens: see the header). */
+  private get client(): Promise<Etcd3> {
+    if (this.closed) return Promise.reject(new OvsnetError('STORE_CLOSED', 'the store was closed'));
+    return (this.connecting ??= this.connect(this.options));
+  }
+
+  private async connect(options: EtcdStoreOptions): Promise<Etcd3> {
+    const { Etcd3, isRecoverableError } = await import('etcd3');
+    this.recoverable = isRecoverableError;
     const timeoutMs = options.timeoutMs;
     const config: IOptions = {
       hosts: [...options.endpoints],
@@ -77,11 +95,11 @@ export class EtcdStore implements Store {
       };
     }
     if (options.auth !== undefined) config.auth = { ...options.auth };
-    this.client = new Etcd3(config);
+    return new Etcd3(config);
   }
 
   async get(key: string): Promise<KeyValue | undefined> {
-    const res = await this.call('get', () => this.client.kv.range({ key: bytes(key) }));
+    const res = await this.call('get', async () => (await this.client).kv.range({ key: bytes(key) }));
     const kv = res.kvs[0];
     return kv === undefined ? undefined : toKv(kv);
   }
@@ -105,13 +123,13 @@ export class EtcdStore implements Store {
   }
 
   async revision(): Promise<number> {
-    const res = await this.call('revision', () => this.client.kv.range({ key: bytes(keys.health), count_only: true }));
+    const res = await this.call('revision', async () => (await this.client).kv.range({ key: bytes(keys.health), count_only: true }));
     return Number(res.header.revision);
   }
 
   async txn(request: TxnRequest): Promise<TxnResult> {
-    const res = await this.call('txn', () =>
-      this.client.kv.txn({
+    const res = await this.call('txn', async () =>
+      (await this.client).kv.txn({
         compare: request.compares.map(toCompare),
         success: request.success.map(toRequestOp),
         failure: (request.failure ?? []).map(toRequestOp),
@@ -130,7 +148,9 @@ export class EtcdStore implements Store {
   }
 
   async watch(prefix: string, fromRevision: number, handlers: WatchHandlers): Promise<Watcher> {
-    const watcher = await this.call('watch', () => this.client.watch().prefix(prefix).startRevision(String(fromRevision)).create());
+    const watcher = await this.call('watch', async () =>
+      (await this.client).watch().prefix(prefix).startRevision(String(fromRevision)).create(),
+    );
     let failed = false;
     watcher.on('data', (res) => {
       if (failed) return;
@@ -163,19 +183,19 @@ export class EtcdStore implements Store {
     watcher.on('error', (err) => {
       if (failed) return;
       failed = true;
-      handlers.onError?.(convertError(this.where, 'watch', err));
+      handlers.onError?.(convertError(this.where, 'watch', err, this.recoverable));
     });
     return { close: () => watcher.cancel().catch(() => undefined) };
   }
 
   async grantLease(ttlSeconds: number): Promise<LeaseId> {
-    const res = await this.call('grantLease', () => this.client.leaseClient.leaseGrant({ TTL: ttlSeconds }));
+    const res = await this.call('grantLease', async () => (await this.client).leaseClient.leaseGrant({ TTL: ttlSeconds }));
     return String(res.ID);
   }
 
   async keepAlive(lease: LeaseId): Promise<void> {
     const res = await this.call('keepAlive', async () => {
-      const stream = await this.client.leaseClient.leaseKeepAlive();
+      const stream = await (await this.client).leaseClient.leaseKeepAlive();
       return new Promise<RPC.ILeaseKeepAliveResponse>((resolve, reject) => {
         stream.on('data', (r) => {
           resolve(r);
@@ -192,16 +212,16 @@ export class EtcdStore implements Store {
 
   async revokeLease(lease: LeaseId): Promise<void> {
     try {
-      await this.call('revokeLease', () => this.client.leaseClient.leaseRevoke({ ID: lease }));
+      await this.call('revokeLease', async () => (await this.client).leaseClient.leaseRevoke({ ID: lease }));
     } catch (err) {
       if (err instanceof OvsnetError && err.code === 'STORE_LEASE_NOT_FOUND') return;
       throw err;
     }
   }
 
-  close(): Promise<void> {
-    this.client.close();
-    return Promise.resolve();
+  async close(): Promise<void> {
+    this.closed = true;
+    (await this.connecting?.catch(() => undefined))?.close();
   }
 
   // --- internals -------------------------------------------------------------------------
@@ -209,8 +229,8 @@ export class EtcdStore implements Store {
   private async page(prefix: string, options: RangeOptions, revision: number | undefined): Promise<RangePage> {
     const limit = Math.min(options.limit ?? MAX_PAGE, MAX_PAGE);
     const start = options.after === undefined ? prefix : options.after + '\0';
-    const res = await this.call('range', () =>
-      this.client.kv.range({
+    const res = await this.call('range', async () =>
+      (await this.client).kv.range({
         key: bytes(start),
         range_end: bytes(prefixEnd(prefix)),
         limit,
@@ -249,7 +269,7 @@ export class EtcdStore implements Store {
     try {
       return await Promise.race([attempt(), timeout]);
     } catch (err) {
-      throw convertError(this.where, what, err);
+      throw convertError(this.where, what, err, this.recoverable);
     } finally {
       clearTimeout(timer);
     }
