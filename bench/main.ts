@@ -6,6 +6,7 @@ import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
 import { benchRestart } from './restart.js';
 import { benchScale } from './scale.js';
+import { benchStartup } from './startup.js';
 import { benchStore } from './store.js';
 
 const suites: Record<string, () => Promise<void>> = {
@@ -17,6 +18,7 @@ const suites: Record<string, () => Promise<void>> = {
   churn: benchChurn,
   scale: benchScale,
   restart: benchRestart,
+  startup: benchStartup,
 };
 
 const name = process.argv[2];

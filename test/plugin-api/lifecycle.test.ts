@@ -1,5 +1,5 @@
 /**
- * `ovsnet serve` as a process: it answers within a second even while its store is unreachable,
+ * `ovsnet serve` as a process: it answers in time for Docker even while its store is unreachable,
  * fails store-bound calls quickly and clearly meanwhile, and on SIGTERM exits 0 and removes its
  * socket.
  */
@@ -12,7 +12,12 @@ import { NO_OVS, Ovsnet, pluginCall } from '../harness/host.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-life-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 
-t.test('up within a second with etcd unreachable; clean SIGTERM', async (t) => {
+// Docker dials a managed plugin's socket 500 ms after starting it, then every 3 s, and gives up
+// after 9.5 s (moby's pluginPostStart). The bound is that limit with a wide margin, not a speed
+// target: how fast ovsnet starts is `npm run bench -- startup`.
+const STARTUP_LIMIT_MS = 5000;
+
+t.test('up in time for Docker with etcd unreachable; clean SIGTERM', async (t) => {
   const socket = path.join(dir, 'plugins', 'ovsnet.sock');
   // Port 9 (discard) on loopback: nothing listens, every connection is refused.
   const o = await Ovsnet.start(socket, {
@@ -23,7 +28,7 @@ t.test('up within a second with etcd unreachable; clean SIGTERM', async (t) => {
   });
   // ovsnet's own figure, from its process start to listening: polling here adds nothing to it.
   const startup = Number(/"startupMs":(\d+)/.exec(o.log)?.[1]);
-  t.ok(startup < 1000, `listening ${startup} ms after the process started`);
+  t.ok(startup < STARTUP_LIMIT_MS, `listening ${startup} ms after the process started`);
   t.same((await pluginCall(socket, 'IpamDriver.GetCapabilities')).body, { RequiresMACAddress: false, RequiresRequestReplay: false });
   const t0 = Date.now();
   const pool = await pluginCall(socket, 'IpamDriver.RequestPool', {
