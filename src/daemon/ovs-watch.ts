@@ -31,6 +31,8 @@ export interface OvsWatchParts {
   /** After the flows are back: the userspace datapath's cached flows dropped (assemble.ts). */
   readonly refreshDatapath: (() => Promise<void>) | undefined;
   readonly retryMs?: number;
+  /** Messages of the switch on the watch connection, answered (of-watch.ts): the VIP refusals. */
+  readonly onMessage?: (message: Buffer) => Buffer | undefined;
 }
 
 /** The bridge's management socket beside a unix OVSDB socket; undefined for tcp: (another machine's). */
@@ -56,6 +58,7 @@ export class OvsWatch {
             socket,
             onLost: () => this.vswitchdLost(),
             onBack: () => this.vswitchdBack(),
+            ...(parts.onMessage === undefined ? {} : { onMessage: parts.onMessage }),
             ...(parts.retryMs === undefined ? {} : { retryMs: parts.retryMs }),
           });
   }

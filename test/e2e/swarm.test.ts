@@ -90,9 +90,8 @@ t.test('tasks on different nodes get addresses of the subnet, each once, and tal
   }
 });
 
-// Swarm's VIP load balancing needs a per-node load-balancer endpoint, which swarmkit allocates and
-// dockerd creates for the overlay driver only (any other driver's VIP resolves but answers nothing:
-// docs/swarm.md); names still resolve to it, and dnsrr services and tasks.NAME to the tasks.
+// Names resolve to the VIP (ovsnet load-balances it in OVS: the next test), dnsrr services and
+// tasks.NAME to the tasks.
 t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the tasks', async (t) => {
   const tasks = await view.tasks('web');
   const vips = JSON.parse(await mgr.dockerOk(['service', 'inspect', '-f', '{{json .Endpoint.VirtualIPs}}', 'web'])) as { Addr: string }[];
@@ -120,6 +119,103 @@ t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the t
     ),
     'db (dnsrr) -> its tasks',
   );
+});
+
+// A default-mode service: dockerd makes no load balancer for a driver other than overlay; ovsnet
+// reads the VIP and its tasks from each node's Engine and load-balances in OVS (docs/swarm.md).
+const HTTPD = ['sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec busybox httpd -f -p 80 -h /www'];
+/** `n` connections to `to`:80 in a row from a container on node i: each answer (a task's hostname) or 'FAIL'. */
+async function fetchMany(i: number, container: string, to: string, n: number, pause = 0): Promise<string[]> {
+  const loop = `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 ${to} 80 | tail -n 1 | grep . || echo FAIL; ${pause > 0 ? `sleep ${pause}` : ':'}; done`;
+  const r = await swarm.host(i).docker(['exec', container, 'sh', '-c', loop]);
+  return r.stdout.split('\n').filter(Boolean);
+}
+/** ovsnet's VIP flows (cookie 0x0f61...) and select groups on node i. */
+async function vipState(i: number): Promise<{ flows: number; groups: number }> {
+  const h = swarm.host(i);
+  const flows = await h.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', 'cookie=0x0f61000000000000/0xffff000000000000']);
+  const groups = await h.exec(['ovs-ofctl', '-O', 'OpenFlow15', 'dump-groups', 'ovsnet0']);
+  return {
+    flows: flows.stdout.split('\n').filter((l) => l.includes('cookie=')).length,
+    groups: groups.stdout.split('\n').filter((l) => /group_id=/.test(l)).length,
+  };
+}
+
+t.test('a service in its default mode (VIP): load-balanced over its tasks from every node, a task reaching itself', async (t) => {
+  const before = await Promise.all([0, 1, 2].map(vipState));
+  await mgr.dockerOk([
+    'service',
+    'create',
+    '-d',
+    '--no-resolve-image',
+    '--name',
+    'lb',
+    '--network',
+    NET,
+    '--replicas',
+    '4',
+    IMAGE,
+    ...HTTPD,
+  ]);
+  const tasks = await view.converge(0, 'lb', 4);
+  const names = new Set(tasks.map((x) => x.container.slice(0, 12)));
+  for (const i of [0, 1, 2]) await swarm.host(i).dockerOk(['run', '-d', '--name', `cl${i}`, '--network', NET, IMAGE, 'sleep', '600']);
+  // The VIP is programmed once each node's Engine lists the tasks (read every 0.5 s).
+  t.ok(await until(async () => (await fetchMany(0, 'cl0', 'lb', 1))[0] !== 'FAIL', 15_000), 'lb answers through its VIP');
+  for (const i of [0, 1, 2]) {
+    const got = await fetchMany(i, `cl${i}`, 'lb', 200);
+    const counts = new Map<string, number>();
+    for (const g of got) counts.set(g, (counts.get(g) ?? 0) + 1);
+    t.equal(got.filter((g) => g === 'FAIL').length, 0, `node ${i + 1}: 200 connections to lb:80, every one answered`);
+    t.ok(
+      [...names].every((n) => (counts.get(n) ?? 0) >= 20) && [...counts.keys()].every((n) => names.has(n)),
+      `node ${i + 1}: spread over all 4 tasks, none under 10%: ${JSON.stringify(Object.fromEntries(counts))}`,
+    );
+  }
+  const self = tasks[0];
+  if (self === undefined) throw new Error('no task');
+  const own = await fetchMany(self.host, self.container, 'lb', 40);
+  t.equal(own.filter((g) => g === 'FAIL').length, 0, 'a task reaching its own service by name: every connection answered');
+  t.ok(own.includes(self.container.slice(0, 12)), `including by itself (hairpin): ${[...new Set(own)].join(' ')}`);
+  const ping = await swarm.host(1).docker(['exec', 'cl1', 'ping', '-c', '1', '-W', '2', 'lb']);
+  t.equal(ping.code, 0, 'the VIP answers ping (a task does)');
+
+  // Scaled to 1 and back to 6 while a client keeps connecting: never an answer from a task that is
+  // gone once the change is seen, and under a second of failures per change.
+  const slow = fetchMany(2, 'cl2', 'lb', 160, 0.1);
+  await mgr.dockerOk(['service', 'scale', '-d', 'lb=1']);
+  const one = await view.converge(0, 'lb', 1);
+  await new Promise((r) => setTimeout(r, 1500));
+  const after1 = await fetchMany(0, 'cl0', 'lb', 20);
+  t.same([...new Set(after1)], [one[0]?.container.slice(0, 12)], 'scaled to 1: only the remaining task answers');
+  await mgr.dockerOk(['service', 'scale', '-d', 'lb=6']);
+  const six = await view.converge(0, 'lb', 6);
+  await new Promise((r) => setTimeout(r, 1500));
+  const after6 = new Set(await fetchMany(0, 'cl0', 'lb', 120));
+  t.ok(
+    six.every((x) => after6.has(x.container.slice(0, 12))) && !after6.has('FAIL'),
+    `scaled to 6: every task answers, nothing fails (${after6.size} answering)`,
+  );
+  const during = await slow;
+  const failed = during.filter((g) => g === 'FAIL').length;
+  t.comment(`a client connecting every 0.1 s through both changes: ${during.length - failed} answered, ${failed} failed`);
+  t.ok(failed <= 10, `at most about a second of failures per change (${failed} of ${during.length} at 0.1 s apart)`);
+
+  // ovs-vswitchd restarted on node 2: the VIP's flows and group are back with the rest.
+  await swarm.host(1).vswitchd('restart');
+  t.ok(
+    await until(async () => (await fetchMany(1, 'cl1', 'lb', 1))[0] !== 'FAIL', 10_000),
+    'after ovs-vswitchd restarted on node 2, lb answers there',
+  );
+  t.equal((await fetchMany(1, 'cl1', 'lb', 30)).filter((g) => g === 'FAIL').length, 0, 'and keeps answering');
+
+  await mgr.dockerOk(['service', 'rm', 'lb']);
+  let now: { flows: number; groups: number }[] = [];
+  t.ok(
+    await until(async () => JSON.stringify((now = await Promise.all([0, 1, 2].map(vipState)))) === JSON.stringify(before), 15_000),
+    `docker service rm: every node's VIP flows and groups as before lb (before ${JSON.stringify(before)}, after ${JSON.stringify(now)})`,
+  );
+  for (const i of [0, 1, 2]) await swarm.host(i).dockerOk(['rm', '-f', `cl${i}`]);
 });
 
 t.test('a standalone container on any node reaches the tasks', async (t) => {

@@ -9,7 +9,7 @@ import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OpenFlowApi, OvsApi } fr
 import type { PortBinding } from '../../src/driver/model/records.js';
 import { inScope, type CookieScope } from '../../src/driver/ovs/cookies.js';
 import { OWNER } from '../../src/driver/ovs/external-ids.js';
-import type { FlowMods, MeterMods } from '../../src/driver/ovs/flow-diff.js';
+import { noGroupMods, type FlowMods, type MeterMods } from '../../src/driver/ovs/flow-diff.js';
 import { changeCount, type Changes, type Wanted } from '../../src/driver/ovs/flow-sync.js';
 import type { DatapathType, FailMode, OwnPort } from '../../src/driver/ovs/ovsdb.js';
 import { meterPort } from '../../src/driver/ovs/qos-flows.js';
@@ -397,7 +397,7 @@ export class FakeOpenFlow extends Failer implements OpenFlowApi {
       modified,
       deleted: deleted.length,
     };
-    return { flows, meters: this.meterChanges(bridge, wanted.meters) };
+    return { flows, meters: this.meterChanges(bridge, wanted.meters), groups: noGroupMods };
   }
 
   /** ovsnet's meters only (its ID range), and only when the caller says which it wants. */

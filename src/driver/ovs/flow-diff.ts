@@ -106,3 +106,35 @@ export function meterMods(have: ReadonlyMap<number, string>, want: ReadonlyMap<n
   const remove = [...have.keys()].filter((id) => own(id) && !want.has(id));
   return { add, modify, remove };
 }
+
+/** dump-groups' answer (OpenFlow 1.5): each group's text after `group_id=ID,`, by ID. */
+export function parseGroups(dump: string): Map<number, string> {
+  const groups = new Map<number, string>();
+  for (const line of dump.split('\n')) {
+    const m = /^\s*group_id=(\d+),(.*)$/.exec(line);
+    if (m?.[1] !== undefined && m[2] !== undefined) groups.set(Number(m[1]), m[2].trim());
+  }
+  return groups;
+}
+
+/** What to do with groups: add, modify, delete (IDs), ovsnet's range only (`own`). */
+export interface GroupMods {
+  readonly add: readonly number[];
+  readonly modify: readonly number[];
+  readonly remove: readonly number[];
+}
+
+export const noGroupMods: GroupMods = { add: [], modify: [], remove: [] };
+
+export function groupMods(have: ReadonlyMap<number, string>, want: ReadonlyMap<number, string>, own: (id: number) => boolean): GroupMods {
+  const add: number[] = [];
+  const modify: number[] = [];
+  for (const [id, spec] of want) {
+    if (!own(id)) throw new Error(`a wanted group lies outside ovsnet's range: ${id}`);
+    const now = have.get(id);
+    if (now === undefined) add.push(id);
+    else if (now !== spec) modify.push(id);
+  }
+  const remove = [...have.keys()].filter((id) => own(id) && !want.has(id));
+  return { add, modify, remove };
+}

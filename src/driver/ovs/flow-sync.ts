@@ -15,7 +15,18 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { OvsnetError } from '../../lib/errors.js';
-import { flowMods, meterMods, noMods, parseMeters, type FlowMods, type MeterMods } from './flow-diff.js';
+import {
+  flowMods,
+  groupMods,
+  meterMods,
+  noGroupMods,
+  noMods,
+  parseGroups,
+  parseMeters,
+  type FlowMods,
+  type GroupMods,
+  type MeterMods,
+} from './flow-diff.js';
 import { type CookieScope } from './cookies.js';
 import { OpenFlow, type OfctlCall } from './openflow.js';
 import { meterPort } from './qos-flows.js';
@@ -24,25 +35,39 @@ import { sendMeterMods, type MeterMod } from './of-meters.js';
 const OF13: OfctlCall = { of13: true };
 /** Bundles are OpenFlow 1.4's. */
 const OF14 = ['-O', 'OpenFlow14'];
+/** Groups in OpenFlow 1.5's form (bucket IDs), as they are compared and bundled with flows. */
+const OF15 = ['-O', 'OpenFlow15'];
 /** How many meter commands run at once after ovs-vswitchd lost them all. */
 const METER_CONCURRENCY = 8;
 
-/** The state wanted: flows as add-flow takes them, meters (ID -> add-meter's spec). */
+/**
+ * The state wanted: flows as add-flow takes them, meters (ID -> add-meter's spec), groups (ID ->
+ * the group as dump-groups prints it in OpenFlow 1.5 after `group_id=ID,`) with the test of
+ * which group IDs are ovsnet's (groups carry no cookie).
+ */
 export interface Wanted {
   readonly flows: readonly string[];
   readonly meters?: ReadonlyMap<number, string>;
+  readonly groups?: { readonly specs: ReadonlyMap<number, string>; readonly own: (id: number) => boolean };
 }
 
 /** What a sync changed (or, for diff(), would change). */
 export interface Changes {
   readonly flows: FlowMods;
   readonly meters: MeterMods;
+  readonly groups: GroupMods;
 }
 
 const noMeters: MeterMods = { add: [], modify: [], remove: [] };
 
 export const changeCount = (c: Changes): number =>
-  c.flows.lines.length + c.meters.add.length + c.meters.modify.length + c.meters.remove.length;
+  c.flows.lines.length +
+  c.meters.add.length +
+  c.meters.modify.length +
+  c.meters.remove.length +
+  c.groups.add.length +
+  c.groups.modify.length +
+  c.groups.remove.length;
 
 let ownDir: Promise<string> | undefined;
 let serial = 0;
@@ -84,10 +109,14 @@ export class FlowSync {
       return answer;
     });
     const flows = r.stdout.trim() === '' ? noMods : flowMods(r.stdout, scope);
-    if (!ownMeters) return { flows, meters: noMeters };
+    const groups =
+      wanted.groups === undefined
+        ? noGroupMods
+        : groupMods(parseGroups(await this.of.ofctl([...OF15, 'dump-groups', bridge])), wanted.groups.specs, wanted.groups.own);
+    if (!ownMeters) return { flows, meters: noMeters, groups };
     const have = parseMeters(await this.of.ofctl(['dump-meters', bridge], OF13));
     const meters = meterMods(have, wanted.meters ?? new Map(), (id) => meterPort(id) !== undefined);
-    return { flows, meters };
+    return { flows, meters, groups };
   }
 
   /** Makes the bridge hold `wanted` within `scope` (see the header); returns what it changed. */
@@ -102,27 +131,52 @@ export class FlowSync {
           return { command, id, ...(spec === undefined ? {} : { spec }) };
         });
       await sendMeterMods(socket, [...mods('add', changes.meters.add), ...mods('modify', changes.meters.modify)], this.timeoutMs);
-      await this.bundle(bridge, changes.flows);
+      await this.bundle(bridge, changes.flows, changes.groups, wanted.groups?.specs);
       await sendMeterMods(socket, mods('delete', changes.meters.remove), this.timeoutMs);
       return changes;
     }
     await this.meters(bridge, 'add-meter', changes.meters.add, specs);
     await this.meters(bridge, 'mod-meter', changes.meters.modify, specs);
-    await this.bundle(bridge, changes.flows);
+    await this.bundle(bridge, changes.flows, changes.groups, wanted.groups?.specs);
     await this.meters(bridge, 'del-meter', changes.meters.remove, specs);
     return changes;
   }
 
-  /** The flow mods in one bundle: every one applied, or none (the bridge unchanged, OVS_FAILED). */
-  async bundle(bridge: string, mods: FlowMods): Promise<void> {
-    if (mods.lines.length === 0) return;
-    const args = [...OF14, '--bundle', 'add-flows', bridge, '-'];
-    const r = await this.of.answer(args, { input: `${mods.lines.join('\n')}\n` });
+  /**
+   * The flow mods, and the group mods when there are any, in one bundle: every one applied, or
+   * none (the bridge unchanged, OVS_FAILED). Groups are added and modified before the flows that
+   * use them, and deleted after the flows that used them.
+   */
+  async bundle(
+    bridge: string,
+    mods: FlowMods,
+    groups: GroupMods = noGroupMods,
+    specs: ReadonlyMap<number, string> = new Map(),
+  ): Promise<void> {
+    const groupCount = groups.add.length + groups.modify.length + groups.remove.length;
+    if (mods.lines.length === 0 && groupCount === 0) return;
+    let args = [...OF14, '--bundle', 'add-flows', bridge, '-'];
+    let r;
+    if (groupCount === 0) {
+      r = await this.of.answer(args, { input: `${mods.lines.join('\n')}\n` });
+    } else {
+      const group = (verb: string, id: number) => `group ${verb} group_id=${id}${verb === 'delete' ? '' : `,${specs.get(id) ?? ''}`}`;
+      const lines = [
+        ...groups.add.map((id) => group('add', id)),
+        ...groups.modify.map((id) => group('modify', id)),
+        ...mods.lines.map((l) => `flow ${l}`),
+        ...groups.remove.map((id) => group('delete', id)),
+      ];
+      r = await withFile(`${lines.join('\n')}\n`, (file) => {
+        args = [...OF15, 'bundle', bridge, file];
+        return this.of.answer(args);
+      });
+    }
     if (r.code === 0) return;
     const base = this.of.error(args, r);
     throw new OvsnetError(
       'OVS_FAILED',
-      `${base.message}; the bundle was refused whole, the bridge's flows are as they were (does the bridge allow OpenFlow14: ovs-vsctl get bridge ${bridge} protocols?)`,
+      `${base.message}; the bundle was refused whole, the bridge's flows are as they were (does the bridge allow OpenFlow14 and 15: ovs-vsctl get bridge ${bridge} protocols?)`,
     );
   }
 

@@ -7,13 +7,30 @@
  * replies: this connection changes nothing on the switch. While the socket is missing (no bridge
  * yet, or ovs-vswitchd down) it is tried again every `retryMs`, at most once a second when it has
  * been missing for long.
+ *
+ * With `onMessage` it also asks for the switch's asynchronous messages (SET_CONFIG with a miss
+ * send length: a management connection gets none otherwise) and hands each message to it, sending
+ * back what it answers: ovsnet's VIP refusals (vip-refusal.ts). OpenFlow 1.3 and later send no
+ * PACKET_IN on a table miss, so only flows with a `controller` action reach it.
  */
 import net from 'node:net';
 
 const OFPT_HELLO = 0;
 const OFPT_ECHO_REQUEST = 2;
 const OFPT_ECHO_REPLY = 3;
+const OFPT_SET_CONFIG = 9;
 const HEADER = 8;
+
+/** SET_CONFIG in `version`: normal fragment handling, whole packets to the controller. */
+export function setConfigMessage(version: number, xid: number): Buffer {
+  const b = Buffer.alloc(12);
+  b.writeUInt8(version, 0);
+  b.writeUInt8(OFPT_SET_CONFIG, 1);
+  b.writeUInt16BE(12, 2);
+  b.writeUInt32BE(xid >>> 0, 4);
+  b.writeUInt16BE(0xffff, 10);
+  return b;
+}
 
 /** HELLO offering OpenFlow 1.0-1.5 (a version bitmap): whatever versions the bridge allows, one is common. */
 export function helloMessage(xid: number): Buffer {
@@ -64,6 +81,8 @@ export interface OfWatchOptions {
   readonly retryMs?: number;
   /** After this long without the socket, tried once a second. */
   readonly patienceMs?: number;
+  /** Every message the switch sends; what it returns is sent back (see the header). */
+  readonly onMessage?: (message: Buffer) => Buffer | undefined;
 }
 
 export class OpenFlowWatch {
@@ -109,7 +128,7 @@ export class OpenFlowWatch {
       const { messages, rest, bad } = splitMessages(Buffer.concat([buffered, chunk]));
       buffered = rest;
       for (const m of messages) {
-        const answer = answerTo(m);
+        const answer = answerTo(m) ?? this.reply(m);
         if (answer !== undefined) socket.write(answer);
       }
       if (bad) socket.destroy();
@@ -124,6 +143,18 @@ export class OpenFlowWatch {
       }
       this.retry();
     });
+  }
+
+  private reply(message: Buffer): Buffer | undefined {
+    const onMessage = this.options.onMessage;
+    if (onMessage === undefined) return undefined;
+    // The switch's HELLO: the version is the highest both offer (ours is 1.5).
+    if (message.readUInt8(1) === OFPT_HELLO) return setConfigMessage(Math.min(message.readUInt8(0), 0x06), 2);
+    try {
+      return onMessage(message);
+    } catch {
+      return undefined; // a message it cannot read gets no answer
+    }
   }
 
   private retry(): void {

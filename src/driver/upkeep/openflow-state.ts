@@ -18,8 +18,10 @@ import type { DriverRecords } from '../records/driver-records.js';
 import type { GroupWiring } from '../groups/group-wiring.js';
 import { guardFlowsOf } from '../network/gateway.js';
 import { effectiveQos } from '../model/qos-options.js';
+import type { EndpointRecord, NetworkRecord } from '../model/records.js';
+import { isVipGroup, vipFlows, type VipNetwork, type VipState } from '../ovs/vip-flows.js';
 
-export type OpenFlowStateDeps = Pick<DriverDeps, 'ovs' | 'openflow' | 'qos' | 'bridge' | 'log'>;
+export type OpenFlowStateDeps = Pick<DriverDeps, 'ovs' | 'openflow' | 'qos' | 'bridge' | 'log' | 'vips'>;
 
 /** What a sync did, in words for the log and counts for the metrics. */
 export interface SyncReport {
@@ -46,7 +48,8 @@ export class OpenFlowState {
     const ofports = this.deps.qos === undefined ? new Map<string, number>() : await this.deps.qos.ofports(this.deps.bridge);
     for (const n of networks) flows.push(...guardFlowsOf(n, (name) => ofports.get(name)));
     const byId = new Map(networks.map((n) => [n.networkId, n]));
-    for (const ep of await this.records.allEndpoints()) {
+    const endpoints = await this.records.allEndpoints();
+    for (const ep of endpoints) {
       const network = byId.get(ep.networkId);
       const qos = network === undefined ? undefined : effectiveQos(network.qos, ep.qos);
       const ofport = ofports.get(ep.hostVeth);
@@ -62,7 +65,32 @@ export class OpenFlowState {
       });
       if (plan !== undefined) flows.push(...groupFlows(plan));
     }
-    return { flows, meters };
+    const vips = this.vipState(networks, endpoints, ofports);
+    flows.push(...vips.flows);
+    return { flows, meters, groups: { specs: vips.groups, own: isVipGroup } };
+  }
+
+  /** Swarm service VIPs (ovs/vip-flows.ts) of this host's networks that have some. */
+  private vipState(
+    networks: readonly NetworkRecord[],
+    endpoints: readonly EndpointRecord[],
+    ofports: ReadonlyMap<string, number>,
+  ): VipState {
+    const table = this.deps.vips?.();
+    if (table === undefined || table.size === 0) return { flows: [], groups: new Map() };
+    const plans: VipNetwork[] = [];
+    for (const n of networks) {
+      const services = table.get(n.networkId);
+      if (services === undefined || services.length === 0) continue;
+      const local = endpoints.flatMap((ep) => {
+        const ofport = ofports.get(ep.hostVeth);
+        return ep.networkId !== n.networkId || ofport === undefined || ep.address === undefined
+          ? []
+          : [{ ofport, address: ep.address.split('/')[0] ?? '' }];
+      });
+      plans.push({ tag: n.tag, services, local });
+    }
+    return vipFlows(plans);
   }
 
   /** What sync() would change. A read; undefined without OpenFlow access. */

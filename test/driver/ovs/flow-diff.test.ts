@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { OWN, only } from '../../../src/driver/ovs/cookies.js';
-import { flowMods, meterMods, meterShape, parseMeters } from '../../../src/driver/ovs/flow-diff.js';
+import { flowMods, meterMods, meterShape, parseMeters, groupMods, parseGroups } from '../../../src/driver/ovs/flow-diff.js';
 import { meterPort } from '../../../src/driver/ovs/qos-flows.js';
 
 /** `ovs-ofctl -O OpenFlow13 diff-flows tbr /dev/stdin` as OVS 3.1 prints it (+: wanted only, -: on the switch only). */
@@ -128,4 +128,25 @@ t.test('meterMods: add, modify, remove; never an ID `own` refuses', async (t) =>
     'nothing removed that `own` refuses',
   );
   t.same(meterMods(new Map(), want, own), { add: [A, B, D], modify: [], remove: [] }, 'after a restart: all added');
+});
+
+t.test("parseGroups and groupMods: dump-groups' answer by ID; add, modify, remove within ovsnet's range only", async (t) => {
+  const dump = [
+    'OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):',
+    ' group_id=258034660,type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.7))',
+    ' group_id=258034661,type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.8))',
+    ' group_id=7,type=all,bucket=bucket_id:0,actions=output:1',
+  ].join('\n');
+  const have = parseGroups(dump);
+  t.equal(have.size, 3);
+  t.equal(have.get(7), 'type=all,bucket=bucket_id:0,actions=output:1');
+  const own = (id: number) => id > 0x0f610000 && id <= 0x0f61ffff;
+  const want = new Map([
+    [258034660, have.get(258034660) ?? ''],
+    [258034662, 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.9))'],
+  ]);
+  t.same(groupMods(have, want, own), { add: [258034662], modify: [], remove: [258034661] }, 'group 7 (not ours) stays');
+  want.set(258034660, 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.10))');
+  t.same(groupMods(have, want, own).modify, [258034660], 'a changed bucket list is a modify');
+  t.throws(() => groupMods(have, new Map([[7, 'type=all']]), own), /outside ovsnet's range/);
 });

@@ -52,7 +52,11 @@ t.test('nothing to change: one diff-flows (and dump-meters only when meters are 
   t.same(flowsOnly.calls[0]?.args.slice(0, 4), ['-O', 'OpenFlow13', 'diff-flows', 'br0']);
   t.equal(flowsOnly.calls[0]?.wanted, `${BASE}\n${GUARD}\n`, 'the wanted flows, one a line, from a file');
   t.notOk(fs.existsSync(flowsOnly.calls[0]?.file ?? ''), 'the file is gone once the call is done');
-  t.same(changes, { flows: { lines: [], added: 0, modified: 0, deleted: 0 }, meters: { add: [], modify: [], remove: [] } });
+  t.same(changes, {
+    flows: { lines: [], added: 0, modified: 0, deleted: 0 },
+    meters: { add: [], modify: [], remove: [] },
+    groups: { add: [], modify: [], remove: [] },
+  });
 
   const withMeters = scripted((verb) => (verb === 'dump-meters' ? ok(METERS_HEAD + dumped(M1, 100) + dumped(7, 1)) : ok()));
   const c = await withMeters.sync.sync('br0', OWN, { flows: [BASE], meters: new Map([[M1, spec(M1, 100)]]) });
@@ -145,7 +149,7 @@ t.test("a refused bundle: OVS_FAILED saying the bridge's flows are as they were;
   await t.rejects(sync.sync('br0', OWN, { flows: [BASE], meters: new Map() }), {
     code: 'OVS_FAILED',
     message:
-      /^ovs-ofctl -O OpenFlow14 --bundle add-flows br0 - failed \(1\): .*does not support bundles; .*the bundle was refused whole, the bridge's flows are as they were \(does the bridge allow OpenFlow14: ovs-vsctl get bridge br0 protocols\?\)$/,
+      /^ovs-ofctl -O OpenFlow14 --bundle add-flows br0 - failed \(1\): .*does not support bundles; .*the bundle was refused whole, the bridge's flows are as they were \(does the bridge allow OpenFlow14 and 15: ovs-vsctl get bridge br0 protocols\?\)$/,
   });
   t.same(verbs(), ['diff-flows', 'dump-meters', 'add-flows'], 'no del-meter: a flow still on the bridge may use the meter');
 });
@@ -156,4 +160,54 @@ t.test('a wanted flow outside the scope is refused before anything is written', 
   );
   await t.rejects(sync.sync('br0', OWN, { flows: ['priority=5,ip,actions=drop'] }), /outside ovsnet's cookie scope/);
   t.same(verbs(), ['diff-flows']);
+});
+
+t.test('groups: compared with dump-groups, added and modified before the flows in one bundle, stale ones deleted after', async (t) => {
+  const own = (id: number) => id > 0x0f610000 && id <= 0x0f61ffff;
+  const G1 = 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.7))';
+  const G2 = 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.8))';
+  let bundled = '';
+  const s = scripted((verb, args) => {
+    if (verb === 'diff-flows') return { code: 2, stdout: '+priority=0 cookie=0xf5c000000000000 actions=NORMAL\n', stderr: '' };
+    if (verb === 'dump-groups') return ok(` group_id=${0x0f610002},${G2}\n group_id=${0x0f610003},${G1}\n group_id=9,type=all\n`);
+    if (args.includes('bundle')) bundled = fs.readFileSync(args.at(-1) ?? '', 'utf8');
+    return ok();
+  });
+  const wanted = {
+    flows: [BASE],
+    groups: {
+      specs: new Map([
+        [0x0f610001, G1],
+        [0x0f610002, G2],
+      ]),
+      own,
+    },
+  };
+  const changes = await s.sync.sync('br0', OWN, wanted);
+  t.same(changes.groups, { add: [0x0f610001], modify: [], remove: [0x0f610003] });
+  t.same(
+    bundled.trim().split('\n'),
+    [
+      `group add group_id=${0x0f610001},${G1}`,
+      'flow add priority=0 cookie=0xf5c000000000000 actions=NORMAL',
+      `group delete group_id=${0x0f610003}`,
+    ],
+    'one bundle: the new group, then the flows, then the stale group; group 9 (not ours) untouched',
+  );
+  t.ok(
+    s.calls.some((c) => c.args.includes('OpenFlow15') && c.args.includes('bundle')),
+    'in OpenFlow 1.5 (groups with bucket IDs)',
+  );
+});
+
+t.test('groups already right: no bundle at all', async (t) => {
+  const own = (id: number) => id > 0x0f610000 && id <= 0x0f61ffff;
+  const G1 = 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.7))';
+  const s = scripted((verb) => (verb === 'dump-groups' ? ok(` group_id=${0x0f610001},${G1}\n`) : ok()));
+  const changes = await s.sync.sync('br0', OWN, { flows: [BASE], groups: { specs: new Map([[0x0f610001, G1]]), own } });
+  t.same(changes.groups, { add: [], modify: [], remove: [] });
+  t.notOk(
+    s.calls.some((c) => c.args.includes('bundle') || c.args.includes('--bundle')),
+    'nothing written',
+  );
 });
