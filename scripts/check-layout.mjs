@@ -10,7 +10,7 @@ const MAX_ENTRIES = 15;
 // Rooms from the floor up: a room imports only rooms below it (type-only imports too), so each
 // reads without those above. Files at the folder's root stand above every room.
 const ROOMS = {
-  driver: ['model', 'ovs', 'links', 'records', 'effects', 'qos', 'ports', 'network', 'vxlan', 'uplink', 'groups', 'endpoint', 'upkeep'],
+  driver: ['model', 'ovs', 'links', 'records', 'effects', 'qos', 'ports', 'network', 'vxlan', 'vip', 'uplink', 'groups', 'endpoint', 'upkeep'],
   'ipam-driver': ['state', 'index', 'allocation', 'pools', 'recovery'],
 };
 const root = path.resolve(process.argv[2] ?? 'src');

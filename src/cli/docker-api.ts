@@ -4,27 +4,11 @@
  * and the names of networks and containers shown beside ovsnet's IDs. Every call is bounded and
  * answers undefined when Docker cannot be asked: names are a help, never a reason to fail.
  */
-import http from 'node:http';
 import path from 'node:path';
+import { unixGet } from '../lib/unix-http.js';
 import { hasControl } from './output.js';
 
 export const DOCKER_SOCKET = '/var/run/docker.sock';
-
-/** GET over a unix socket: the status and body, or undefined when nothing answers in time. */
-export function unixGet(socket: string, path: string, timeoutMs: number): Promise<{ status: number; body: string } | undefined> {
-  return new Promise((resolve) => {
-    const req = http.request({ socketPath: socket, path, method: 'GET', timeout: timeoutMs }, (res) => {
-      let body = '';
-      res.setEncoding('utf8');
-      res.on('data', (d: string) => (body += d));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
-      res.on('error', () => resolve(undefined));
-    });
-    req.on('error', () => resolve(undefined));
-    req.on('timeout', () => req.destroy());
-    req.end();
-  });
-}
 
 async function dockerGet<T>(socket: string, path: string): Promise<T | undefined> {
   const res = await unixGet(socket, path, 3000);

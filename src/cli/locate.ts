@@ -15,7 +15,8 @@ import { SETTINGS, type SettingName } from '../config/config.js';
 import { ADMIN_INFO_PATH, type AdminInfo } from '../plugin-api/admin-routes.js';
 import { REDACTED } from '../config/settings-view.js';
 import { hasControl } from './output.js';
-import { isCleanPath, managedOvsnets, unixGet, type Mount } from './docker-api.js';
+import { unixGet } from '../lib/unix-http.js';
+import { isCleanPath, managedOvsnets, type Mount } from './docker-api.js';
 
 /** The file deploy/ovsnet.service reads (EnvironmentFile=). */
 export const ENV_FILE = '/etc/default/ovsnet';

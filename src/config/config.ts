@@ -41,6 +41,8 @@ export interface Config {
   readonly scope: 'local' | 'global';
   /** UDP port of ovsnet's VXLAN tunnels (the same on every host). */
   readonly vxlanPort: number;
+  /** OVSNET_DOCKER_HOST: the Engine socket read for swarm services' VIPs (driver/vip/); '' = off. */
+  readonly dockerSocket: string;
 }
 
 export interface DefaultPool {
@@ -136,6 +138,9 @@ export function loadConfig(env: Env): Config {
   }
   const vxlanPort = parseIntIn(value('OVSNET_VXLAN_PORT'), 1, 65535);
   if (vxlanPort === undefined) bad('OVSNET_VXLAN_PORT', value('OVSNET_VXLAN_PORT'));
+  const dockerHost = value('OVSNET_DOCKER_HOST');
+  const dockerSocket = dockerHost === 'off' ? '' : parseDockerHost(dockerHost);
+  if (dockerSocket === undefined) bad('OVSNET_DOCKER_HOST', dockerHost);
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -174,6 +179,7 @@ export function loadConfig(env: Env): Config {
     spareVeths: spareVeths ?? 16,
     scope,
     vxlanPort: vxlan,
+    dockerSocket: dockerSocket ?? '',
   });
 }
 
@@ -205,6 +211,14 @@ function parseDefaultPools(raw: string, min: MinPrefix | undefined): DefaultPool
   }
   if (!pools.some((p) => p.range.family === 4)) return 'at least one IPv4 range is needed';
   return pools;
+}
+
+/** The socket path of unix:///absolute/path: no ".." segment, no control character, at most 4096 characters. */
+function parseDockerHost(raw: string): string | undefined {
+  const p = raw.startsWith('unix://') ? raw.slice('unix://'.length) : '';
+  // eslint-disable-next-line no-control-regex -- refusing control characters is the point
+  const clean = p.startsWith('/') && p.length <= 4096 && !p.split('/').includes('..') && !/[\0-\x1f\x7f-\x9f]/.test(p);
+  return clean ? p : undefined;
 }
 
 function parseIntIn(raw: string, min: number, max: number): number | undefined {

@@ -128,6 +128,11 @@ export const SETTINGS = {
     form: 'a UDP port, an integer from 1 to 65535 (the same on every host)',
     doc: "UDP port of ovsnet's VXLAN tunnels; another one keeps them apart from the kernel VXLAN of Docker's overlay and ingress networks, which use 4789 too.",
   },
+  OVSNET_DOCKER_HOST: {
+    default: 'unix:///var/run/docker.sock',
+    form: 'unix:///absolute/path (no "..", at most 4096 characters), or off',
+    doc: "Docker Engine socket ovsnet reads (GET only) for swarm services' VIPs and their tasks on its swarm networks; off: not followed (swarm VIPs then do not work on ovsnet networks, dnsrr services do).",
+  },
   OVSNET_METRICS_ADDR: {
     default: '',
     form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',

@@ -169,3 +169,21 @@ t.test('OVSNET_SCOPE and OVSNET_VXLAN_PORT: swarm networks need etcd; one tunnel
     t.throws(() => loadConfig({ OVSNET_VXLAN_PORT: port }), { message: /OVSNET_VXLAN_PORT=.* is not valid: expected a UDP port/ });
   }
 });
+
+t.test('OVSNET_DOCKER_HOST: the Engine socket read for swarm VIPs, unix:// and an absolute path, or off', async (t) => {
+  t.equal(loadConfig({}).dockerSocket, '/var/run/docker.sock');
+  t.equal(loadConfig({ OVSNET_DOCKER_HOST: 'unix:///run/user/0/docker.sock' }).dockerSocket, '/run/user/0/docker.sock');
+  t.equal(loadConfig({ OVSNET_DOCKER_HOST: 'off' }).dockerSocket, '', 'off: not followed');
+  for (const bad of [
+    'tcp://10.0.0.1:2375',
+    '/var/run/docker.sock',
+    'unix://var/run/docker.sock',
+    'unix:///var/../etc/x',
+    'unix:///a\u0007b',
+    `unix:///${'a'.repeat(4096)}`,
+  ]) {
+    t.throws(() => loadConfig({ OVSNET_DOCKER_HOST: bad }), {
+      message: /OVSNET_DOCKER_HOST=.* is not valid: expected unix:\/\/\/absolute\/path \(no "\.\.", at most 4096 characters\), or off/,
+    });
+  }
+});
