@@ -8,6 +8,7 @@ import { benchRestart } from './restart.js';
 import { benchScale } from './scale.js';
 import { benchStartup } from './startup.js';
 import { benchStore } from './store.js';
+import { benchVip } from './vip.js';
 
 const suites: Record<string, () => Promise<void>> = {
   store: benchStore,
@@ -19,6 +20,7 @@ const suites: Record<string, () => Promise<void>> = {
   scale: benchScale,
   restart: benchRestart,
   startup: benchStartup,
+  vip: benchVip,
 };
 
 const name = process.argv[2];

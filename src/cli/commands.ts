@@ -151,7 +151,10 @@ const statusView = async (s: Session): Promise<Shown & { status: number }> => {
 };
 
 const doctorView = async (s: Session): Promise<Shown & { status: number }> => {
-  const checks = [settingsCheck(s), ...(await doctor(s.config, s.store, s.ovs, chooseDatapath(s.config.datapath), s.dockerSocket))];
+  const checks = [
+    settingsCheck(s),
+    ...(await doctor(s.config, s.store, s.ovs, chooseDatapath(s.config.datapath), s.dockerSocket, s.location.daemon?.info)),
+  ];
   const daemon = checks.find((c) => c.check === 'daemon');
   if (daemon !== undefined) daemon.detail = daemonDetail(s, daemon.ok);
   return { data: checks, table: checkRows(checks, true), status: checks.every((c) => c.ok) ? EXIT.ok : EXIT.problem };

@@ -21,6 +21,7 @@ import { registeredHosts } from '../cluster/hosts.js';
 import { endpoints, networks, pools } from './inspect.js';
 import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
 import { openflowCheck } from './openflow-check.js';
+import type { AdminInfo, SwarmVipsInfo } from '../plugin-api/admin-routes.js';
 import type { Check } from './output.js';
 export type { Check } from './output.js';
 
@@ -44,6 +45,30 @@ export function daemonAnswers(socket: string): Promise<boolean> {
   });
 }
 
+/** Swarm VIPs (OVSNET_SCOPE=global): can the daemon read the local Engine, and what it programs. */
+export function swarmVipsCheck(v: SwarmVipsInfo): Check {
+  const check = 'swarm VIPs';
+  const networks = Object.values(v.networks ?? {});
+  const services = networks.reduce((n, s) => n + s.length, 0);
+  if (v.socket === '') {
+    return {
+      check,
+      ok: false,
+      detail: 'OVSNET_DOCKER_HOST=off: services in the default endpoint mode (VIP) get no load balancing; --endpoint-mode dnsrr works',
+      fix: "docker plugin set ovsnet OVSNET_DOCKER_HOST=unix:///var/run/docker.sock (the plugin mounts the host's socket there)",
+    };
+  }
+  if (!v.reachable) {
+    return {
+      check,
+      ok: false,
+      detail: `the daemon cannot read Docker's Engine at ${v.socket}${v.lastError === undefined ? '' : ` (${v.lastError})`}: services in VIP mode get no load balancing (dnsrr works)${services === 0 ? '' : `; the last ${services} VIPs read stay programmed`}`,
+      fix: "check that dockerd runs and that its socket is what OVSNET_DOCKER_HOST names (the managed plugin mounts the host's /var/run/docker.sock: docker plugin set ovsnet docker.source=PATH)",
+    };
+  }
+  return { check, ok: true, detail: `${services} services with a VIP on ${networks.length} networks of this node, read from ${v.socket}` };
+}
+
 /** Health checks, each with the fix when it fails. */
 export async function doctor(
   config: Config,
@@ -51,6 +76,7 @@ export async function doctor(
   ovs: Ovsdb,
   datapath: string,
   dockerSocket: string = DOCKER_SOCKET,
+  info?: AdminInfo,
 ): Promise<Check[]> {
   const checks: Check[] = [];
   const t0 = Date.now();
@@ -103,10 +129,11 @@ export async function doctor(
       detail: orphanPorts.length === 0 ? `none (${nets.length} networks, ${eps.size} endpoints)` : orphanPorts.join(' '),
       ...(orphanPorts.length === 0 ? {} : { fix: 'restart ovsnet: reconcile at start removes ports of endpoints that no longer exist' }),
     });
-    checks.push(await openflowCheck(config, store, ovs));
+    checks.push(await openflowCheck(config, store, ovs, info?.swarmVips?.networks));
   } catch {
     // store or OVS unreachable: already reported above
   }
+  if (info?.swarmVips !== undefined) checks.push(swarmVipsCheck(info.swarmVips));
   const name = path.basename(config.socket, '.sock');
   const docker = await dockerNetworkPlugins(dockerSocket);
   // A managed plugin is listed by its reference: ovsnet:latest, ovsnet:0.2.

@@ -16,18 +16,27 @@ import { DriverRecords } from '../driver/records/driver-records.js';
 import { GroupWiring } from '../driver/groups/group-wiring.js';
 import { OpenFlowState } from '../driver/upkeep/openflow-state.js';
 import type { Check } from './output.js';
+import type { SwarmVipsInfo } from '../plugin-api/admin-routes.js';
 
 const FIX =
   'ovsnet puts its flows right within 10 s, and at once after an ovs-vswitchd restart: if this stays, is the daemon running (ovsnet status)? Restarting it reconciles the bridge';
 
-export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb): Promise<Check> {
+/**
+ * `vips`: the swarm VIPs the daemon programs (its admin endpoint's swarmVips, by network ID), so
+ * that their flows and groups count as ovsnet's; absent: none.
+ */
+export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb, vips?: SwarmVipsInfo['networks']): Promise<Check> {
   const check = 'openflow';
   try {
     const mode = await ovs.failMode(config.bridge);
     if (mode === undefined) return { check, ok: true, detail: `bridge ${config.bridge} not created yet` };
     const of = new OpenFlow();
     const log = createLogger('silent');
-    const deps = { ovs, store, log, bridge: config.bridge, openflow: new FlowSync(of), qos: new QosFlows(of), groups: new GroupFlows(of) };
+    const table = new Map(Object.entries(vips ?? {}));
+    const deps = {
+      ...{ ovs, store, log, bridge: config.bridge, openflow: new FlowSync(of), qos: new QosFlows(of), groups: new GroupFlows(of) },
+      vips: () => table,
+    };
     const records = new DriverRecords(store, hostNameOf(config));
     const changes = await new OpenFlowState(deps, records, new GroupWiring(deps, records)).diff();
     const n = changes === undefined ? 0 : changeCount(changes);
@@ -43,6 +52,7 @@ export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb): P
     }
     const f = changes?.flows;
     const m = changes?.meters;
+    const g = changes?.groups;
     const parts = [
       ...(secure ? [] : [`${config.bridge} is fail_mode=${mode || 'standalone'} (made secure at the next ovs-vswitchd restart)`]),
       ...(f === undefined || f.lines.length === 0
@@ -51,6 +61,9 @@ export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb): P
       ...(m === undefined || m.add.length + m.modify.length + m.remove.length === 0
         ? []
         : [`meters: ${m.add.length} missing, ${m.modify.length} different, ${m.remove.length} stale`]),
+      ...(g === undefined || g.add.length + g.modify.length + g.remove.length === 0
+        ? []
+        : [`VIP groups: ${g.add.length} missing, ${g.modify.length} different, ${g.remove.length} stale`]),
     ];
     return { check, ok: false, detail: `Open vSwitch and ovsnet disagree: ${parts.join('; ')}`, fix: FIX };
   } catch (err) {

@@ -4,12 +4,17 @@
  * OVSNET_STORE_TIMEOUT_MS like every store call).
  */
 import { messageOf } from '../lib/errors.js';
-import type { AdminInfo } from '../plugin-api/admin-routes.js';
+import type { AdminInfo, SwarmVipsInfo } from '../plugin-api/admin-routes.js';
 import type { Settings } from '../config/settings-view.js';
 import type { Store } from '../store/types.js';
 import { VERSION } from '../lib/version.js';
 
-export function about(store: Pick<Store, 'revision'>, storeName: string, settings: Settings): () => Promise<AdminInfo> {
+export function about(
+  store: Pick<Store, 'revision'>,
+  storeName: string,
+  settings: Settings,
+  swarmVips?: () => SwarmVipsInfo,
+): () => Promise<AdminInfo> {
   const startedAt = new Date();
   return async () => {
     const t0 = performance.now();
@@ -24,6 +29,7 @@ export function about(store: Pick<Store, 'revision'>, storeName: string, setting
       uptimeSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
       settings,
       store: health,
+      ...(swarmVips === undefined ? {} : { swarmVips: swarmVips() }),
     };
   };
 }

@@ -42,6 +42,8 @@ import { describeStore, openStore } from '../store/open.js';
 import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
 import { OvsWatch, mgmtSocket } from './ovs-watch.js';
+import { SwarmVips } from './swarm-vips.js';
+import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
 import type { Store } from '../store/types.js';
 
@@ -71,6 +73,8 @@ export interface Parts {
   readonly app: FastifyInstance;
   /** The CNI front end; undefined with OVSNET_CNI_SOCKET=off. */
   readonly cni: CniFrontEnd | undefined;
+  /** Swarm service VIPs (OVSNET_SCOPE=global only): swarm-vips.ts. */
+  readonly swarmVips: SwarmVips | undefined;
 }
 
 /** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment). */
@@ -132,6 +136,17 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     vxlanPort: config.vxlanPort,
     ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
   });
+  // Swarm's VIPs: dockerd balances them for its overlay driver only; ovsnet does it in OVS.
+  const swarmVips: SwarmVips | undefined =
+    config.scope !== 'global'
+      ? undefined
+      : new SwarmVips({
+          log: log.child({ component: 'vips' }),
+          socket: config.dockerSocket,
+          networks: (): Promise<readonly NetworkRecord[]> => driver.localNetworks(),
+          syncFlows: (): Promise<unknown> => driver.upkeep.syncFlows(),
+          liveVteps: () => new Set([vtepIp, ...[...registry.hosts().values()].map((h) => h.vtepIp)]),
+        });
   const driver = new NetworkDriver({
     store,
     log: log.child({ component: 'driver' }),
@@ -155,13 +170,17 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     uplink: new Uplink({ ovs, log: log.child({ component: 'uplink' }), bridge: config.bridge, name: config.uplink, ip: new HostIp(run) }),
     onNetworksChanged: () => tunnels.schedule(),
     scope: config.scope,
+    ...(swarmVips === undefined ? {} : { vips: () => swarmVips.vips() }),
   });
   const registry = new HostRegistry({
     store,
     log: log.child({ component: 'hosts' }),
     self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
     ttlSeconds: config.host.ttlSeconds,
-    onChange: () => tunnels.schedule(),
+    onChange: () => {
+      tunnels.schedule();
+      swarmVips?.hostsChanged();
+    },
   });
   const reclaimer = new Reclaimer({
     store,
@@ -192,7 +211,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ipam,
     driver,
     ...(observed === undefined ? {} : { metrics: observed }),
-    info: about(raw, describeStore(config.store), settings),
+    info: about(raw, describeStore(config.store), settings, swarmVips === undefined ? undefined : () => swarmVips.info()),
     // Never on a store of a newer layout (src/store/layout.ts): its OVS ports are not ours to remove.
     onActivate: () =>
       checkLayout(raw)
@@ -208,6 +227,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     bridge: config.bridge,
     ovsdb: config.ovsdb,
     refreshDatapath,
+    ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
@@ -239,5 +259,6 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     reaper,
     app,
     cni,
+    swarmVips,
   };
 }

@@ -153,6 +153,7 @@ export class Daemon {
       { name: 'load the IPAM index', start: () => ipam.start() },
       retried('follow logical networks', () => tunnels.start()),
       { name: 'follow Open vSwitch restarts', start: () => watch.start() },
+      { name: "follow the Engine's swarm services (VIPs)", start: () => this.parts.swarmVips?.start() },
       {
         name: "check the bridge's flows",
         start: () => {
@@ -203,6 +204,7 @@ export class Daemon {
       { name: 'reaper', close: () => reaper.stop() },
       { name: 'OpenFlow checks', close: () => clearInterval(this.flowChecks) },
       { name: 'Open vSwitch watch', close: () => this.parts.watch.stop() },
+      { name: "the Engine's swarm services", close: () => this.parts.swarmVips?.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
       // Deregistered at once: peers drop this host now, not at the TTL.
       { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },

@@ -20,6 +20,19 @@ export interface StoreHealth {
   readonly error?: string;
 }
 
+/** Swarm service VIPs as the daemon follows them (OVSNET_SCOPE=global): daemon/swarm-vips.ts. */
+export interface SwarmVipsInfo {
+  /** Whether the last round of reads of the local Engine (OVSNET_DOCKER_HOST) succeeded; false when off. */
+  readonly reachable: boolean;
+  readonly socket: string;
+  readonly lastError?: string;
+  readonly updatedAt?: string;
+  /** By network ID: each service's VIP and the task addresses programmed behind it. */
+  readonly networks: Readonly<
+    Record<string, readonly { readonly service: string; readonly vip: string; readonly tasks: readonly string[] }[]>
+  >;
+}
+
 export interface AdminInfo {
   readonly version: string;
   readonly pid: number;
@@ -28,6 +41,7 @@ export interface AdminInfo {
   /** Every OVSNET_* setting in effect (defaults included), secrets redacted. */
   readonly settings: Readonly<Record<string, string>>;
   readonly store: StoreHealth;
+  readonly swarmVips?: SwarmVipsInfo;
 }
 
 export function adminRoutes(app: FastifyInstance, info: () => Promise<AdminInfo>): void {

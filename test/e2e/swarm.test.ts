@@ -209,6 +209,19 @@ t.test('a service in its default mode (VIP): load-balanced over its tasks from e
   );
   t.equal((await fetchMany(1, 'cl1', 'lb', 30)).filter((g) => g === 'FAIL').length, 0, 'and keeps answering');
 
+  // No task: a new connection is refused at once (ICMP port unreachable from ovsnet), not left to time out.
+  await mgr.dockerOk(['service', 'scale', '-d', 'lb=0']);
+  await view.converge(0, 'lb', 0);
+  let refused = { stderr: '', ms: 0 };
+  await until(async () => {
+    const t0 = Date.now();
+    const r = await swarm.host(0).docker(['exec', 'cl0', 'nc', '-w', '5', 'lb', '80']);
+    refused = { stderr: r.stderr.trim(), ms: Date.now() - t0 };
+    return /refused/i.test(r.stderr);
+  }, 10_000);
+  t.match(refused.stderr, /refused/i, `lb without tasks: connection refused (${refused.stderr})`);
+  t.ok(refused.ms < 4000, `at once, not after nc's 5 s timeout (${refused.ms} ms with docker exec)`);
+
   await mgr.dockerOk(['service', 'rm', 'lb']);
   let now: { flows: number; groups: number }[] = [];
   t.ok(
@@ -217,6 +230,32 @@ t.test('a service in its default mode (VIP): load-balanced over its tasks from e
   );
   for (const i of [0, 1, 2]) await swarm.host(i).dockerOk(['rm', '-f', `cl${i}`]);
 });
+
+t.test(
+  "a service publishing a port through Docker's ingress (-p): ovsnet tasks reach it by its VIP; the routing mesh where the kernel has IPVS",
+  async (t) => {
+    await mgr.dockerOk([
+      ...['service', 'create', '-d', '--no-resolve-image', '--name', 'ing', '--network', NET, '--replicas', '2'],
+      ...['--publish', 'published=8081,target=80', IMAGE, ...HTTPD],
+    ]);
+    const tasks = await view.converge(0, 'ing', 2);
+    await swarm.host(1).dockerOk(['run', '-d', '--name', 'ci1', '--network', NET, IMAGE, 'sleep', '600']);
+    t.ok(await until(async () => (await fetchMany(1, 'ci1', 'ing', 1))[0] !== 'FAIL', 15_000), 'ing answers on its ovsnet VIP');
+    const got = new Set(await fetchMany(1, 'ci1', 'ing', 30));
+    t.ok(tasks.every((x) => got.has(x.container.slice(0, 12))) && !got.has('FAIL'), `from both tasks: ${[...got].join(' ')}`);
+    if (fs.existsSync('/proc/net/ip_vs')) {
+      for (const i of [0, 1, 2]) {
+        const addr = swarm.cluster.addresses[i] ?? '';
+        const r = await swarm.host(i).exec(['sh', '-c', `printf 'GET / HTTP/1.0\r\n\r\n' | busybox nc -w 3 ${addr} 8081 | tail -n 1`]);
+        t.match(r.stdout.trim(), /^[0-9a-f]{12}$/, `node ${i + 1}:8081 answers through the routing mesh`);
+      }
+    } else {
+      t.comment("this kernel has no IPVS (/proc/net/ip_vs): Docker's ingress routing mesh answers nothing here, whatever the network");
+    }
+    await swarm.host(1).dockerOk(['rm', '-f', 'ci1']);
+    await mgr.dockerOk(['service', 'rm', 'ing']);
+  },
+);
 
 t.test('a standalone container on any node reaches the tasks', async (t) => {
   const tasks = await view.tasks('web');
@@ -390,6 +429,16 @@ t.test('a killed node: its tasks are rescheduled, no address twice among the liv
   const [a, b] = [now.find((x) => x.host === 0), now.find((x) => x.host === 1)];
   t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'node 1 -> node 2');
   t.ok(await until(async () => (await view.ports(0)).tunnels === 1, 10_000), "node 1's tunnels to node 3 are gone");
+  // web's VIP: the dead node's tasks leave every live node's group (ovsnet saw node 3's host go),
+  // so every ping through the VIP is answered by a live task.
+  await swarm.host(0).dockerOk(['run', '-d', '--name', 'vipc', '--network', NET, IMAGE, 'sleep', '600']);
+  const loop = 'n=0; for i in $(seq 20); do ping -c 1 -W 1 web >/dev/null && n=$((n+1)); done; echo $n';
+  let answered = '';
+  t.ok(
+    await until(async () => (answered = (await swarm.host(0).dockerOk(['exec', 'vipc', 'sh', '-c', loop])).trim()) === '20', 30_000),
+    `20 pings through web's VIP after node 3 died: ${answered} answered`,
+  );
+  await swarm.host(0).dockerOk(['rm', '-f', 'vipc']);
 });
 
 t.test(

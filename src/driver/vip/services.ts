@@ -15,6 +15,11 @@ export interface ServiceVip {
   readonly vip: string;
   /** Task addresses, IPv4 dotted, deduplicated, sorted; empty: the VIP is answered with a refusal. */
   readonly tasks: readonly string[];
+  /**
+   * The node each task runs on, by task address, as swarm knows the node (its advertise address,
+   * the task's `Info["Host IP"]`), for the tasks whose entry gives a valid IPv4 address.
+   */
+  readonly nodes?: Readonly<Record<string, string>>;
 }
 
 export const SERVICE_LIMITS = { services: 4096, tasksPerService: 4096, nameLength: 255 } as const;
@@ -58,6 +63,16 @@ function inSubnet(v: unknown, nets: readonly Prefix[]): { value: bigint; net: Pr
   }
   const net = nets.find((n) => containsAddress(n, 4, value));
   return net === undefined ? `${shown(v)} is outside the network's subnets` : { value, net };
+}
+
+/** A node's address as the Engine gives it (IPv4 dotted), canonical; undefined for anything else. */
+function nodeAddress(v: unknown): string | undefined {
+  if (typeof v !== 'string' || v.length > 15 || !/^\d+\.\d+\.\d+\.\d+$/.test(v)) return undefined;
+  try {
+    return formatAddress(4, parseAddress(v).value);
+  } catch {
+    return undefined;
+  }
 }
 
 /** The subnets of a network's verbose view (`IPAM.Config[].Subnet`), as strings; [] when it has none. */
@@ -109,6 +124,7 @@ function parseService(name: string, entry: unknown, nets: readonly Prefix[], ski
     return undefined;
   }
   const tasks = new Set<bigint>();
+  const nodes: Record<string, string> = {};
   const listed = Array.isArray(entry.Tasks) ? entry.Tasks : entry.Tasks === undefined || entry.Tasks === null ? [] : undefined;
   if (listed === undefined) skipped.push(`service ${shown(name)}: Tasks is not a list`);
   for (const [i, task] of (listed ?? []).entries()) {
@@ -122,8 +138,12 @@ function parseService(name: string, entry: unknown, nets: readonly Prefix[], ski
       // Two owners of one address: whichever the datapath picked, traffic would go astray.
       skipped.push(`service ${shown(name)}: VIP ${shown(entry.VIP)} is also a task's address`);
       return undefined;
-    } else tasks.add(at.value);
+    } else {
+      tasks.add(at.value);
+      const node = isObject(task) && isObject(task.Info) ? nodeAddress(task.Info['Host IP']) : undefined;
+      if (node !== undefined) nodes[formatAddress(4, at.value)] = node;
+    }
   }
   const sorted = [...tasks].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)).map((v) => formatAddress(4, v));
-  return { service: name, vip: formatAddress(4, vip.value), tasks: sorted };
+  return { service: name, vip: formatAddress(4, vip.value), tasks: sorted, ...(Object.keys(nodes).length === 0 ? {} : { nodes }) };
 }

@@ -6,11 +6,11 @@ import t from 'tap';
 import { engineSubnets, parseServices, SERVICE_LIMITS } from '../../../src/driver/vip/services.js';
 
 const SUBNETS = ['10.90.0.0/24'];
-const task = (ip: unknown, name = 'web.1.abc') => ({
+const task = (ip: unknown, name = 'web.1.abc', node: unknown = undefined) => ({
   Name: name,
   EndpointID: 'e'.repeat(64),
   EndpointIP: ip,
-  Info: { 'Host IP': '192.168.1.2' },
+  ...(node === undefined ? {} : { Info: { 'Host IP': node } }),
 });
 const body = (services: unknown) => ({
   Name: 'front',
@@ -41,6 +41,25 @@ t.test('a real-shaped body: services sorted, tasks deduplicated and sorted, dnsr
   t.same(got.skipped, [], 'a dnsrr service is not a problem');
   t.same(engineSubnets(body({})), ['10.90.0.0/24']);
   t.same(engineSubnets({ IPAM: { Config: 'x' } }), []);
+});
+
+t.test("each task's node (Info's Host IP) kept when it is an IPv4 address, left out otherwise", async (t) => {
+  const got = parseServices(
+    body({
+      web: {
+        VIP: '10.90.0.6',
+        Tasks: [
+          task('10.90.0.7', 'a', '192.168.1.2'),
+          task('10.90.0.8', 'b', 'evil\nline'),
+          task('10.90.0.9', 'c', { x: 1 }),
+          task('10.90.0.10'),
+        ],
+      },
+    }),
+    SUBNETS,
+  );
+  t.same(got.services[0]?.nodes, { '10.90.0.7': '192.168.1.2' });
+  t.same(got.services[0]?.tasks, ['10.90.0.7', '10.90.0.8', '10.90.0.9', '10.90.0.10'], 'a task without a node is still a task');
 });
 
 t.test('a body or Services of another shape: no services, one reason', async (t) => {
