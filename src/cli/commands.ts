@@ -14,6 +14,7 @@ import { networksShown } from './networks-view.js';
 import { render, type Shown } from './output.js';
 import { located, withSession, type CliContext, type Session } from './session.js';
 import { versionRows } from './version-view.js';
+import { parseDestination, trace } from './trace.js';
 
 /** Every command reading the daemon's settings takes this. */
 export const ENV_FILE_OPTION: Readonly<Record<string, OptionSpec>> = {
@@ -182,6 +183,46 @@ export const COMMANDS: CommandTable<CliContext> = {
     },
   ),
   doctor: reader('checks, each failed one with its fix', doctorView),
+  trace: reader(
+    "why a container's packet goes where it goes: Open vSwitch's own trace, each rule it meets in words with its option",
+    async (s, inv) => {
+      const [container, dest] = inv.args;
+      if (container === undefined || dest === undefined) throw new UsageError('trace takes CONTAINER and DEST', 'trace');
+      const r = await trace(s, container, parseDestination(dest));
+      const packet = `${r.to.proto} ${r.from.address} -> ${r.to.address}${r.to.port === undefined ? '' : `:${r.to.port}`} from ${r.from.container} (port ${r.from.port}, network ${r.from.network})`;
+      const rows = (wide: boolean) => [
+        { pass: 'packet', table: '', priority: '', rule: packet, ...(wide ? { cookie: '', actions: '' } : {}) },
+        ...r.passes.flatMap((p, i) => [
+          ...(i === 0
+            ? []
+            : [
+                {
+                  pass: String(i + 1),
+                  table: '',
+                  priority: '',
+                  rule: `traced again from ${p.from}`,
+                  ...(wide ? { cookie: '', actions: '' } : {}),
+                },
+              ]),
+          ...p.steps.map((st) => ({
+            pass: String(i + 1),
+            table: String(st.table),
+            priority: String(st.priority),
+            rule: st.meaning,
+            ...(wide ? { cookie: st.cookie, actions: st.actions.join(' ') } : {}),
+          })),
+        ]),
+        { pass: 'verdict', table: '', priority: '', rule: r.verdict, ...(wide ? { cookie: '', actions: '' } : {}) },
+      ];
+      return { data: r, table: rows(false), wide: rows(true) };
+    },
+    {
+      args: 'CONTAINER DEST[:PORT][/tcp|udp|icmp]',
+      maxArgs: 2,
+      details:
+        "CONTAINER: a name or ID Docker knows, on an ovsnet network of this host. DEST: an address ([IPv6] with a port), a container name or a swarm service name; tcp and udp need a PORT, icmp (the default without one) has none. The verdict is the datapath's own (ofproto/trace); nothing changes.",
+    },
+  ),
   version: {
     summary: "this ovsnet's version and the running daemon's",
     output: true,

@@ -9,6 +9,11 @@
  * them: a task whose node (its swarm address) is the tunnel address of a host ovsnet has seen
  * live, and which is no longer registered. A node whose swarm address is no ovsnet host's tunnel
  * address is never judged (its tasks stay until the Engine drops them).
+ *
+ * A service scaled to no task is no longer listed by the Engine (its list is made of the tasks'
+ * entries), while clients may still hold its VIP from a moment before: a VIP gone from the list
+ * is kept for VANISHED_GRACE_MS with no task, refusing new connections (ICMP port unreachable)
+ * rather than leaving them to time out, then removed.
  */
 import { messageOf } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
@@ -18,6 +23,9 @@ import { describeEngine, VipFollower, type VipStatus, type VipTable } from '../d
 import { Engine, type EngineReader } from '../driver/vip/engine.js';
 import { VipRefusals } from '../driver/ovs/vip-refusal.js';
 import type { SwarmVipsInfo } from '../plugin-api/admin-routes.js';
+
+/** How long a VIP gone from the Engine's list keeps refusing connections before its flows go. */
+export const VANISHED_GRACE_MS = 10_000;
 
 export interface SwarmVipsDeps {
   readonly log: Logger;
@@ -32,10 +40,14 @@ export interface SwarmVipsDeps {
   /** A fake Engine, for tests. */
   readonly engine?: EngineReader;
   readonly pollMs?: number;
+  readonly now?: () => number;
 }
 
 export class SwarmVips {
   private table: VipTable = new Map();
+  /** VIPs gone from the Engine's list, by network and VIP: kept refusing until `until`. */
+  private readonly vanished = new Map<string, { network: string; service: ServiceVip; until: number }>();
+  private pruneTimer: NodeJS.Timeout | undefined;
   private readonly seen = new Set<string>();
   private readonly follower: VipFollower | undefined;
   readonly refusals = new VipRefusals();
@@ -53,10 +65,7 @@ export class SwarmVips {
               (await deps.networks())
                 .filter((n) => isSwarmNetworkId(n.networkId))
                 .map((n) => ({ networkId: n.networkId, subnets: n.ipv4.map((d) => d.pool) })),
-            onChange: (table) => {
-              this.table = table;
-              deps.syncFlows().catch((err: unknown) => deps.log.warn({ err }, `cannot program the swarm VIPs: ${messageOf(err)}`));
-            },
+            onChange: (table) => this.changed(table),
           });
   }
 
@@ -74,6 +83,44 @@ export class SwarmVips {
 
   stop(): void {
     this.follower?.stop();
+    clearTimeout(this.pruneTimer);
+  }
+
+  /** The Engine's table changed: VIPs gone from it kept for the grace (see the header), the flows synced. */
+  private changed(table: VipTable): void {
+    const now = (this.deps.now ?? Date.now)();
+    const listed = new Set([...table].flatMap(([network, services]) => services.map((s) => `${network}/${s.vip}`)));
+    for (const [network, services] of this.table) {
+      for (const s of services) {
+        const key = `${network}/${s.vip}`;
+        if (!listed.has(key) && table.has(network))
+          this.vanished.set(key, { network, service: { ...s, tasks: [] }, until: now + VANISHED_GRACE_MS });
+      }
+    }
+    for (const key of listed) this.vanished.delete(key);
+    this.table = table;
+    this.schedulePrune();
+    this.sync('warn');
+  }
+
+  private schedulePrune(): void {
+    clearTimeout(this.pruneTimer);
+    if (this.vanished.size === 0) return;
+    const next = Math.min(...[...this.vanished.values()].map((v) => v.until));
+    this.pruneTimer = setTimeout(
+      () => {
+        const now = (this.deps.now ?? Date.now)();
+        for (const [key, v] of this.vanished) if (v.until <= now) this.vanished.delete(key);
+        this.schedulePrune();
+        this.sync('warn');
+      },
+      Math.max(0, next - (this.deps.now ?? Date.now)()) + 10,
+    );
+    this.pruneTimer.unref();
+  }
+
+  private sync(level: 'warn' | 'debug'): void {
+    this.deps.syncFlows().catch((err: unknown) => this.deps.log[level]({ err }, `cannot program the swarm VIPs: ${messageOf(err)}`));
   }
 
   status(): VipStatus | undefined {
@@ -96,7 +143,7 @@ export class SwarmVips {
 
   /** The VIPs to program now, by network ID: the Engine's, without the tasks of nodes known gone (see the header). */
   vips(): ReadonlyMap<string, readonly ServiceVip[]> {
-    if (this.table.size === 0) return this.table;
+    if (this.table.size === 0 && this.vanished.size === 0) return this.table;
     const live = this.deps.liveVteps();
     for (const a of live) this.seen.add(a);
     const gone = (node: string | undefined) => node !== undefined && this.seen.has(node) && !live.has(node);
@@ -110,12 +157,16 @@ export class SwarmVips {
         }),
       );
     }
+    for (const v of this.vanished.values()) {
+      if (!out.has(v.network)) continue; // the network's gone from here: nothing to refuse for
+      out.set(v.network, [...(out.get(v.network) ?? []), v.service]);
+    }
     return out;
   }
 
   /** Hosts came or went: the VIPs' tasks follow (a dead node's leave the groups). */
   hostsChanged(): void {
     if (this.table.size === 0) return;
-    this.deps.syncFlows().catch((err: unknown) => this.deps.log.debug({ err }, `cannot program the swarm VIPs: ${messageOf(err)}`));
+    this.sync('debug');
   }
 }

@@ -64,6 +64,7 @@ export const ERROR_CODES = {
   UPLINK_INVALID: 'InvalidParameter',
   SOCKET_PATH_INVALID: 'InvalidParameter',
   STATE_FILE_UNSAFE: 'InvalidParameter',
+  TRACE_TARGET_NOT_FOUND: 'NotFound',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -1,0 +1,153 @@
+/**
+ * `ovsnet trace`'s reading of Open vSwitch's own trace (`ovs-appctl ofproto/trace`): the flows a
+ * packet met, table by table, each put in words by the feature its cookie names (ovs/cookies.ts)
+ * and the network its low bits name, and the verdict the datapath gave (its "Datapath actions").
+ * Nothing here decides what happens to a packet: the switch did, this only says it. Pure.
+ */
+import { FEATURE } from '../driver/ovs/cookies.js';
+
+/** One flow the packet met. */
+export interface TraceStep {
+  readonly table: number;
+  readonly priority: number;
+  readonly cookie: string;
+  /** The flow's match as the trace prints it. */
+  readonly match: string;
+  readonly actions: readonly string[];
+  /** What the flow is, in words, and the option it comes from. */
+  readonly meaning: string;
+}
+
+/** The trace of one pass through the bridge (the recirculations after conntrack included). */
+export interface BridgeTrace {
+  readonly steps: readonly TraceStep[];
+  /** The last stage's datapath actions, as printed (empty: dropped). */
+  readonly datapathActions: string;
+  /** Registers and conntrack fields of the last stage's flow, e.g. reg6=0xb. */
+  readonly fields: Readonly<Record<string, string>>;
+}
+
+/** What the names of things on the bridge are, for the words. */
+export interface TraceNames {
+  /** A network's name (Docker's, else its short ID) by its local tag. */
+  readonly networkOfTag: (tag: number) => string;
+  /** The datapath port number's port name. */
+  readonly portOfOdp: (odp: number) => string | undefined;
+}
+
+const STEP = /^\s*(\d+)\.\s+(.*?),?\s*priority (\d+)(?:, cookie (0x[0-9a-f]+))?\s*$/;
+
+/** Splits ofproto/trace's text into the flows met and the last stage's result. */
+export function parseTrace(text: string, names: TraceNames): BridgeTrace {
+  const steps: TraceStep[] = [];
+  let current: { table: number; priority: number; cookie: string; match: string; actions: string[] } | undefined;
+  let datapathActions = '';
+  let lastFlow = '';
+  const flush = () => {
+    if (current !== undefined) steps.push({ ...current, meaning: meaningOf(current, names) });
+    current = undefined;
+  };
+  for (const line of text.split('\n')) {
+    const m = STEP.exec(line);
+    if (m !== null) {
+      flush();
+      current = { table: Number(m[1]), match: m[2] ?? '', priority: Number(m[3]), cookie: m[4] ?? '0x0', actions: [] };
+      continue;
+    }
+    if (/^(Final flow|Megaflow|Datapath actions|Flow):/.test(line) || line.startsWith('=====') || line.trim() === '') {
+      flush();
+      if (line.startsWith('Datapath actions:')) datapathActions = line.slice('Datapath actions:'.length).trim();
+      if (line.startsWith('Flow:')) lastFlow = line;
+      continue;
+    }
+    if (current !== undefined && /^\s{4}\S/.test(line) && !line.trim().startsWith('->')) current.actions.push(line.trim());
+  }
+  flush();
+  const fields: Record<string, string> = {};
+  for (const m of lastFlow.matchAll(/\b(reg\d+|ct_mark|ct_state|ct_zone)=([^,\s]+)/g)) fields[m[1] ?? ''] = m[2] ?? '';
+  return { steps, datapathActions, fields };
+}
+
+function featureOf(cookie: string): { feature: bigint; low: number } {
+  const c = BigInt(cookie);
+  return { feature: c >> 48n, low: Number(c & 0xffffffffn) };
+}
+
+const dropping = (actions: readonly string[]) => actions.length === 0 || actions.at(-1) === 'drop';
+
+/** A flow in words, by its cookie. */
+export function meaningOf(
+  step: { cookie: string; table: number; priority: number; actions: readonly string[] },
+  names: TraceNames,
+): string {
+  const { feature, low } = featureOf(step.cookie);
+  const net = () => `network ${names.networkOfTag(low)}`;
+  const drops = dropping(step.actions);
+  switch (feature) {
+    case FEATURE.base:
+      return "the bridge's own switching (MAC learning, the network's VLAN)";
+    case FEATURE.qos:
+      return "the endpoint's QoS (-o ovsnet.bandwidth / ovsnet.burst / ovsnet.dscp): metered and marked";
+    case FEATURE.guardVni:
+    case FEATURE.guardVlan:
+      return drops
+        ? "dropped: the gateway guard (each host's gateway answers for its own containers only, never across the tunnel)"
+        : 'the gateway guard';
+    case FEATURE.groups:
+      if (step.table === 42 && drops)
+        return `dropped: the receiving endpoint group does not allow the sender's (-o ovsnet.allow, endpoint groups of ${net()})`;
+      if (step.table === 42 && step.priority === 20)
+        return `allowed: a new connection the receiving group allows (-o ovsnet.allow, endpoint groups of ${net()})`;
+      if (step.table === 42) return `allowed: a reply or a packet of a connection already allowed (endpoint groups of ${net()})`;
+      if (step.table === 43) return `to the gateway, the sender's group remembered in conntrack (endpoint groups of ${net()})`;
+      if (step.table === 41) return `ARP between endpoint groups, answered by the gateway (endpoint groups of ${net()})`;
+      return drops ? `dropped by the endpoint groups of ${net()}` : `endpoint groups of ${net()}`;
+    case FEATURE.vip:
+      if (step.actions.some((a) => a.startsWith('group:')))
+        return `load-balanced: a new connection to a swarm service's VIP, one of its tasks picked (${net()})`;
+      if (step.actions.some((a) => /^controller/i.test(a)))
+        return `refused: the VIP's service has no task (ICMP port unreachable, ${net()})`;
+      return `a swarm service VIP's conntrack (${net()})`;
+    case 0x0f62n:
+      return drops ? `dropped: enable_icc=false on ${net()}` : `enable_icc=false on ${net()}: to the gateway only`;
+    case 0x0f63n:
+      return drops
+        ? `dropped: not among -o ovsnet.egress / ovsnet.ingress of ${net()}`
+        : `allowed by -o ovsnet.egress / ovsnet.ingress of ${net()}`;
+    default:
+      return step.cookie === '0x0' ? "a flow without a cookie: not ovsnet's" : `a flow of cookie ${step.cookie}: not ovsnet's`;
+  }
+}
+
+/** Where the datapath sends the packet, in words; `kind` for the verdict's summary. */
+export interface Outcome {
+  readonly kind: 'delivered' | 'gateway' | 'tunnel' | 'dropped' | 'load-balanced' | 'refused' | 'other';
+  readonly ports: readonly string[];
+  readonly detail: string;
+}
+
+export function outcomeOf(trace: BridgeTrace, names: TraceNames): Outcome {
+  const a = trace.datapathActions;
+  if (a === '' || a === 'drop') {
+    const why = [...trace.steps].reverse().find((s) => dropping(s.actions));
+    return { kind: 'dropped', ports: [], detail: why?.meaning ?? 'dropped: no flow forwards it' };
+  }
+  if (/^hash\(/.test(a) || /\bhash\(/.test(a)) {
+    return {
+      kind: 'load-balanced',
+      ports: [],
+      detail: "load-balanced over the VIP's tasks (which one is picked by the connection's hash)",
+    };
+  }
+  if (/userspace\(.*controller/.test(a) && trace.steps.some((s) => s.actions.some((x) => /^controller/i.test(x)))) {
+    return { kind: 'refused', ports: [], detail: "refused: ovsnet answers ICMP port unreachable (the VIP's service has no task)" };
+  }
+  // The kernel datapath sets the tunnel and outputs to the VXLAN port; the userspace one pushes the header itself.
+  const tunnel = /set\(tunnel\([^)]*dst=([0-9a-f.:]+)/.exec(a)?.[1] ?? /tnl_push\(.*?ipv[46]\(src=[^,]+,dst=([0-9a-f.:]+)/.exec(a)?.[1];
+  const ports = [...a.replace(/set\([^)]*\)\)?/g, '').matchAll(/(?:^|,)(\d+)(?=,|$)/g)].map(
+    (m) => names.portOfOdp(Number(m[1])) ?? `datapath port ${m[1]}`,
+  );
+  if (tunnel !== undefined) return { kind: 'tunnel', ports, detail: `leaves through the VXLAN tunnel to ${tunnel}` };
+  if (ports.length === 0) return { kind: 'other', ports, detail: `datapath actions: ${a}` };
+  return { kind: ports.some((p) => p.startsWith('ovg')) ? 'gateway' : 'delivered', ports, detail: '' };
+}

@@ -1,0 +1,333 @@
+/**
+ * `ovsnet trace CONTAINER DEST[:PORT][/tcp|udp|icmp]`: why a packet goes where it goes. The
+ * packet is the one CONTAINER would send (its OpenFlow port, its MAC and address; the
+ * destination's MAC: a container's, a VIP's or the gateway's), put through the bridge by Open
+ * vSwitch itself (`ofproto/trace` on ovs-vswitchd's control socket, each conntrack step resumed
+ * as a new connection), and each flow it meets is said in words with the option it comes from
+ * (trace-explain.ts). When the first pass ends at the gateway of a network whose containers are
+ * on this host (endpoint groups route through it), the packet is traced again from that
+ * gateway, with what conntrack remembered of the first pass (its mark). A packet that leaves
+ * through a tunnel is traced up to the tunnel: the peer's half is `ovsnet trace` on the peer.
+ * It reads: nothing on the bridge, in the store or in Docker changes.
+ */
+import fs from 'node:fs';
+import { containsAddress, parseAddress, parseCidr } from '../lib/cidr.js';
+import { OvsnetError } from '../lib/errors.js';
+import { hostNameOf } from '../config/config.js';
+import { macFor } from '../driver/model/addresses.js';
+import type { EndpointRecord, NetworkRecord } from '../driver/model/records.js';
+import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import { OpenFlow } from '../driver/ovs/openflow.js';
+import { QosFlows } from '../driver/ovs/qos-flows.js';
+import { Vswitchd } from '../driver/ovs/vswitchd.js';
+import { unixGet } from '../lib/unix-http.js';
+import { UsageError } from './dispatch.js';
+import { outcomeOf, parseTrace, type BridgeTrace, type Outcome, type TraceNames, type TraceStep } from './trace-explain.js';
+import type { Session } from './session.js';
+
+export type Proto = 'tcp' | 'udp' | 'icmp';
+
+export interface Destination {
+  readonly host: string;
+  readonly port?: number;
+  readonly proto: Proto;
+}
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/;
+const DEST_FORM = 'DEST[:PORT][/tcp|udp|icmp]: DEST an IPv4 address, [IPv6], a container name or a service name; PORT 1-65535';
+
+/** DEST[:PORT][/proto], checked. Pure. */
+export function parseDestination(text: string): Destination {
+  const bad = (why: string) => new UsageError(`${JSON.stringify(text.slice(0, 80))}: ${why}; expected ${DEST_FORM}`, 'trace');
+  if (text.length > 300) throw bad('too long');
+  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:/[\]]+)|([0-9A-Fa-f:]+:[0-9A-Fa-f:.]*))(?::(\d{1,5}))?(?:\/(tcp|udp|icmp))?$/.exec(text);
+  if (m === null) throw bad('not of the form');
+  const host = m[1] ?? m[2] ?? m[3] ?? '';
+  const isAddress = /^[\d.]+$/.test(host) || host.includes(':');
+  if (isAddress) {
+    try {
+      parseAddress(host);
+    } catch {
+      throw bad(`${host} is not an address`);
+    }
+  } else if (!NAME.test(host)) throw bad(`${host} is not a name`);
+  if (m[3] !== undefined && m[4] !== undefined) throw bad('an IPv6 address with a port is written [ADDRESS]:PORT');
+  const port = m[4] === undefined ? undefined : Number(m[4]);
+  if (port !== undefined && (port < 1 || port > 65535)) throw bad(`port ${port} is not 1-65535`);
+  const proto: Proto = (m[5] as Proto | undefined) ?? (port === undefined ? 'icmp' : 'tcp');
+  if (proto === 'icmp' && port !== undefined) throw bad('icmp has no port');
+  if (proto !== 'icmp' && port === undefined) throw bad(`${proto} needs a port`);
+  return { host, proto, ...(port === undefined ? {} : { port }) };
+}
+
+interface DockerEndpoint {
+  readonly networkId: string;
+  readonly endpointId: string;
+  readonly ip: string;
+  readonly ip6: string;
+}
+
+interface DockerContainer {
+  readonly id: string;
+  readonly name: string;
+  readonly endpoints: readonly DockerEndpoint[];
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+const str = (v: unknown): string => (typeof v === 'string' && v.length <= 256 ? v : '');
+
+/** A container as Docker's Engine knows it, or undefined; only the fields read, checked. */
+async function dockerContainer(socket: string, name: string): Promise<DockerContainer | undefined> {
+  if (!NAME.test(name)) return undefined;
+  const res = await unixGet(socket, `/containers/${encodeURIComponent(name)}/json`, 3000);
+  if (res?.status !== 200) return undefined;
+  let body: unknown;
+  try {
+    body = JSON.parse(res.body);
+  } catch {
+    return undefined;
+  }
+  if (!isObject(body) || !isObject(body.NetworkSettings) || !isObject(body.NetworkSettings.Networks)) return undefined;
+  const endpoints = Object.values(body.NetworkSettings.Networks).flatMap((n) =>
+    isObject(n)
+      ? [{ networkId: str(n.NetworkID), endpointId: str(n.EndpointID), ip: str(n.IPAddress), ip6: str(n.GlobalIPv6Address) }]
+      : [],
+  );
+  return { id: str(body.Id), name: str(body.Name).replace(/^\//, ''), endpoints };
+}
+
+export interface TraceReport {
+  readonly from: { readonly container: string; readonly network: string; readonly port: string; readonly address: string };
+  readonly to: {
+    readonly destination: string;
+    readonly address: string;
+    readonly mac: string;
+    readonly proto: Proto;
+    readonly port?: number;
+  };
+  /** Each pass through the bridge: the first from the container, a second from a gateway. */
+  readonly passes: readonly {
+    readonly from: string;
+    readonly flow: string;
+    readonly steps: readonly TraceStep[];
+    readonly outcome: Outcome;
+  }[];
+  readonly verdict: string;
+}
+
+const addressOf = (cidr: string | undefined) => (cidr ?? '').split('/')[0] ?? '';
+
+function inSubnets(address: string, pools: readonly { pool: string }[]): boolean {
+  const a = parseAddress(address);
+  return pools.some((p) => {
+    const net = parseCidr(p.pool);
+    return net.family === a.family && containsAddress(net, a.family, a.value);
+  });
+}
+
+function flowOf(
+  proto: Proto,
+  six: boolean,
+  f: { ofport: number; smac: string; dmac: string; src: string; dst: string; port?: number; mark?: string },
+): string {
+  const l3 = six ? `ipv6_src=${f.src},ipv6_dst=${f.dst}` : `nw_src=${f.src},nw_dst=${f.dst}`;
+  const l4 =
+    proto === 'icmp'
+      ? six
+        ? 'icmp6,icmp_type=128,icmp_code=0'
+        : 'icmp,icmp_type=8,icmp_code=0'
+      : `${proto}${six ? '6' : ''},tp_src=40000,tp_dst=${f.port ?? 0}${proto === 'tcp' ? ',tcp_flags=syn' : ''}`;
+  return `${l4},${f.mark === undefined ? '' : `ct_mark=${f.mark},`}in_port=${f.ofport},dl_src=${f.smac},dl_dst=${f.dmac},${l3}`;
+}
+
+/** Traces a packet from `containerName` to `dest` (see the header). */
+export async function trace(s: Session, containerName: string, dest: Destination): Promise<TraceReport> {
+  const notFound = (why: string) => new OvsnetError('TRACE_TARGET_NOT_FOUND', why);
+  const self = hostNameOf(s.config);
+  const container = await dockerContainer(s.dockerSocket, containerName);
+  if (container === undefined)
+    throw notFound(`Docker (${s.dockerSocket}) knows no container ${JSON.stringify(containerName)}: give a name or ID docker ps shows`);
+  const networks = (await listNetworks(s.store)).filter((n) => n.host === undefined || n.host === self);
+  const byId = new Map(networks.map((n) => [n.networkId, n]));
+  const mine = container.endpoints.filter((e) => byId.has(e.networkId));
+  if (mine.length === 0) throw notFound(`container ${container.name} is on no ovsnet network of this host (${self})`);
+  const swarm = s.location.daemon?.info?.swarmVips?.networks ?? {};
+  // The destination's address and the network the packet leaves on.
+  let address = dest.host;
+  let on: DockerEndpoint | undefined;
+  if (!/^[\d.]+$/.test(dest.host) && !dest.host.includes(':')) {
+    const other = await dockerContainer(s.dockerSocket, dest.host);
+    for (const e of mine) {
+      const theirs = other?.endpoints.find((o) => o.networkId === e.networkId);
+      if (theirs !== undefined) {
+        on = e;
+        address = theirs.ip !== '' ? theirs.ip : theirs.ip6;
+        break;
+      }
+      const vip = (Array.isArray(swarm[e.networkId]) ? swarm[e.networkId] : [])?.find((v) => v.service === dest.host)?.vip;
+      if (vip !== undefined) {
+        on = e;
+        address = vip;
+        break;
+      }
+    }
+    if (on === undefined) {
+      throw notFound(
+        `${dest.host} is no container on a network of ${container.name}'s and no swarm service there: give an address, a container name or a service name`,
+      );
+    }
+  }
+  const six = address.includes(':');
+  on ??= mine.find((e) => inSubnets(address, (six ? byId.get(e.networkId)?.ipv6 : byId.get(e.networkId)?.ipv4) ?? [])) ?? mine[0];
+  const network = on === undefined ? undefined : byId.get(on.networkId);
+  if (on === undefined || network === undefined) throw notFound(`no ovsnet network of ${container.name} to trace on`);
+  const endpoints = await listEndpoints(s.store);
+  const ep = endpoints.find((e) => e.endpointId === on.endpointId);
+  if (ep === undefined) throw notFound(`ovsnet has no record of ${container.name}'s endpoint ${on.endpointId.slice(0, 12)}`);
+  const src = addressOf(six ? ep.addressV6 : ep.address);
+  if (src === '') throw notFound(`${container.name} has no IPv${six ? 6 : 4} address on network ${network.networkId.slice(0, 12)}`);
+  const ofports = await new QosFlows(new OpenFlow()).ofports(s.config.bridge);
+  const ofport = ofports.get(ep.hostVeth);
+  if (ofport === undefined) throw notFound(`port ${ep.hostVeth} of ${container.name} is not on bridge ${s.config.bridge}`);
+  const inside = inSubnets(address, six ? network.ipv6 : network.ipv4);
+  const dmac = inside ? macOfAddress(endpoints, address) : gatewayMac(network);
+  const vswitchd = Vswitchd.besideOvsdb(s.config.ovsdb, 10_000);
+  if (vswitchd === undefined)
+    throw new OvsnetError(
+      'OVS_UNAVAILABLE',
+      `OVSNET_OVSDB is ${s.config.ovsdb}: ovs-vswitchd's control socket is on another machine; run ovsnet trace there`,
+    );
+  const names = await traceNames(vswitchd, s.config.bridge, networks, ofports);
+  const run = async (flow: string): Promise<BridgeTrace> =>
+    parseTrace(
+      await vswitchd.command('ofproto/trace', [s.config.bridge, flow, ...Array.from({ length: 8 }, () => ['--ct-next', 'trk,new']).flat()]),
+      names,
+    );
+
+  const first = flowOf(dest.proto, six, {
+    ofport,
+    smac: ep.mac,
+    dmac,
+    src,
+    dst: address,
+    ...(dest.port === undefined ? {} : { port: dest.port }),
+  });
+  const one = await run(first);
+  const passes: TraceReport['passes'][number][] = [
+    { from: `port ${ep.hostVeth} of ${container.name}`, flow: first, steps: one.steps, outcome: outcomeOf(one, names) },
+  ];
+  // Routed by the host back into the bridge (endpoint groups): the second pass, from the destination network's gateway.
+  const back = passes[0]?.outcome.kind === 'gateway' ? routedBack(networks, endpoints, address, six, self) : undefined;
+  if (back !== undefined) {
+    const gw = ofports.get(back.network.gatewayPort ?? '');
+    if (gw !== undefined) {
+      const mark = one.fields.reg6;
+      const flow = flowOf(dest.proto, six, {
+        ofport: gw,
+        smac: gatewayMac(back.network),
+        dmac: back.endpoint.mac,
+        src,
+        dst: address,
+        ...(dest.port === undefined ? {} : { port: dest.port }),
+        ...(mark === undefined ? {} : { mark }),
+      });
+      const two = await run(flow);
+      passes.push({
+        from: `the gateway ${back.network.gatewayPort ?? ''} (routed by the host)`,
+        flow,
+        steps: two.steps,
+        outcome: outcomeOf(two, names),
+      });
+    }
+  }
+  return {
+    from: { container: container.name, network: names.networkOfTag(network.tag), port: ep.hostVeth, address: src },
+    to: { destination: dest.host, address, mac: dmac, proto: dest.proto, ...(dest.port === undefined ? {} : { port: dest.port }) },
+    passes,
+    verdict: verdictOf(passes, endpoints, network),
+  };
+}
+
+function macOfAddress(endpoints: readonly EndpointRecord[], address: string): string {
+  const ep = endpoints.find((e) => addressOf(e.address) === address || addressOf(e.addressV6) === address);
+  return ep?.mac ?? (address.includes(':') ? '02:00:00:00:00:00' : macFor(`${address}/32`));
+}
+
+function gatewayMac(n: NetworkRecord): string {
+  try {
+    return fs.readFileSync(`/sys/class/net/${n.gatewayPort ?? ''}/address`, 'utf8').trim();
+  } catch {
+    throw new OvsnetError(
+      'TRACE_TARGET_NOT_FOUND',
+      `network ${n.networkId.slice(0, 12)} has no gateway port on this host: a packet to the outside has nowhere to go`,
+    );
+  }
+}
+
+/** The local network and endpoint of `address` when the host routes to it through a gateway of its own bridge. */
+function routedBack(
+  networks: readonly NetworkRecord[],
+  endpoints: readonly EndpointRecord[],
+  address: string,
+  six: boolean,
+  self: string,
+): { network: NetworkRecord; endpoint: EndpointRecord } | undefined {
+  const endpoint = endpoints.find((e) => (e.host === undefined || e.host === self) && addressOf(six ? e.addressV6 : e.address) === address);
+  const network = endpoint === undefined ? undefined : networks.find((n) => n.networkId === endpoint.networkId);
+  return endpoint === undefined || network === undefined || network.gatewayPort === undefined ? undefined : { network, endpoint };
+}
+
+async function traceNames(
+  vswitchd: Vswitchd,
+  bridge: string,
+  networks: readonly NetworkRecord[],
+  ofports: ReadonlyMap<string, number>,
+): Promise<TraceNames> {
+  // dpif/show: "    NAME OFPORT/ODPPORT: (type)" under each bridge.
+  const shown = await vswitchd.command('dpif/show').catch(() => '');
+  const odp = new Map<number, string>();
+  let inBridge = false;
+  for (const line of shown.split('\n')) {
+    if (/^\s{2}\S.*:$/.test(line)) inBridge = line.trim() === `${bridge}:`;
+    const m = /^\s{4}(\S+) (\d+)\/(\d+):/.exec(line);
+    if (inBridge && m !== null && ofports.has(m[1] ?? '')) odp.set(Number(m[3]), m[1] ?? '');
+  }
+  const byTag = new Map(networks.map((n) => [n.tag, n]));
+  return {
+    networkOfTag: (tag) => {
+      const n = byTag.get(tag);
+      return n === undefined ? `of tag ${tag}` : (n.group?.name ?? n.logical ?? n.groupsName ?? n.networkId.slice(0, 12));
+    },
+    portOfOdp: (p) => odp.get(p),
+  };
+}
+
+function verdictOf(passes: TraceReport['passes'], endpoints: readonly EndpointRecord[], network: NetworkRecord): string {
+  const last = passes.at(-1)?.outcome;
+  const reasons = passes.flatMap((p) =>
+    p.steps.filter((s) => /^(allowed|dropped|refused|load-balanced)/.test(s.meaning)).map((s) => s.meaning),
+  );
+  const why = reasons.length === 0 ? '' : `${reasons.at(-1) ?? ''}; `;
+  if (last === undefined) return 'no trace';
+  switch (last.kind) {
+    case 'dropped':
+    case 'refused':
+    case 'load-balanced':
+      return last.detail;
+    case 'tunnel':
+      return `${why}${last.detail} (the rest of its way is the peer's: ovsnet trace there)`;
+    case 'gateway':
+      return `${why}leaves through the gateway ${last.ports.join(' ')} to the host${network.masquerade === false ? '' : ' (masqueraded on the way out)'}`;
+    case 'delivered': {
+      const to = last.ports
+        .map((p) => {
+          const e = endpoints.find((x) => x.hostVeth === p);
+          return e === undefined ? `port ${p}` : `port ${p} (endpoint ${e.endpointId.slice(0, 12)})`;
+        })
+        .join(', ');
+      return `${why}delivered to ${to}`;
+    }
+    case 'other':
+      return last.detail;
+  }
+}
