@@ -44,7 +44,7 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
   let datapathActions = '';
   let lastFlow = '';
   const flush = () => {
-    if (current !== undefined) steps.push({ ...current, meaning: meaningOf(current, names) });
+    if (current !== undefined) steps.push({ ...current, meaning: meaningOf(current, names, fieldsOf(lastFlow)) });
     current = undefined;
   };
   for (const line of text.split('\n')) {
@@ -63,9 +63,14 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
     if (current !== undefined && /^\s{4}\S/.test(line) && !line.trim().startsWith('->')) current.actions.push(line.trim());
   }
   flush();
+  return { steps, datapathActions, fields: fieldsOf(lastFlow) };
+}
+
+/** Registers and conntrack fields of a trace's `Flow:` line (or a flow's match). */
+function fieldsOf(flow: string): Record<string, string> {
   const fields: Record<string, string> = {};
-  for (const m of lastFlow.matchAll(/\b(reg\d+|ct_mark|ct_state|ct_zone)=([^,\s]+)/g)) fields[m[1] ?? ''] = m[2] ?? '';
-  return { steps, datapathActions, fields };
+  for (const m of flow.matchAll(/\b(reg\d+|ct_mark|ct_state|ct_zone|tp_dst)=([^,\s]+)/g)) fields[m[1] ?? ''] = m[2] ?? '';
+  return fields;
 }
 
 function featureOf(cookie: string): { feature: bigint; low: number } {
@@ -73,14 +78,27 @@ function featureOf(cookie: string): { feature: bigint; low: number } {
   return { feature: c >> 48n, low: Number(c & 0xffffffffn) };
 }
 
-const dropping = (actions: readonly string[]) => actions.length === 0 || actions.at(-1) === 'drop';
+/**
+ * Whether a flow drops the packet. After `ct(..., table=N)` the trace prints `drop` for the
+ * original packet, whose copy goes on in table N: that is no drop.
+ */
+const dropping = (actions: readonly string[]) =>
+  (actions.length === 0 || actions.at(-1) === 'drop') && !actions.some((a) => /^ct\(.*table=/.test(a));
 
 /** A flow in words, by its cookie. */
 export function meaningOf(
-  step: { cookie: string; table: number; priority: number; actions: readonly string[] },
+  step: { cookie: string; table: number; priority: number; match?: string; actions: readonly string[] },
   names: TraceNames,
+  stage: Readonly<Record<string, string>> = {},
 ): string {
   const { feature, low } = featureOf(step.cookie);
+  // Endpoint groups: reg6 is the receiving member's group, ct_mark the sender's (group-tables.ts).
+  const inMatch = fieldsOf(step.match ?? '');
+  const group = (v: string | undefined) => (v === undefined ? undefined : names.networkOfTag(Number(v)));
+  const receiver = group(inMatch.reg6 ?? stage.reg6);
+  const sender = group(inMatch.ct_mark ?? stage.ct_mark);
+  const proto = /\b(tcp6?|udp6?|sctp6?)\b/.exec(step.match ?? '')?.[1]?.replace('6', '');
+  const on = inMatch.tp_dst === undefined || proto === undefined ? '' : ` on ${inMatch.tp_dst}/${proto}`;
   const net = () => `network ${names.networkOfTag(low)}`;
   const drops = dropping(step.actions);
   switch (feature) {
@@ -94,10 +112,20 @@ export function meaningOf(
         ? "dropped: the gateway guard (each host's gateway answers for its own containers only, never across the tunnel)"
         : 'the gateway guard';
     case FEATURE.groups:
-      if (step.table === 42 && drops)
-        return `dropped: the receiving endpoint group does not allow the sender's (-o ovsnet.allow, endpoint groups of ${net()})`;
-      if (step.table === 42 && step.priority === 20)
-        return `allowed: a new connection the receiving group allows (-o ovsnet.allow, endpoint groups of ${net()})`;
+      if (step.table === 42 && drops) {
+        return receiver !== undefined && sender !== undefined
+          ? `dropped: ${receiver} does not allow ${sender} (-o ovsnet.allow on network ${receiver}; endpoint groups of ${net()})`
+          : `dropped: the receiving endpoint group does not allow the sender's (-o ovsnet.allow, endpoint groups of ${net()})`;
+      }
+      if (step.table === 42 && step.priority === 20) {
+        if (inMatch.ct_mark !== undefined && Number(inMatch.ct_mark) === 0)
+          return `allowed: a new connection from outside the endpoint groups (endpoint groups of ${net()})`;
+        if (inMatch.ct_mark !== undefined && Number(inMatch.ct_mark) === Number(inMatch.reg6))
+          return `allowed: within group ${receiver ?? ''} (endpoint groups of ${net()})`;
+        return receiver !== undefined && sender !== undefined
+          ? `allowed: ${receiver} allows ${sender}${on} (-o ovsnet.allow on network ${receiver}; endpoint groups of ${net()})`
+          : `allowed: a new connection the receiving group allows (-o ovsnet.allow, endpoint groups of ${net()})`;
+      }
       if (step.table === 42) return `allowed: a reply or a packet of a connection already allowed (endpoint groups of ${net()})`;
       if (step.table === 43) return `to the gateway, the sender's group remembered in conntrack (endpoint groups of ${net()})`;
       if (step.table === 41) return `ARP between endpoint groups, answered by the gateway (endpoint groups of ${net()})`;
@@ -114,8 +142,13 @@ export function meaningOf(
       return drops
         ? `dropped: not among -o ovsnet.egress / ovsnet.ingress of ${net()}`
         : `allowed by -o ovsnet.egress / ovsnet.ingress of ${net()}`;
-    default:
-      return step.cookie === '0x0' ? "a flow without a cookie: not ovsnet's" : `a flow of cookie ${step.cookie}: not ovsnet's`;
+    default: {
+      const whose =
+        step.cookie === '0x0'
+          ? "a flow without a cookie: not ovsnet's (another controller's, or added by hand)"
+          : `a flow of cookie ${step.cookie}: not ovsnet's`;
+      return drops ? `dropped by ${whose}` : whose;
+    }
   }
 }
 

@@ -157,18 +157,28 @@ export async function trace(s: Session, containerName: string, dest: Destination
   let on: DockerEndpoint | undefined;
   if (!/^[\d.]+$/.test(dest.host) && !dest.host.includes(':')) {
     const other = await dockerContainer(s.dockerSocket, dest.host);
-    for (const e of mine) {
-      const theirs = other?.endpoints.find((o) => o.networkId === e.networkId);
-      if (theirs !== undefined) {
-        on = e;
-        address = theirs.ip !== '' ? theirs.ip : theirs.ip6;
-        break;
-      }
-      const vip = (Array.isArray(swarm[e.networkId]) ? swarm[e.networkId] : [])?.find((v) => v.service === dest.host)?.vip;
-      if (vip !== undefined) {
-        on = e;
-        address = vip;
-        break;
+    const theirs = other?.endpoints.filter((o) => byId.has(o.networkId) && (o.ip !== '' || o.ip6 !== '')) ?? [];
+    const ipOf = (o: DockerEndpoint) => (o.ip !== '' ? o.ip : o.ip6);
+    // On a network of both; else in the subnet of one of the source's (endpoint groups share
+    // their parent's); else wherever it is, reached through the gateway.
+    const shared = mine.flatMap((e) => theirs.filter((o) => o.networkId === e.networkId).map((o) => ({ e, o })));
+    const sameSubnet = mine.flatMap((e) => {
+      const n = byId.get(e.networkId);
+      return theirs.filter((o) => n !== undefined && inSubnets(ipOf(o), ipOf(o).includes(':') ? n.ipv6 : n.ipv4)).map((o) => ({ e, o }));
+    });
+    const pick =
+      shared[0] ?? sameSubnet[0] ?? (theirs[0] === undefined || mine[0] === undefined ? undefined : { e: mine[0], o: theirs[0] });
+    if (pick !== undefined) {
+      on = pick.e;
+      address = ipOf(pick.o);
+    } else {
+      for (const e of mine) {
+        const vip = (Array.isArray(swarm[e.networkId]) ? swarm[e.networkId] : [])?.find((v) => v.service === dest.host)?.vip;
+        if (vip !== undefined) {
+          on = e;
+          address = vip;
+          break;
+        }
       }
     }
     if (on === undefined) {
@@ -190,7 +200,14 @@ export async function trace(s: Session, containerName: string, dest: Destination
   const ofport = ofports.get(ep.hostVeth);
   if (ofport === undefined) throw notFound(`port ${ep.hostVeth} of ${container.name} is not on bridge ${s.config.bridge}`);
   const inside = inSubnets(address, six ? network.ipv6 : network.ipv4);
-  const dmac = inside ? macOfAddress(endpoints, address) : gatewayMac(network);
+  // An endpoint group's way out is its parent's gateway.
+  const exit = (network.group === undefined ? undefined : byId.get(network.group.parent)) ?? network;
+  // The MAC the container's ARP (or ND) gets: the destination's own on its network; the gateway's
+  // for a destination outside the subnet, or of another endpoint group sharing it (the gateway
+  // answers for those: proxy ARP); a VIP's own.
+  const target = endpoints.find((e) => addressOf(e.address) === address || addressOf(e.addressV6) === address);
+  const viaGateway = !inside || (target !== undefined && target.networkId !== network.networkId && (target.host ?? self) === self);
+  const dmac = viaGateway ? gatewayMac(exit) : macOfAddress(endpoints, address);
   const vswitchd = Vswitchd.besideOvsdb(s.config.ovsdb, 10_000);
   if (vswitchd === undefined)
     throw new OvsnetError(
@@ -244,7 +261,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
     from: { container: container.name, network: names.networkOfTag(network.tag), port: ep.hostVeth, address: src },
     to: { destination: dest.host, address, mac: dmac, proto: dest.proto, ...(dest.port === undefined ? {} : { port: dest.port }) },
     passes,
-    verdict: verdictOf(passes, endpoints, network),
+    verdict: verdictOf(passes, endpoints, exit),
   };
 }
 
@@ -273,7 +290,9 @@ function routedBack(
   self: string,
 ): { network: NetworkRecord; endpoint: EndpointRecord } | undefined {
   const endpoint = endpoints.find((e) => (e.host === undefined || e.host === self) && addressOf(six ? e.addressV6 : e.address) === address);
-  const network = endpoint === undefined ? undefined : networks.find((n) => n.networkId === endpoint.networkId);
+  const own = endpoint === undefined ? undefined : networks.find((n) => n.networkId === endpoint.networkId);
+  // An endpoint group's gateway is its parent's.
+  const network = own?.group === undefined ? own : networks.find((n) => n.networkId === own.group?.parent);
   return endpoint === undefined || network === undefined || network.gatewayPort === undefined ? undefined : { network, endpoint };
 }
 

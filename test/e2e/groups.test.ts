@@ -153,6 +153,62 @@ t.test('separate at layer 2: frames to another group member’s MAC do not arriv
   t.notOk(await tcp('w2', addr.d1 ?? '', 5432), "to d1's MAC directly, even on the port db allows web: not delivered");
 });
 
+t.test("ovsnet trace: the datapath's verdict with the rule that made it, and it follows the bridge", async (t) => {
+  interface Trace {
+    passes: { from: string; outcome: { kind: string; ports: string[] }; steps: { meaning: string }[] }[];
+    verdict: string;
+  }
+  const trace = async (...args: string[]): Promise<Trace> => {
+    const r = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'trace', ...args, '-o', 'json']);
+    if (r.code !== 0) throw new Error(`ovsnet trace ${args.join(' ')}: ${r.stderr}`);
+    return JSON.parse(r.stdout) as Trace;
+  };
+  const port = async (c: string) => {
+    const id = (await host.dockerOk(['inspect', '-f', '{{(index .NetworkSettings.Networks "db").EndpointID}}', c])).trim();
+    return `endpoint ${id.slice(0, 12)}`;
+  };
+  const allowed = await trace('w1', 'd1:5432/tcp');
+  t.equal(allowed.passes.length, 2, 'two passes: to the gateway, and routed back from it');
+  t.match(
+    allowed.verdict,
+    /^allowed: db allows web on 5432\/tcp \(-o ovsnet\.allow on network db; endpoint groups of network app\); delivered to port ovh\S+ \(endpoint [0-9a-f]{12}\)$/,
+  );
+  t.ok(allowed.verdict.includes(await port('d1')), `delivered to d1's port: ${allowed.verdict}`);
+  // For docs/operators-guide.md: what an operator sees.
+  for (const dest of ['d1:5432/tcp', 'd1:80/tcp']) {
+    const shown = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'trace', 'w1', dest]);
+    t.comment(`$ ovsnet trace w1 ${dest}\n${shown.stdout}`);
+  }
+  const refused = await trace('w1', 'd1:80/tcp');
+  t.match(refused.verdict, /^dropped: db does not allow web \(-o ovsnet\.allow on network db/, refused.verdict);
+  const icmp = await trace('w1', 'd1');
+  t.match(icmp.verdict, /^dropped: .*ovsnet\.allow/, `ping w1 -> d1: ${icmp.verdict}`);
+  const same = await trace('w1', addr.w2 ?? '');
+  t.match(same.verdict, /delivered to port ovh/, `w1 -> w2 (one group): ${same.verdict}`);
+  t.match(await trace('w1', '198.51.100.7:443/tcp').then((r) => r.verdict), /leaves through the gateway ovg\S+ to the host \(masqueraded/);
+  // The verdict is the bridge's: a flow added by hand (no cookie: ovsnet leaves it alone) that
+  // drops 5432/tcp ahead of db's allow, and trace says so; taken out, allowed again.
+  const foreign = 'table=42,priority=60000,tcp,tp_dst=5432';
+  await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'add-flow', 'ovsnet0', `${foreign},actions=drop`]);
+  const handDropped = (await trace('w1', 'd1:5432/tcp')).verdict;
+  t.match(handDropped, /^dropped by a flow without a cookie: not ovsnet's/, `with a drop added by hand: ${handDropped}`);
+  await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', '--strict', 'del-flows', 'ovsnet0', foreign]);
+  t.match((await trace('w1', 'd1:5432/tcp')).verdict, /^allowed: /, 'taken out: allowed again');
+  const bad = await host.exec([
+    'env',
+    'OVSNET_STORE=sqlite:/run/ovsnet/state.db',
+    process.execPath,
+    MAIN,
+    'trace',
+    'w1',
+    'd1:5432,actions=drop',
+  ]);
+  t.equal(bad.code, 2, 'a DEST with OpenFlow syntax: a usage error');
+  t.match(bad.stderr, /expected DEST\[:PORT\]/);
+  const ghost = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'trace', 'nobody', 'd1']);
+  t.match(ghost.stderr, /knows no container "nobody"/);
+});
+
 t.test('ovs-vswitchd restarted: the rules come back, and with them what they allow and deny', async (t) => {
   await host.vswitchd('restart');
   const back = await until(() => tcp('w1', addr.d1 ?? '', 5432), 30_000);
