@@ -110,23 +110,27 @@ export async function benchVip(): Promise<void> {
       )[0]?.Addr.split('/')[0] ?? '';
     // The tasks, with a server each in their network namespace.
     const tasks: { host: number; ip: string }[] = [];
-    for (let tries = 0; tries < 240 && tasks.length < 4; tries++) {
-      tasks.length = 0;
+    const served = new Set<string>();
+    for (let tries = 0; tries < 240 && served.size < 4; tries++) {
       for (const i of [0, 1, 2]) {
         const ids = (await swarm.host(i).dockerOk(['ps', '-q', '--filter', 'label=com.docker.swarm.service.name=b']))
           .split('\n')
           .filter(Boolean);
-        for (const id of ids) {
+        for (const id of ids.filter((x) => !served.has(x))) {
           const ip = await swarm.host(i).dockerOk(['inspect', '-f', `{{(index .NetworkSettings.Networks "${NET}").IPAddress}}`, id]);
-          if (ip !== '') tasks.push({ host: i, ip });
-          if (servers.length < 4 && ip !== '' && tasks.length > servers.length) {
-            const s = inNetns(await pidOf(swarm, i, id), server, []);
-            await new Promise((r) => s.stdout?.once('data', r));
-            servers.push(s);
-          }
+          if (ip === '') continue;
+          const s = inNetns(await pidOf(swarm, i, id), server, []);
+          servers.push(s);
+          const up = await Promise.race([
+            new Promise((r) => s.stdout?.once('data', () => r(true))),
+            new Promise((r) => setTimeout(() => r(false), 10_000)),
+          ]);
+          if (up !== true) throw new Error(`the server in task ${id} on node ${i + 1} did not start`);
+          served.add(id);
+          tasks.push({ host: i, ip });
         }
       }
-      if (tasks.length < 4) await new Promise((r) => setTimeout(r, 500));
+      if (served.size < 4) await new Promise((r) => setTimeout(r, 500));
     }
     const bc = await pidOf(swarm, 0, 'bc');
     const local = tasks.find((x) => x.host === 0) ?? tasks[0];
