@@ -13,7 +13,7 @@ npx prettier --check --log-level warn 'src/**/*.ts' 'test/**/*.ts' 'bench/**/*.t
 node scripts/check-layout.mjs src
 start_etcd
 
-# Timing assertions (startup within a second) run alone first, so that the parallel e2e files
+# Timing assertions (startup in time for Docker) run alone first, so that the parallel e2e files
 # cannot starve them of CPU; then everything else, files in parallel.
 serial="dist/test/plugin-api/lifecycle.test.js"
 files=$(find dist/test -name '*.test.js' | grep -v -F "$serial" | sort)
