@@ -31,7 +31,7 @@ net.createServer((s) => { s.on('error', () => {}); s.end('x'); }).listen(${PORT}
 /** Connects to host:port again and again for `seconds` with `parallel` at a time; prints connections/s and failures. */
 const CLIENT = `
 const net = require('node:net');
-const [host, port, seconds, parallel] = process.argv.slice(1);
+const [host, port, seconds, parallel] = process.argv.slice(2);
 const end = Date.now() + Number(seconds) * 1000;
 let ok = 0, failed = 0;
 const one = () => new Promise((resolve) => {
@@ -59,9 +59,13 @@ function inNetns(pid: number, script: string, args: readonly string[]) {
 async function runClient(pid: number, script: string, to: string, parallel: number): Promise<{ perSecond: number; failed: number }> {
   const child = inNetns(pid, script, [to, String(PORT), String(SECONDS), String(parallel)]);
   let out = '';
+  let err = '';
   child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
   await new Promise((r) => child.on('close', r));
-  return JSON.parse(out.trim().split('\n').at(-1) ?? '{}') as { perSecond: number; failed: number };
+  const last = out.trim().split('\n').at(-1) ?? '';
+  if (last === '') throw new Error(`the client to ${to} printed nothing: ${err}`);
+  return JSON.parse(last) as { perSecond: number; failed: number };
 }
 
 /** How many buckets the VIP's group has on host i (the one group with a bucket per task of `tasks`). */
