@@ -9,6 +9,7 @@ import { messageOf } from './lib/errors.js';
 import type { Logger } from './lib/log.js';
 import { portHolder } from './host/port-holder.js';
 import { VERSION } from './lib/version.js';
+import { registerTraffic, type TrafficSource } from './metrics-traffic.js';
 import { skippedRecords } from './store/decode.js';
 import type { Store } from './store/types.js';
 
@@ -32,6 +33,8 @@ export interface ClusterStats {
 export interface GaugeSources {
   readonly pools: () => readonly PoolUsage[];
   readonly cluster: () => ClusterStats;
+  /** The endpoints' counters and policy drops, read from the bridge (metrics-traffic.ts); none without. */
+  readonly traffic?: TrafficSource;
 }
 
 /**
@@ -148,6 +151,8 @@ export class Metrics {
     this.gauge('ovsnet_ipam_blocks_owned', 'Blocks of each shared (logical network) pool this host owns', () =>
       cluster().blocks.map((b) => [{ pool: b.pool }, b.owned]),
     );
+    // Per endpoint and network, from the bridge at scrape time.
+    registerTraffic(this.registry, () => this.sources.traffic);
   }
 
   /**

@@ -7,8 +7,9 @@ import { chooseDatapath } from '../host/host-info.js';
 import { describeStore } from '../store/open.js';
 import { EXIT, UsageError, type CommandSpec, type CommandTable, type Invocation, type OptionSpec } from './dispatch.js';
 import { doctor } from './doctor.js';
-import { dockerNames, nameOf } from './docker-api.js';
-import { endpoints, hosts, networks, pools } from './inspect.js';
+import { dockerNames } from './docker-api.js';
+import { endpointsView } from './endpoints-view.js';
+import { hosts, networks, pools } from './inspect.js';
 import { adoptCommand, RESERVATIONS_OPTION, reservationsView } from './ipam-more.js';
 import { networksShown } from './networks-view.js';
 import { render, type Shown } from './output.js';
@@ -48,30 +49,6 @@ function reader(
 }
 
 const networksView = async (s: Session): Promise<Shown> => networksShown(await networks(s.store), await dockerNames(s.dockerSocket));
-
-const endpointsView = async (s: Session): Promise<Shown> => {
-  const names = await dockerNames(s.dockerSocket);
-  const rows = (await endpoints(s.store)).map((e) => ({
-    endpoint: e.endpoint,
-    container: nameOf(names?.containers, e.endpoint),
-    network: e.network,
-    networkName: nameOf(names?.networks, e.network),
-    address: e.address,
-    mac: e.mac,
-    port: e.port,
-  }));
-  // JSON keeps identifier-like keys; the table's header says it in words.
-  const table = rows.map((r) => ({
-    endpoint: r.endpoint,
-    container: r.container,
-    network: r.network,
-    'network name': r.networkName,
-    address: r.address,
-    mac: r.mac,
-    port: r.port,
-  }));
-  return { data: rows, table };
-};
 
 const ipamView = async (s: Session): Promise<Shown> => {
   const rows = await pools(s.store);
@@ -167,7 +144,10 @@ export const COMMANDS: CommandTable<CliContext> = {
     'ovsnet networks with their Docker names: VLAN tag, subnets, gateway, endpoints; endpoint groups under their parent',
     networksView,
   ),
-  endpoints: reader('endpoints with their containers: address, MAC, OVS port', endpointsView),
+  endpoints: reader(
+    'endpoints with their containers: address, MAC, OVS port; -o wide: packets and bytes sent and received, policy drops',
+    endpointsView,
+  ),
   ipam: reader(
     'pool usage per network and per host; with --reservations, each reservation and its holder',
     (s, inv, ctx) => {

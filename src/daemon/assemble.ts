@@ -6,7 +6,7 @@
  * no hook is set afterwards. Two links run against that order: the tunnels are made before the
  * driver and the registry, which tell them of changes, and read those two only once started
  * (daemon.ts, after this returns); the metrics gauges read IPAM, the registry and the tunnels
- * (connected last, by readFrom).
+ * (connected last, by readFrom), and the endpoints' counters the driver's records and the bridge.
  */
 import type { FastifyInstance } from 'fastify';
 import { hostNameOf, type Config } from '../config/config.js';
@@ -45,6 +45,7 @@ import { OvsWatch, mgmtSocket } from './ovs-watch.js';
 import { SwarmVips } from './swarm-vips.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
+import { TrafficCounters } from '../driver/upkeep/traffic-counters.js';
 import type { Store } from '../store/types.js';
 
 /** Everything the daemon is made of, for daemon.ts to start and stop. */
@@ -229,6 +230,8 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     refreshDatapath,
     ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
+  // The endpoints' counters and policy drops, read from the bridge at scrape time.
+  const traffic = new TrafficCounters({ records: driver, openflow, log: log.child({ component: 'metrics' }) });
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
@@ -239,6 +242,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
         .usage()
         .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
     }),
+    traffic: () => traffic.read(),
   });
   return {
     config,

@@ -288,6 +288,11 @@ export class NetworkDriver {
     return this.records.localNetworks();
   }
 
+  /** This host's endpoints (with `networks`, this host's networks read already). */
+  localEndpoints(networks?: readonly NetworkRecord[]): Promise<EndpointRecord[]> {
+    return this.records.localEndpoints(networks);
+  }
+
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {
     await fn().catch((err: unknown) => this.deps.log.warn({ err }, `${what}: ${messageOf(err)}`));
   }

@@ -1,13 +1,17 @@
 /**
  * Each host acts only on what is its own: two hosts' drivers and IPAMs on one store, host h1
  * given host h2's NetworkID, EndpointID and PoolID finds nothing and changes nothing of h2's.
- * Pools shared by a logical network stay usable by every member host (shared on purpose).
+ * Pools shared by a logical network stay usable by every member host (shared on purpose). Each
+ * host's endpoint counters are its own endpoints'.
  */
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
+import { endpointCounters } from '../../src/cli/endpoints-view.js';
+import type { Config } from '../../src/config/config.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
+import { OpenFlow } from '../../src/driver/ovs/openflow.js';
 import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
@@ -104,4 +108,52 @@ t.test("host h1 given host h2's PoolID: not found, nothing released; a logical n
   await h1.ipam.releaseAddress(shared.poolId, a.address.split('/')[0] ?? '');
   await h1.ipam.releasePool(shared.poolId);
   t.ok(await h2.store.get(keys.pool(shared.poolId)), 'h1 leaving the shared pool leaves it to h2');
+});
+
+t.test("the endpoints' counters: each host reads its own endpoints only (ovsnet endpoints -o wide)", async (t) => {
+  const [h1, h2] = hosts(t);
+  const made: Record<string, string> = {};
+  for (const [h, subnet, id] of [
+    [h1, '10.72.0.0/24', '5e'],
+    [h2, '10.73.0.0/24', '6f'],
+  ] as const) {
+    const { poolId } = await h.ipam.requestPool(pool(subnet));
+    await h.ipam.requestAddress({ poolId, address: '', gateway: true });
+    const gateway = `${subnet.replace(/0\/24$/, '1')}/24`;
+    await h.driver.createNetwork({ networkId: id.repeat(32), options: {}, ipv4: [{ pool: subnet, gateway }], ipv6: [] });
+    const { address } = await h.ipam.requestAddress({ poolId, address: '', gateway: false });
+    await h.driver.createEndpoint({
+      networkId: id.repeat(32),
+      endpointId: id.repeat(32).replace(/^../, 'ee'),
+      address,
+      addressV6: '',
+      mac: '',
+      portmap: [],
+    });
+    made[h.name] = id.repeat(32).replace(/^../, 'ee');
+  }
+  t.same(
+    (await h1.driver.localEndpoints()).map((e) => e.endpointId),
+    [made.h1],
+    "h1's own endpoint, not h2's",
+  );
+  // Both ports on one bridge as far as this ovs-ofctl says: h1 still counts only its own.
+  const port = (id = '') => `ovh${id.slice(0, 12)}`;
+  const of = new OpenFlow(async (_cmd, args) => ({
+    code: 0,
+    stdout: args.includes('dump-ports')
+      ? `OFPST_PORT reply (OF1.3) (xid=0x2): 2 ports\n${[made.h1, made.h2]
+          .map(
+            (id) =>
+              `  port  ${port(id)}: rx pkts=7, bytes=700, drop=0, errs=0, frame=0, over=0, crc=0\n           tx pkts=3, bytes=300, drop=0, errs=0, coll=0\n`,
+          )
+          .join('')}`
+      : '',
+    stderr: '',
+  }));
+  const counters = await endpointCounters({ host: { name: 'h1' } } as Config, h1.store, of);
+  t.same(
+    [...counters],
+    [[made.h1?.slice(0, 12), { sentPackets: 7, sentBytes: 700, receivedPackets: 3, receivedBytes: 300, policyDrops: 0 }]],
+  );
 });

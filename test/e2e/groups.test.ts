@@ -54,6 +54,25 @@ const tcp = async (from: string, to: string, port: number) =>
 const listen = (c: string, port: number) =>
   host.dockerOk(['exec', '-d', c, 'sh', '-c', `while true; do echo pong | nc -l -p ${port}; done`]);
 
+/** The host's /metrics, 1.1 s after the last scrape (ovsnet reads the bridge at most once a second). */
+const scrape = async () => {
+  await new Promise((r) => setTimeout(r, 1100));
+  return (await host.exec(['wget', '-q', '-O', '-', '-T', '5', 'http://127.0.0.1:9477/metrics'])).stdout;
+};
+/** A series' value (NaN when absent); `labels` as the text has them (IDs and names: no regex character). */
+const valueIn = (text: string, name: string, labels: string) =>
+  Number(new RegExp(`^${name}\\{${labels}\\} (\\d+)$`, 'm').exec(text)?.[1] ?? NaN);
+/** `ovsnet endpoints -o wide`'s last five columns (sent and received packets and bytes, policy drops) for an endpoint. */
+const wideCounters = async (endpoint: string) => {
+  const r = await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'endpoints', '-o', 'wide']);
+  const header = r.stdout.split('\n')[0] ?? '';
+  const row = r.stdout.split('\n').find((l) => l.startsWith(endpoint)) ?? '';
+  const [sentPkts, sentBytes, receivedPkts, receivedBytes, drops] = row.trim().split(/\s+/).slice(-5).map(Number);
+  return { out: r.stdout, header, row, stderr: r.stderr, sentPkts, sentBytes, receivedPkts, receivedBytes, drops };
+};
+const endpointOf = async (c: string, net: string) => (await ip(c, net, 'EndpointID')).slice(0, 12);
+const networkOf = async (net: string) => (await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', net])).slice(0, 12);
+
 let addr: Record<string, string> = {};
 const addr6: Record<string, string> = {};
 
@@ -124,6 +143,67 @@ t.test('within a group, to the gateway, and between groups only what is allowed'
   t.notOk(await tcp('p1', addr.w1 ?? '', 80), 'p1 (the parent) -> w1: not allowed either');
   t.notOk(await tcp('w1', addr.p1 ?? '', 80), 'w1 -> p1: the parent allows nobody');
 });
+
+t.test(
+  "counters: N pings move the endpoints' packets by N (metrics and ovsnet endpoints -o wide), M refused ones the policy drops by M",
+  async (t) => {
+    const N = 10;
+    const M = 5;
+    const [w1, w2, app] = [await endpointOf('w1', 'web'), await endpointOf('w2', 'web'), await networkOf('app')];
+    const web = await networkOf('web');
+    const series = (text: string, name: string, ep: string) =>
+      valueIn(text, `ovsnet_endpoint_${name}_total`, `network="${web}",endpoint="${ep}"`);
+    const before = await scrape();
+    const cliBefore = await wideCounters(w1);
+    t.match(
+      cliBefore.header,
+      /SENT PKTS +SENT BYTES +RECEIVED PKTS +RECEIVED BYTES +POLICY DROPS$/,
+      "ovsnet endpoints -o wide: the counters' columns",
+    );
+    t.notMatch(cliBefore.stderr, /cannot read the endpoints' counters/, 'read from the bridge');
+    t.ok(series(before, 'sent_packets', w1) >= 0, `w1's series is there: ${series(before, 'sent_packets', w1)}`);
+    const pinged = await host.docker(['exec', 'w1', 'ping', '-c', String(N), '-i', '0.2', '-W', '1', addr.w2 ?? '']);
+    t.match(pinged.stdout, new RegExp(`${N} packets received`), `${N} pings w1 -> w2 answered`);
+    const after = await scrape();
+    for (const [ep, name] of [
+      [w1, 'sent_packets'],
+      [w1, 'received_packets'],
+      [w2, 'sent_packets'],
+      [w2, 'received_packets'],
+    ] as const) {
+      const moved = series(after, name, ep) - series(before, name, ep);
+      t.ok(moved >= N, `${ep === w1 ? 'w1' : 'w2'} ${name}: moved by ${moved} (>= ${N})`);
+    }
+    t.ok(series(after, 'sent_bytes', w1) - series(before, 'sent_bytes', w1) >= N * 84, "and its bytes: at least the pings' IP packets");
+    const cliAfter = await wideCounters(w1);
+    t.comment(`ovsnet endpoints -o wide:\n${cliAfter.out}`);
+    t.comment(
+      after
+        .split('\n')
+        .filter((l) => /^ovsnet_(endpoint_\w+|policy_drops)_total\{/.test(l))
+        .join('\n'),
+    );
+    t.ok((cliAfter.sentPkts ?? 0) - (cliBefore.sentPkts ?? 0) >= N, `ovsnet endpoints -o wide, w1: ${cliBefore.row} -> ${cliAfter.row}`);
+    t.ok((cliAfter.receivedPkts ?? 0) - (cliBefore.receivedPkts ?? 0) >= N, 'received too');
+    t.ok((cliAfter.receivedBytes ?? 0) > (cliBefore.receivedBytes ?? 0), 'and bytes');
+    const json = JSON.parse(
+      (await host.exec(['env', 'OVSNET_STORE=sqlite:/run/ovsnet/state.db', process.execPath, MAIN, 'endpoints', '--json'])).stdout,
+    ) as { endpoint: string; counters?: { sentPackets: number } }[];
+    t.ok((json.find((e) => e.endpoint === w1)?.counters?.sentPackets ?? 0) >= N, '--json has them too');
+    // Refused: w1 (web) -> d1 (db allows web on 5432/tcp only): each echo request is dropped on its way to d1.
+    const drops = (text: string) => valueIn(text, 'ovsnet_policy_drops_total', `network="${app}"`);
+    const refused = await host.docker(['exec', 'w1', 'ping', '-c', String(M), '-i', '0.2', '-W', '1', addr.d1 ?? '']);
+    t.match(refused.stdout, / 0 packets received/, `${M} pings w1 -> d1 refused`);
+    const dropped = await scrape();
+    const moved = drops(dropped) - drops(after);
+    t.ok(moved >= M, `ovsnet_policy_drops_total of the parent app moved by ${moved} (>= ${M})`);
+    t.equal(
+      series(dropped, 'policy_drops', w1),
+      series(after, 'policy_drops', w1),
+      "w1's own: unmoved (the groups' drops match the parent's registers, not w1's port: the network's only)",
+    );
+  },
+);
 
 t.test('IPv6 as IPv4: within a group, to the gateway, and between groups only what is allowed', async (t) => {
   // Between groups the gateway routes: ovsnet turned IPv6 forwarding on with the first IPv6 network.
@@ -207,11 +287,29 @@ t.test("ovsnet trace: the datapath's verdict with the rule that made it, and it 
 });
 
 t.test('ovs-vswitchd restarted: the rules come back, and with them what they allow and deny', async (t) => {
+  const [w1, web, app] = [await endpointOf('w1', 'web'), await networkOf('web'), await networkOf('app')];
+  const sent = (text: string) => valueIn(text, 'ovsnet_endpoint_sent_packets_total', `network="${web}",endpoint="${w1}"`);
+  const drops = (text: string) => valueIn(text, 'ovsnet_policy_drops_total', `network="${app}"`);
+  const before = await scrape();
   await host.vswitchd('restart');
   const back = await until(() => tcp('w1', addr.d1 ?? '', 5432), 30_000);
   t.ok(back < 30_000, `w1 -> d1:5432 again ${back} ms after the restart (checked every 10 s)`);
   t.notOk(await ping('w1', addr.d1 ?? ''), 'and w1 -> d1 ping still dropped');
   t.ok(await ping('w1', addr.w2 ?? ''), 'w1 -> w2 still');
+  // OVS counts the re-added drop flows from 0: the metrics go on from where they were.
+  const flowsNow = await host.exec([
+    'ovs-ofctl',
+    '-O',
+    'OpenFlow13',
+    'dump-flows',
+    'ovsnet0',
+    'table=42,cookie=0x0f60000000000000/0xffff000000000000',
+  ]);
+  const after = await scrape();
+  t.ok(sent(after) >= sent(before), `w1's sent packets never went down: ${sent(before)} -> ${sent(after)}`);
+  t.ok(drops(after) > drops(before), `the parent's policy drops went on up: ${drops(before)} -> ${drops(after)}`);
+  const raw = Math.max(0, ...[...flowsNow.stdout.matchAll(/n_packets=(\d+).* actions=drop/g)].map((m) => Number(m[1])));
+  t.ok(drops(after) >= drops(before) + raw, `over OVS's own count since the restart (${raw}): nothing lost to the reset`);
 });
 
 t.test('a container leaving and coming: its rules follow; everything goes with the networks', async (t) => {

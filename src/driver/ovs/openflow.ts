@@ -21,6 +21,8 @@ export interface OfctlCall {
   readonly input?: string;
   /** Whether running it twice does what running it once does (reads, replacing adds, deletes); true unless said. */
   readonly repeatable?: boolean;
+  /** The run's timeout (the spawner's 10 s unless said): a caller bound in time (a metrics scrape) says less. */
+  readonly timeoutMs?: number;
 }
 
 export class OpenFlow {
@@ -32,10 +34,10 @@ export class OpenFlow {
   /** ovs-ofctl's answer as is: for a caller that reads a refusal (add-meter's METER_EXISTS). */
   async answer(args: readonly string[], call: OfctlCall = {}): Promise<ExecResult> {
     const full = call.of13 === true ? [...OF13, ...args] : args;
-    const r = await this.run('ovs-ofctl', full, call.input);
+    const r = await this.run('ovs-ofctl', full, call.input, call.timeoutMs);
     if (r.code === 0 || call.repeatable === false || !UNREACHED.test(r.stderr)) return r;
     await delay(this.retryDelayMs);
-    return this.run('ovs-ofctl', full, call.input);
+    return this.run('ovs-ofctl', full, call.input, call.timeoutMs);
   }
 
   /** ovs-ofctl's stdout; OVS_FAILED (error()) when it fails. */

@@ -127,6 +127,15 @@ export class DriverRecords {
   }
 
   /**
+   * This host's endpoint records, from the store (an older record without its host is its
+   * network's: `networks`, this host's, read already or read here).
+   */
+  async localEndpoints(networks?: readonly NetworkRecord[]): Promise<EndpointRecord[]> {
+    const local = new Set((networks ?? (await this.localNetworks())).map((n) => n.networkId));
+    return (await listEndpoints(this.store)).filter((e) => (e.host !== undefined ? this.owns(e) : local.has(e.networkId)));
+  }
+
+  /**
    * Writes the record unless one exists; false when one did (a concurrent identical request's).
    * NETWORK_EXISTS when the record standing is another host's: Docker's IDs are random, so such
    * a request is not Docker's, and the caller undoes what it did.
