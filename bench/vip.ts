@@ -28,23 +28,31 @@ const net = require('node:net');
 net.createServer((s) => { s.on('error', () => {}); s.end('x'); }).listen(${PORT}, () => console.log('listening'));
 `;
 
-/** Connects to host:port again and again for `seconds` with `parallel` at a time; prints connections/s and failures. */
+/**
+ * Connects to host:port again and again for `seconds` with `parallel` at a time; prints
+ * connections/s, each connection's p50 and p99 (connect to close, ms) and failures (no answer
+ * within 5 s: a lost SYN is retransmitted after 1 s, so a slow one still counts, in the p99).
+ */
 const CLIENT = `
 const net = require('node:net');
 const [host, port, seconds, parallel] = process.argv.slice(2);
 const end = Date.now() + Number(seconds) * 1000;
 let ok = 0, failed = 0;
+const ms = [];
 const one = () => new Promise((resolve) => {
+  const t0 = process.hrtime.bigint();
   const s = net.connect(Number(port), host);
-  s.setTimeout(2000, () => s.destroy(new Error('timeout')));
+  s.setTimeout(5000, () => s.destroy(new Error('timeout')));
   s.on('data', () => {});
-  s.on('end', () => { ok++; resolve(); });
+  s.on('end', () => { ok++; ms.push(Number(process.hrtime.bigint() - t0) / 1e6); resolve(); });
   s.on('error', () => { failed++; resolve(); });
 });
 const worker = async () => { while (Date.now() < end) await one(); };
 const t0 = Date.now();
 Promise.all(Array.from({ length: Number(parallel) }, worker)).then(() => {
-  console.log(JSON.stringify({ perSecond: ok / ((Date.now() - t0) / 1000), failed }));
+  ms.sort((a, b) => a - b);
+  const q = (p) => ms[Math.min(ms.length - 1, Math.ceil(p * ms.length) - 1)] ?? NaN;
+  console.log(JSON.stringify({ perSecond: ok / ((Date.now() - t0) / 1000), failed, p50: q(0.5), p99: q(0.99) }));
 });
 `;
 
@@ -56,7 +64,9 @@ function inNetns(pid: number, script: string, args: readonly string[]) {
   return spawn('nsenter', ['-t', String(pid), '-n', process.execPath, script, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
-async function runClient(pid: number, script: string, to: string, parallel: number): Promise<{ perSecond: number; failed: number }> {
+type ClientResult = { perSecond: number; failed: number; p50: number; p99: number };
+
+async function runClient(pid: number, script: string, to: string, parallel: number): Promise<ClientResult> {
   const child = inNetns(pid, script, [to, String(PORT), String(SECONDS), String(parallel)]);
   let out = '';
   let err = '';
@@ -65,7 +75,7 @@ async function runClient(pid: number, script: string, to: string, parallel: numb
   await new Promise((r) => child.on('close', r));
   const last = out.trim().split('\n').at(-1) ?? '';
   if (last === '') throw new Error(`the client to ${to} printed nothing: ${err}`);
-  return JSON.parse(last) as { perSecond: number; failed: number };
+  return JSON.parse(last) as ClientResult;
 }
 
 /** How many buckets the VIP's group has on host i (the one group with a bucket per task of `tasks`). */
@@ -146,11 +156,13 @@ export async function benchVip(): Promise<void> {
       const direct = await runClient(bc, client, remote?.ip ?? '', parallel);
       const near = await runClient(bc, client, local?.ip ?? '', parallel);
       const through = await runClient(bc, client, vip, parallel);
-      const row = (what: string, r: { perSecond: number; failed: number }) => [
+      const row = (what: string, r: ClientResult) => [
         String(parallel),
         what,
         fmt(r.perSecond, 0),
         fmt(r.perSecond / direct.perSecond, 2),
+        fmt(r.p50, 2),
+        fmt(r.p99, 1),
         String(r.failed),
       ];
       rows.push(
@@ -159,8 +171,13 @@ export async function benchVip(): Promise<void> {
         row(`the VIP (${vip}, 4 tasks on 3 nodes)`, through),
       );
     }
-    console.log(`TCP connections from a container on node 1, ${SECONDS} s each (connect, one byte, close)`);
-    console.log(table(['at once', 'to', 'connections/s', 'vs another node', 'failed'], rows));
+    console.log(
+      `TCP connections from a container on node 1, ${SECONDS} s each (connect, one byte, close); load average ${os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' ')} on ${os.cpus().length} cores`,
+    );
+    console.log(table(['at once', 'to', 'connections/s', 'vs another node', 'p50 ms', 'p99 ms', 'failed (5 s)'], rows));
     const up = await scaleTime(swarm, vip, 8);
     const down = await scaleTime(swarm, vip, 2);
     console.log('\nFrom `docker service scale` returning to the VIP group holding that many tasks, per node (ms)');
