@@ -6,7 +6,7 @@
 import { chooseDatapath } from '../host/host-info.js';
 import { describeStore } from '../store/open.js';
 import { EXIT, UsageError, type CommandSpec, type CommandTable, type Invocation, type OptionSpec } from './dispatch.js';
-import { doctor } from './doctor.js';
+import { doctor } from './doctor/doctor.js';
 import { dockerNames } from './docker-api.js';
 import { endpointsView } from './endpoints-view.js';
 import { hosts, networks, pools } from './inspect.js';
@@ -15,7 +15,8 @@ import { networksShown } from './networks-view.js';
 import { render, type Shown } from './output.js';
 import { located, withSession, type CliContext, type Session } from './session.js';
 import { versionRows } from './version-view.js';
-import { parseDestination, trace } from './trace.js';
+import { parseDestination } from './trace/destination.js';
+import { trace } from './trace/trace.js';
 
 /** Every command reading the daemon's settings takes this. */
 export const ENV_FILE_OPTION: Readonly<Record<string, OptionSpec>> = {

@@ -1,9 +1,9 @@
 /**
  * Swarm service VIPs, put together (OVSNET_SCOPE=global with OVSNET_DOCKER_HOST): the follower
  * reads the local Engine's services for this node's swarm networks (driver/vip/), the table it
- * gives is what the bridge's VIP flows are made of (ovs/vip-flows.ts, through the driver's
+ * gives is what the bridge's VIP flows are made of (vip/flows.ts, through the driver's
  * OpenFlow sync, run at once on every change), and connections to a VIP without tasks are refused
- * over the OpenFlow watch connection (ovs/vip-refusal.ts).
+ * over the OpenFlow watch connection (vip/refusal.ts).
  *
  * Tasks on a node ovsnet knows to be gone are left out at once, before swarm's own gossip drops
  * them: a task whose node (its swarm address) is the tunnel address of a host ovsnet has seen
@@ -21,7 +21,7 @@ import { isSwarmNetworkId, type NetworkRecord } from '../driver/model/records.js
 import type { ServiceVip } from '../driver/vip/services.js';
 import { describeEngine, VipFollower, type VipStatus, type VipTable } from '../driver/vip/follower.js';
 import { Engine, type EngineReader } from '../driver/vip/engine.js';
-import { VipRefusals } from '../driver/ovs/vip-refusal.js';
+import { VipRefusals } from '../driver/vip/refusal.js';
 import type { SwarmVipsInfo } from '../plugin-api/admin-routes.js';
 
 /** How long a VIP gone from the Engine's list keeps refusing connections before its flows go. */

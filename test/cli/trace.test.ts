@@ -7,8 +7,8 @@
 import fs from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
-import { parseDestination } from '../../src/cli/trace.js';
-import { outcomeOf, parseTrace, type TraceNames } from '../../src/cli/trace-explain.js';
+import { parseDestination } from '../../src/cli/trace/destination.js';
+import { outcomeOf, parseTrace, type TraceNames } from '../../src/cli/trace/explain.js';
 
 const FIXTURES = fileURLToPath(new URL('../../../test/cli/fixtures/', import.meta.url));
 const fixture = (name: string) => fs.readFileSync(`${FIXTURES}${name}`, 'utf8');

@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { daemonAnswers } from '../../src/cli/doctor.js';
+import { daemonAnswers } from '../../src/cli/doctor/doctor.js';
 import { loadConfig } from '../../src/config/config.js';
 import { assemble } from '../../src/daemon/assemble.js';
 import { createLogger } from '../../src/lib/log.js';

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { recordsCheck } from '../../src/cli/doctor.js';
+import { recordsCheck } from '../../src/cli/doctor/doctor.js';
 import { createLogger } from '../../src/lib/log.js';
 import { Metrics } from '../../src/metrics.js';
 import { skippedRecords } from '../../src/store/decode.js';

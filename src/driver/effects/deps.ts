@@ -4,7 +4,6 @@
  * tests (test/helpers/driver-fakes.ts). Each method says whether a repeat is safe and who
  * cleans up what it made, so that a create's undo and reconcile know what they may call again.
  */
-import type { VipService } from '../ovs/vip-flows.js';
 import type { Logger } from '../../lib/log.js';
 import type { Store } from '../../store/types.js';
 import type { VethSpec } from '../links/links.js';
@@ -249,7 +248,7 @@ export interface DriverDeps {
   readonly scope?: 'local' | 'global';
   /**
    * Swarm service VIPs and their tasks' addresses by network ID, as the local Docker Engine lists
-   * them (driver/vip/follower.ts); absent: none (ovs/vip-flows.ts programs what it gives).
+   * them (driver/vip/follower.ts); absent: none (vip/flows.ts programs what it gives).
    */
-  readonly vips?: () => ReadonlyMap<string, readonly VipService[]>;
+  readonly vips?: () => ReadonlyMap<string, readonly { readonly vip: string; readonly tasks: readonly string[] }[]>;
 }

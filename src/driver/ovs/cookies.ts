@@ -10,7 +10,7 @@
  *   0x0f5e  a logical network's gateway guard, low bits its VNI
  *   0x0f5f  a VLAN network's gateway guard on the uplink, low bits its tag
  *   0x0f60  endpoint groups, low bits the parent's tag (bit 32 was a generation until 0.x: read as the same parent)
- *   0x0f61  swarm service VIPs, low bits the network's tag (their select groups: vip-flows.ts's GROUP_BASE range)
+ *   0x0f61  swarm service VIPs, low bits the network's tag (their select groups: vip/flows.ts's GROUP_BASE range)
  *
  * The whole space is 0x0f40-0x0f7f in the top 16 bits: one value/mask that dump-flows takes.
  */

@@ -10,7 +10,7 @@
  *
  * With `onMessage` it also asks for the switch's asynchronous messages (SET_CONFIG with a miss
  * send length: a management connection gets none otherwise) and hands each message to it, sending
- * back what it answers: ovsnet's VIP refusals (vip-refusal.ts). OpenFlow 1.3 and later send no
+ * back what it answers: ovsnet's VIP refusals (vip/refusal.ts). OpenFlow 1.3 and later send no
  * PACKET_IN on a table miss, so only flows with a `controller` action reach it.
  */
 import net from 'node:net';

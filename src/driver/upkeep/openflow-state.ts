@@ -19,7 +19,7 @@ import type { GroupWiring } from '../groups/group-wiring.js';
 import { guardFlowsOf } from '../network/gateway.js';
 import { effectiveQos } from '../model/qos-options.js';
 import type { EndpointRecord, NetworkRecord } from '../model/records.js';
-import { isVipGroup, vipFlows, type VipNetwork, type VipState } from '../ovs/vip-flows.js';
+import { isVipGroup, vipFlows, type VipNetwork, type VipState } from '../vip/flows.js';
 
 export type OpenFlowStateDeps = Pick<DriverDeps, 'ovs' | 'openflow' | 'qos' | 'bridge' | 'log' | 'vips'>;
 
@@ -70,7 +70,7 @@ export class OpenFlowState {
     return { flows, meters, groups: { specs: vips.groups, own: isVipGroup } };
   }
 
-  /** Swarm service VIPs (ovs/vip-flows.ts) of this host's networks that have some. */
+  /** Swarm service VIPs (vip/flows.ts) of this host's networks that have some. */
   private vipState(
     networks: readonly NetworkRecord[],
     endpoints: readonly EndpointRecord[],

@@ -71,6 +71,8 @@ function bridge(ports: () => string[]) {
       case 'del-meter':
         meters.delete(id);
         return ok();
+      case 'dump-groups':
+        return ok('OFPST_GROUP_DESC reply (OF1.5) (xid=0x2):\n'); // no group: this scripted switch has none
       case 'dump-meters':
         return ok(`OFPST_METER_CONFIG reply (OF1.3) (xid=0x2):\n${[...meters].map(([m, spec]) => dumped(m, spec)).join('')}`);
       case 'add-flow':

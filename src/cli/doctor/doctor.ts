@@ -6,24 +6,24 @@
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import type { Config } from '../config/config.js';
-import { messageOf } from '../lib/errors.js';
-import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import { countLogical } from '../driver/records/logical-records.js';
-import { countProblems, listReservations } from '../ipam-driver/state/ipam-reads.js';
-import { recordProblem } from '../store/decode.js';
-import { FAMILIES } from '../store/shapes.js';
-import type { Store } from '../store/types.js';
-import type { Ovsdb } from '../driver/ovs/ovsdb.js';
-import { endpointOf } from '../driver/ovs/external-ids.js';
-import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../host/host-info.js';
-import { registeredHosts } from '../cluster/hosts.js';
-import { endpoints, networks, pools } from './inspect.js';
-import { DOCKER_SOCKET, dockerNetworkPlugins } from './docker-api.js';
-import { openflowCheck } from './openflow-check.js';
-import type { AdminInfo, SwarmVipsInfo } from '../plugin-api/admin-routes.js';
-import type { Check } from './output.js';
-export type { Check } from './output.js';
+import type { Config } from '../../config/config.js';
+import { messageOf } from '../../lib/errors.js';
+import { listEndpoints, listNetworks } from '../../driver/records/driver-records.js';
+import { countLogical } from '../../driver/records/logical-records.js';
+import { countProblems, listReservations } from '../../ipam-driver/state/ipam-reads.js';
+import { recordProblem } from '../../store/decode.js';
+import { FAMILIES } from '../../store/shapes.js';
+import type { Store } from '../../store/types.js';
+import type { Ovsdb } from '../../driver/ovs/ovsdb.js';
+import { endpointOf } from '../../driver/ovs/external-ids.js';
+import { defaultRouteAddress, interfaceOf, ovsKernelModuleLoaded } from '../../host/host-info.js';
+import { registeredHosts } from '../../cluster/hosts.js';
+import { endpoints, networks, pools } from '../inspect.js';
+import { DOCKER_SOCKET, dockerNetworkPlugins } from '../docker-api.js';
+import { openflowCheck } from './openflow.js';
+import type { AdminInfo, SwarmVipsInfo } from '../../plugin-api/admin-routes.js';
+import type { Check } from '../output.js';
+export type { Check } from '../output.js';
 
 /**
  * Does the daemon answer on its socket? Asked with IpamDriver.GetCapabilities, which every

@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { inScope, OWN } from '../../../src/driver/ovs/cookies.js';
-import { GROUP_BASE, groupIds, isVipGroup, vipCookie, vipFlows } from '../../../src/driver/ovs/vip-flows.js';
+import { GROUP_BASE, groupIds, isVipGroup, vipCookie, vipFlows } from '../../../src/driver/vip/flows.js';
 
 const net = {
   tag: 5,

@@ -3,20 +3,20 @@
  * (driver/upkeep/openflow-state.ts), in fail_mode=secure? Computed here as the daemon computes
  * it, compared by ovs-ofctl diff-flows: a read, nothing changed.
  */
-import { hostNameOf, type Config } from '../config/config.js';
-import { messageOf } from '../lib/errors.js';
-import { createLogger } from '../lib/log.js';
-import type { Store } from '../store/types.js';
-import type { Ovsdb } from '../driver/ovs/ovsdb.js';
-import { OpenFlow } from '../driver/ovs/openflow.js';
-import { FlowSync, changeCount } from '../driver/ovs/flow-sync.js';
-import { QosFlows } from '../driver/ovs/qos-flows.js';
-import { GroupFlows } from '../driver/ovs/group-flows.js';
-import { DriverRecords } from '../driver/records/driver-records.js';
-import { GroupWiring } from '../driver/groups/group-wiring.js';
-import { OpenFlowState } from '../driver/upkeep/openflow-state.js';
-import type { Check } from './output.js';
-import type { SwarmVipsInfo } from '../plugin-api/admin-routes.js';
+import { hostNameOf, type Config } from '../../config/config.js';
+import { messageOf } from '../../lib/errors.js';
+import { createLogger } from '../../lib/log.js';
+import type { Store } from '../../store/types.js';
+import type { Ovsdb } from '../../driver/ovs/ovsdb.js';
+import { OpenFlow } from '../../driver/ovs/openflow.js';
+import { FlowSync, changeCount } from '../../driver/ovs/flow-sync.js';
+import { QosFlows } from '../../driver/ovs/qos-flows.js';
+import { GroupFlows } from '../../driver/ovs/group-flows.js';
+import { DriverRecords } from '../../driver/records/driver-records.js';
+import { GroupWiring } from '../../driver/groups/group-wiring.js';
+import { OpenFlowState } from '../../driver/upkeep/openflow-state.js';
+import type { Check } from '../output.js';
+import type { SwarmVipsInfo } from '../../plugin-api/admin-routes.js';
 
 const FIX =
   'ovsnet puts its flows right within 10 s, and at once after an ovs-vswitchd restart: if this stays, is the daemon running (ovsnet status)? Restarting it reconciles the bridge';

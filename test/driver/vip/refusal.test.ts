@@ -13,7 +13,7 @@ import {
   portUnreachable,
   REFUSALS_PER_SECOND,
   VipRefusals,
-} from '../../../src/driver/ovs/vip-refusal.js';
+} from '../../../src/driver/vip/refusal.js';
 
 const CLIENT_MAC = '0242 0a5a 0009'.replace(/ /g, '');
 const VIP_MAC = '0242 0a5a 0014'.replace(/ /g, '');

@@ -1,13 +1,13 @@
 /**
  * A new connection to a VIP whose service has no task is refused, not left to time out: its first
- * packet reaches ovsnet as an OpenFlow PACKET_IN (vip-flows.ts's `controller` action, under a VIP
+ * packet reaches ovsnet as an OpenFlow PACKET_IN (vip/flows.ts's `controller` action, under a VIP
  * cookie), and ovsnet sends back, out of the port it came in by, an ICMP port unreachable from the
  * VIP (a TCP client's connect() then fails with "connection refused" at once, a UDP client's next
  * call too). Pure: the PACKET_IN parsed, the ICMP packet and the PACKET_OUT built. Anything that is
  * not a VIP cookie's IPv4 packet over Ethernet, an ICMP error itself or a later fragment gets no
  * answer (never an answer to an answer).
  */
-import { FEATURE } from './cookies.js';
+import { FEATURE } from '../ovs/cookies.js';
 
 const OFPT_PACKET_IN = 10;
 const OFPT_PACKET_OUT = 13;

@@ -4,97 +4,25 @@
  * destination's MAC: a container's, a VIP's or the gateway's), put through the bridge by Open
  * vSwitch itself (`ofproto/trace` on ovs-vswitchd's control socket, each conntrack step resumed
  * as a new connection), and each flow it meets is said in words with the option it comes from
- * (trace-explain.ts). When the first pass ends at the gateway of a network whose containers are
+ * (explain.ts). When the first pass ends at the gateway of a network whose containers are
  * on this host (endpoint groups route through it), the packet is traced again from that
  * gateway, with what conntrack remembered of the first pass (its mark). A packet that leaves
  * through a tunnel is traced up to the tunnel: the peer's half is `ovsnet trace` on the peer.
  * It reads: nothing on the bridge, in the store or in Docker changes.
  */
 import fs from 'node:fs';
-import { containsAddress, parseAddress, parseCidr } from '../lib/cidr.js';
-import { OvsnetError } from '../lib/errors.js';
-import { hostNameOf } from '../config/config.js';
-import { macFor } from '../driver/model/addresses.js';
-import type { EndpointRecord, NetworkRecord } from '../driver/model/records.js';
-import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
-import { OpenFlow } from '../driver/ovs/openflow.js';
-import { QosFlows } from '../driver/ovs/qos-flows.js';
-import { Vswitchd } from '../driver/ovs/vswitchd.js';
-import { unixGet } from '../lib/unix-http.js';
-import { UsageError } from './dispatch.js';
-import { outcomeOf, parseTrace, type BridgeTrace, type Outcome, type TraceNames, type TraceStep } from './trace-explain.js';
-import type { Session } from './session.js';
-
-export type Proto = 'tcp' | 'udp' | 'icmp';
-
-export interface Destination {
-  readonly host: string;
-  readonly port?: number;
-  readonly proto: Proto;
-}
-
-const NAME = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,254}$/;
-const DEST_FORM = 'DEST[:PORT][/tcp|udp|icmp]: DEST an IPv4 address, [IPv6], a container name or a service name; PORT 1-65535';
-
-/** DEST[:PORT][/proto], checked. Pure. */
-export function parseDestination(text: string): Destination {
-  const bad = (why: string) => new UsageError(`${JSON.stringify(text.slice(0, 80))}: ${why}; expected ${DEST_FORM}`, 'trace');
-  if (text.length > 300) throw bad('too long');
-  const m = /^(?:\[([0-9A-Fa-f:.]+)\]|([^:/[\]]+)|([0-9A-Fa-f:]+:[0-9A-Fa-f:.]*))(?::(\d{1,5}))?(?:\/(tcp|udp|icmp))?$/.exec(text);
-  if (m === null) throw bad('not of the form');
-  const host = m[1] ?? m[2] ?? m[3] ?? '';
-  const isAddress = /^[\d.]+$/.test(host) || host.includes(':');
-  if (isAddress) {
-    try {
-      parseAddress(host);
-    } catch {
-      throw bad(`${host} is not an address`);
-    }
-  } else if (!NAME.test(host)) throw bad(`${host} is not a name`);
-  if (m[3] !== undefined && m[4] !== undefined) throw bad('an IPv6 address with a port is written [ADDRESS]:PORT');
-  const port = m[4] === undefined ? undefined : Number(m[4]);
-  if (port !== undefined && (port < 1 || port > 65535)) throw bad(`port ${port} is not 1-65535`);
-  const proto: Proto = (m[5] as Proto | undefined) ?? (port === undefined ? 'icmp' : 'tcp');
-  if (proto === 'icmp' && port !== undefined) throw bad('icmp has no port');
-  if (proto !== 'icmp' && port === undefined) throw bad(`${proto} needs a port`);
-  return { host, proto, ...(port === undefined ? {} : { port }) };
-}
-
-interface DockerEndpoint {
-  readonly networkId: string;
-  readonly endpointId: string;
-  readonly ip: string;
-  readonly ip6: string;
-}
-
-interface DockerContainer {
-  readonly id: string;
-  readonly name: string;
-  readonly endpoints: readonly DockerEndpoint[];
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
-const str = (v: unknown): string => (typeof v === 'string' && v.length <= 256 ? v : '');
-
-/** A container as Docker's Engine knows it, or undefined; only the fields read, checked. */
-async function dockerContainer(socket: string, name: string): Promise<DockerContainer | undefined> {
-  if (!NAME.test(name)) return undefined;
-  const res = await unixGet(socket, `/containers/${encodeURIComponent(name)}/json`, 3000);
-  if (res?.status !== 200) return undefined;
-  let body: unknown;
-  try {
-    body = JSON.parse(res.body);
-  } catch {
-    return undefined;
-  }
-  if (!isObject(body) || !isObject(body.NetworkSettings) || !isObject(body.NetworkSettings.Networks)) return undefined;
-  const endpoints = Object.values(body.NetworkSettings.Networks).flatMap((n) =>
-    isObject(n)
-      ? [{ networkId: str(n.NetworkID), endpointId: str(n.EndpointID), ip: str(n.IPAddress), ip6: str(n.GlobalIPv6Address) }]
-      : [],
-  );
-  return { id: str(body.Id), name: str(body.Name).replace(/^\//, ''), endpoints };
-}
+import { containsAddress, parseAddress, parseCidr } from '../../lib/cidr.js';
+import { OvsnetError } from '../../lib/errors.js';
+import { hostNameOf } from '../../config/config.js';
+import { macFor } from '../../driver/model/addresses.js';
+import type { EndpointRecord, NetworkRecord } from '../../driver/model/records.js';
+import { listEndpoints, listNetworks } from '../../driver/records/driver-records.js';
+import { OpenFlow } from '../../driver/ovs/openflow.js';
+import { QosFlows } from '../../driver/ovs/qos-flows.js';
+import { Vswitchd } from '../../driver/ovs/vswitchd.js';
+import { dockerContainer, type Destination, type DockerEndpoint, type Proto } from './destination.js';
+import { outcomeOf, parseTrace, type BridgeTrace, type Outcome, type TraceNames, type TraceStep } from './explain.js';
+import type { Session } from '../session.js';
 
 export interface TraceReport {
   readonly from: { readonly container: string; readonly network: string; readonly port: string; readonly address: string };

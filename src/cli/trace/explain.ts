@@ -4,7 +4,7 @@
  * and the network its low bits name, and the verdict the datapath gave (its "Datapath actions").
  * Nothing here decides what happens to a packet: the switch did, this only says it. Pure.
  */
-import { FEATURE } from '../driver/ovs/cookies.js';
+import { FEATURE } from '../../driver/ovs/cookies.js';
 
 /** One flow the packet met. */
 export interface TraceStep {

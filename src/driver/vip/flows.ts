@@ -17,7 +17,7 @@
  *   come from the VIP (zone H) and sent back out of the port it came in by.
  * - A VIP whose service has no task: its new connections are answered with ICMP port unreachable
  *   by ovsnet (the packet goes to ovsnet's OpenFlow connection, of-watch.ts, under the VIP's
- *   cookie: vip-refusal.ts), which a TCP client sees as "connection refused", rather than silence.
+ *   cookie: refusal.ts), which a TCP client sees as "connection refused", rather than silence.
  *
  * Zones: Z = 0x1000 + the network's tag, H = 0x2000 + the tag (endpoint groups use the tag itself).
  * Registers: reg9 the network's tag, reg10 the VIP. Tables 50-54 (groups use 41-43). Every flow
@@ -25,7 +25,7 @@
  * those in GROUP_BASE's range. Pure: the flows and groups for flow-sync.ts to install.
  */
 import { parseAddress } from '../../lib/cidr.js';
-import { cookieOf, FEATURE, hex } from './cookies.js';
+import { cookieOf, FEATURE, hex } from '../ovs/cookies.js';
 import { macFor } from '../model/addresses.js';
 
 /** Above QoS (300) and endpoint groups (400): a VIP's packets are the VIP's before anything else. */
