@@ -6,7 +6,8 @@
  * link-local address) and the gateway them, and nothing of a member's reaches another: no ping
  * or TCP either way, no ARP or ND answered, ARP requests seen by no other member, a frame sent to
  * another member's MAC directly dropped (and counted under the network's cookie), a route
- * through the gateway refused by the host; removing them gives the segment back.
+ * through the gateway refused by the host, a member's QoS applied on its way to the gateway;
+ * removing them gives the segment back.
  */
 import { spawn } from 'node:child_process';
 import t from 'tap';
@@ -14,6 +15,7 @@ import { only } from '../../src/driver/ovs/cookies.js';
 import { FlowSync } from '../../src/driver/ovs/flow-sync.js';
 import { iccCookie, iccFlows, type IccPlan } from '../../src/driver/ovs/icc-flows.js';
 import { Nat } from '../../src/driver/ports/nat.js';
+import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { flavour } from '../../src/driver/ports/iptables-flavour.js';
 import { must, run } from '../harness/host.js';
 import { nsSwitch, type Member } from '../harness/ns-switch.js';
@@ -159,6 +161,27 @@ t.test('routed through the gateway: forwarded by the host with enable_icc=true r
   t.equal(got.trim(), '', `enable_icc=false: the host drops it, m2 sees nothing: ${got}`);
   t.ok(await pings(m1, GW), 'the gateway itself still answers');
   await nat.removeNetwork('i'.repeat(64), '10.60.0.0/24', 'gw0');
+});
+
+t.test("a member's QoS holds for what it sends the gateway: its meter and DSCP mark", async (t) => {
+  const qos = { rateKbps: 10_000, burstKbit: 5000, dscp: 46 };
+  const qosFlows = new QosFlows(sw.openflow);
+  await qosFlows.apply('br0', m1.ofport, qos);
+  const withQos = { ...plan, members: plan.members.map((m) => (m.ofport === m1.ofport ? { ...m, qos } : m)) };
+  await sync.sync('br0', scope, { flows: iccFlows(withQos) });
+  const rule = ['INPUT', '-s', m1.address, '-m', 'dscp', '--dscp', '46'];
+  await sw.inSw(['iptables', '-w', '-A', ...rule]);
+  t.ok(await pings(m1, GW), 'm1 -> gateway, through the meter');
+  t.notOk(await pings(m1, m2.address), 'm1 -> m2 still dropped');
+  const line = (await sw.inSw(['iptables', '-w', '-L', 'INPUT', '-v', '-x', '-n'])).stdout
+    .split('\n')
+    .find((l) => l.includes('DSCP match 0x2e'));
+  t.ok(Number(line?.trim().split(/\s+/)[0]) >= 1, `the gateway saw m1's packets marked DSCP 46: ${line ?? 'no rule'}`);
+  const meters = (await sw.inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'meter-stats', 'br0', `meter=${meterId(m1.ofport)}`])).stdout;
+  t.match(meters, /packet_in_count:[1-9]/, 'the meter counted them');
+  await sw.inSw(['iptables', '-w', '-D', ...rule]);
+  await sync.sync('br0', scope, { flows: iccFlows(plan) });
+  await qosFlows.remove('br0', m1.ofport);
 });
 
 t.test('removed: the segment is whole again, no flow of the network left', async (t) => {
