@@ -2,7 +2,8 @@
  * The whole of ovsnet's OpenFlow state on its bridge, as the records say it should be: the base
  * flow (effects/bridge.ts), every logical network's gateway guard (network/gateway.ts), every
  * endpoint's QoS meter and flows (ovs/qos-flows.ts), every parent's endpoint-group flows
- * (groups/), every enable_icc=false network's flows (network/icc.ts). sync() makes the bridge hold exactly that within ovsnet's cookie space
+ * (groups/), every enable_icc=false network's flows (network/icc.ts). sync() makes the bridge
+ * hold exactly that within ovsnet's cookie space
  * (ovs/cookies.ts), in one bundle (ovs/flow-sync.ts): at start, after ovs-vswitchd restarted
  * (daemon/ovs-watch.ts), and from the periodic check; with nothing to change it changes nothing.
  * secure() and secureWhileAway() turn a bridge an earlier ovsnet made standalone into a secure

@@ -3,9 +3,9 @@
  * -o ovsnet.network=NAME -o ovsnet.encap=vxlan` makes that host's NetworkID a member of NAME's
  * record in the shared store (Docker outside swarm keeps a network per host, with its own ID).
  * The first host creates the record and its VNI (claimed once for the cluster, like a VLAN tag);
- * the others must agree with it on subnets, encapsulation, --internal, enable_icc and any VNI asked for. The
- * record, members included, is one key changed by compare-and-swap; the last member to leave
- * deletes it and frees the VNI.
+ * the others must agree with it on subnets, encapsulation, --internal, enable_icc and any VNI
+ * asked for. The record, members included, is one key changed by compare-and-swap; the last
+ * member to leave deletes it and frees the VNI.
  * With -o ovsnet.encap=vlan instead, the network goes onto the physical network through each
  * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
  * same way, and every member uses that tag on its bridge.
