@@ -23,6 +23,7 @@ import { joinSegment, segmentMtu } from './vxlan/segment.js';
 import { allocateSwarmNetwork, freeSwarmNetwork, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
 import { claimWireTagStep, Trunk } from './uplink/trunk.js';
 import { InfraPorts } from './network/infra.js';
+import { IccWiring, requireIccSupport } from './network/icc.js';
 import { undoAll, type Undo } from './model/undo.js';
 import { DriverRecords } from './records/driver-records.js';
 import { networkRecord } from './records/network-record.js';
@@ -55,6 +56,7 @@ export class NetworkDriver {
   private readonly infra: InfraPorts;
   private readonly qos: EndpointQos;
   private readonly groups: GroupWiring;
+  private readonly icc: IccWiring;
   /** Reconcile, the flows' sync and what follows an ovs-vswitchd restart. */
   readonly upkeep: Upkeep;
 
@@ -69,7 +71,8 @@ export class NetworkDriver {
     this.infra = new InfraPorts(deps);
     this.qos = new EndpointQos(deps);
     this.groups = new GroupWiring(deps, this.records);
-    const flows = new OpenFlowState(deps, this.records, this.groups);
+    this.icc = new IccWiring(deps, this.records);
+    const flows = new OpenFlowState(deps, this.records, this.groups, this.icc);
     const { ports, trunk, reconciler, spares, publisher } = this;
     this.upkeep = new Upkeep(deps, { ports, trunk, reconciler, spares, publisher, flows });
   }
@@ -79,7 +82,7 @@ export class NetworkDriver {
   }
 
   /**
-   * options -> logical network -> tag -> bridge -> gateway -> guard flows -> record: each step
+   * options -> logical network -> tag -> bridge -> gateway -> guard flows -> icc flows -> record: each step
    * queues its undo once it has acted, and a failure undoes them in reverse.
    */
   private async createNetworkLocked(req: CreateNetworkRequest): Promise<void> {
@@ -89,6 +92,7 @@ export class NetworkDriver {
     const opts = await this.groups.resolve(req, parsed); // a group's subnet was checked as its parent's
     if (opts.group === undefined) checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
     requireQosSupport(this.deps, opts.qos);
+    requireIccSupport(this.deps, opts.icc);
     const undo: Undo[] = [];
     try {
       const segment = await joinSegment(
@@ -106,8 +110,7 @@ export class NetworkDriver {
         },
         undo,
       );
-      // A VXLAN network is a local VLAN on this host's bridge, mapped to its VNI by the tunnels;
-      // a VLAN network on the uplink has the cluster's tag here too.
+      // VXLAN: a local VLAN on this host's bridge, mapped to its VNI by the tunnels; a VLAN on the uplink: the cluster's tag here too.
       const tag =
         segment.vlan === undefined
           ? await claimTagStep(this.deps.store, this.deps.host, req.networkId, segment.vni === undefined ? opts.tag : undefined, undo)
@@ -116,6 +119,7 @@ export class NetworkDriver {
       await ensureOwnBridge(this.deps);
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
+      await this.icc.add(record, undo);
       if (record.uplink !== undefined) await this.trunk.carryStep(record.tag, undo);
       if (opts.infra) record = { ...record, infra: await this.infra.add(record, undo, await this.records.localNetworks()) };
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
@@ -163,6 +167,7 @@ export class NetworkDriver {
     if (record !== undefined) {
       await this.bestEffort('remove gateway', () => this.gateways.remove(record));
       await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
+      await this.bestEffort('remove the enable_icc=false flows', () => this.icc.remove(record));
       await this.bestEffort('remove the infra port', () => this.infra.remove(record));
       // Docker removes no network that has endpoints: any record left is one Docker forgot
       // (its DeleteEndpoint lost to an ovsnet restart). Its published ports go with it.
@@ -215,7 +220,7 @@ export class NetworkDriver {
     const chosen = await vethNames(this.deps.links, recorded);
     const ep = { ...recorded, ...chosen };
     if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
-    await plugEndpoint(this.deps, this.spares, this.qos, network, ep);
+    await plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.icc }, network, ep);
     // Its family's rules (Docker deletes the endpoint when Join fails), and whose gateway it gets: a group's parent's.
     return joinResult(ep, await this.groups.joined(network));
   }
@@ -243,6 +248,7 @@ export class NetworkDriver {
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
     await this.groups.endpointGone(network);
+    await this.icc.endpointGone(network);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
     // the next Join waits for). The veth is off the bridge and no record names it any more: it
     // is kept as a spare for the next Join (spares.ts) or deleted, in the background either way
@@ -286,11 +292,6 @@ export class NetworkDriver {
   /** This host's networks (hosts sharing etcd see every host's records). */
   localNetworks(): Promise<NetworkRecord[]> {
     return this.records.localNetworks();
-  }
-
-  /** This host's endpoints (with `networks`, this host's networks read already). */
-  localEndpoints(networks?: readonly NetworkRecord[]): Promise<EndpointRecord[]> {
-    return this.records.localEndpoints(networks);
   }
 
   private async bestEffort(what: string, fn: () => Promise<void>): Promise<void> {

@@ -14,6 +14,7 @@ import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { OpenFlow } from '../../src/driver/ovs/openflow.js';
 import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
+import { DriverRecords } from '../../src/driver/records/driver-records.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { fakeSideEffects } from '../helpers/driver-fakes.js';
@@ -133,7 +134,7 @@ t.test("the endpoints' counters: each host reads its own endpoints only (ovsnet 
     made[h.name] = id.repeat(32).replace(/^../, 'ee');
   }
   t.same(
-    (await h1.driver.localEndpoints()).map((e) => e.endpointId),
+    (await new DriverRecords(h1.store, 'h1').localEndpoints()).map((e) => e.endpointId),
     [made.h1],
     "h1's own endpoint, not h2's",
   );

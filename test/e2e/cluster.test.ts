@@ -1,15 +1,16 @@
 /**
  * Three hosts, each with dockerd, Open vSwitch and ovsnet, sharing one etcd: the host registry,
  * logical networks over VXLAN (cross-host ping and 10 MiB over TCP, isolation between logical
- * networks, the MTU, full-size pings), 3 x 30 containers started in parallel, and a teardown
+ * networks, the MTU, full-size pings), enable_icc=false across hosts, 3 x 30 containers started in parallel, and a teardown
  * that leaves nothing behind.
  */
 import fs from 'node:fs';
 import t from 'tap';
 import { CREATE_OVSNET, IMAGE, MAIN, run } from '../harness/host.js';
+import { tunnelName } from '../../src/driver/vxlan/tunnels.js';
 import { MultiHost, rootTraces, TTL_SECONDS, until } from './cluster-setup.js';
 
-const SUBNETS = ['10.210.0.', '10.211.0.', '10.212.0.', 'fd5e:212:'];
+const SUBNETS = ['10.210.0.', '10.211.0.', '10.212.0.', '10.213.0.', 'fd5e:212:'];
 const before = await rootTraces(SUBNETS);
 // The store bound as a correctness limit with a wide margin (the most it may be): in a CI run with
 // another test file beside it on 2 cores, one txn of the 3 x 30 storm took over the default 3 s
@@ -110,6 +111,68 @@ t.test('a dual-stack logical network: IPv6 across hosts, one IPv6 gateway on eve
   const flows = (await m.host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout;
   t.match(flows, /icmp_type=135,nd_target=fd5e:212::1 actions=drop/, 'neighbour discovery for the gateway is kept off the tunnels');
 });
+
+t.test(
+  'enable_icc=false on a logical network: no container reaches another, on its host or across; each reaches its own gateway',
+  async (t) => {
+    const icc = ['-o', 'com.docker.network.bridge.enable_icc=false'];
+    for (const i of [0, 1]) await m.createLogical(i, 'quiet', '10.213.0.0/24', icc);
+    const mixed = await m.docker(2, [
+      ...CREATE_OVSNET,
+      '--subnet',
+      '10.213.0.0/24',
+      '-o',
+      'ovsnet.network=quiet',
+      '-o',
+      'ovsnet.encap=vxlan',
+      'quiet',
+    ]);
+    t.not(mixed.code, 0);
+    t.match(
+      mixed.stderr,
+      /enable_icc=false .*this request has enable_icc=true: pass -o com\.docker\.network\.bridge\.enable_icc=false/,
+      'every host must say it',
+    );
+    await Promise.all([m.runOn(0, 'q1', 'quiet'), m.runOn(1, 'q2', 'quiet'), m.runOn(0, 'q3', 'quiet')]);
+    const [q1, q2, q3] = await Promise.all([m.ip(0, 'q1', 'quiet'), m.ip(1, 'q2', 'quiet'), m.ip(0, 'q3', 'quiet')]);
+    t.ok(await m.ping(0, 'q1', '10.213.0.1'), "q1 -> h1's gateway");
+    t.ok(await m.ping(1, 'q2', '10.213.0.1'), "q2 -> h2's gateway");
+    t.notOk(await m.ping(0, 'q1', q2), 'q1 (h1) -> q2 (h2): dropped');
+    t.notOk(await m.ping(1, 'q2', q1), 'q2 (h2) -> q1 (h1): dropped');
+    t.notOk(await m.ping(0, 'q1', q3), 'q1 -> q3, both on h1: dropped');
+    t.equal((await m.docker(0, ['exec', 'q1', 'sh', '-c', `busybox nc -w 2 ${q2} 7000 </dev/null`])).stdout.trim(), '', 'no TCP across');
+
+    // What could only come from another host's member: q1's ARP request for q2, put straight into
+    // h1's tunnel to h2. h2 drops it (counted under the network's cookie); q2 never hears it.
+    const ICC = 'cookie=0x0f62000000000000/0xffff000000000000';
+    const dropsOnH2 = async () => {
+      const out = (await m.host(1).exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', ICC])).stdout;
+      const line = out.split('\n').find((l) => /priority=450,tun_id=/.test(l)) ?? '';
+      return { vni: Number(/tun_id=(0x[0-9a-f]+|\d+)/.exec(line)?.[1] ?? NaN), packets: Number(/n_packets=(\d+)/.exec(line)?.[1] ?? NaN) };
+    };
+    const before = await dropsOnH2();
+    t.ok(Number.isInteger(before.vni), `h2 drops what the tunnels of VNI ${before.vni} bring`);
+    const port = await m.dockerOk(0, ['exec', 'q1', 'cat', '/sys/class/net/eth0/address']);
+    const tunnel = (await m.host(0).exec(['ovs-vsctl', 'get', 'Interface', tunnelName(before.vni, 'h2'), 'ofport'])).stdout.trim();
+    const mac = port.replace(/:/g, '');
+    const ip4 = (a: string) =>
+      a
+        .split('.')
+        .map((x) => Number(x).toString(16).padStart(2, '0'))
+        .join('');
+    // Ethernet broadcast from q1; ARP: Ethernet/IPv4, 6/4-byte addresses, request; q1 asks for q2.
+    const arp = `ffffffffffff${mac}0806` + `0001080006040001${mac}${ip4(q1)}000000000000${ip4(q2)}`;
+    for (let k = 0; k < 3; k++)
+      await m.host(0).exec(['ovs-ofctl', 'packet-out', 'ovsnet0', `in_port=controller packet=${arp} actions=output:${tunnel}`]);
+    const took = await until(async () => (await dropsOnH2()).packets >= before.packets + 3, 3000);
+    t.ok(took < 3000, `h2's drop flow counted the 3 frames from the tunnel (${before.packets} -> ${(await dropsOnH2()).packets})`);
+    const neigh = await m.dockerOk(1, ['exec', 'q2', 'ip', 'neigh', 'show', q1]);
+    t.notMatch(neigh, new RegExp(port, 'i'), `q2 never learnt q1's MAC: ${neigh || 'no entry'}`);
+
+    for (const i of [0, 1]) await m.dockerOk(i, ['rm', '-f', ...(i === 0 ? ['q1', 'q3'] : ['q2'])]);
+    for (const i of [0, 1]) await m.dockerOk(i, ['network', 'rm', 'quiet']);
+  },
+);
 
 t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', async (t) => {
   const names = (i: number) => Array.from({ length: 30 }, (_, k) => `p${i + 1}-${k}`);

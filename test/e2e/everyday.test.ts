@@ -358,6 +358,58 @@ await t.test('dockerd restarted with --live-restore: traffic flows through it, e
   await host.dockerOk(['network', 'rm', 'live']);
 });
 
+await t.test(
+  'enable_icc=false: containers of the network reach no other container of it, each reaches the gateway, the outside and its published port',
+  async (t) => {
+    const icc = ['-o', 'com.docker.network.bridge.enable_icc=false'];
+    await host.dockerOk([
+      'network',
+      'create',
+      '-d',
+      'ovsnet',
+      '--ipv6',
+      '--subnet',
+      '10.87.1.0/24',
+      '--subnet',
+      'fd00:87:1::/64',
+      ...icc,
+      'noicc',
+    ]);
+    t.equal(
+      await host.dockerOk(['network', 'inspect', '-f', '{{index .Options "com.docker.network.bridge.enable_icc"}}', 'noicc']),
+      'false',
+      'docker network inspect shows the option, as for a bridge network',
+    );
+    await host.dockerOk(['run', '-d', '--name', 'ic1', '--network', 'noicc', '-p', '18087:7000', IMAGE, ...server('ic1')]);
+    await host.dockerOk(['run', '-d', '--name', 'ic2', '--network', 'noicc', IMAGE, ...server('ic2')]);
+    const [ic1, ic2] = [await addrOf('ic1', 'noicc'), await addrOf('ic2', 'noicc')];
+    const ic2v6 = await addrOf('ic2', 'noicc', 'GlobalIPv6Address');
+    const ping = async (c: string, to: string, six = false) =>
+      (await host.docker(['exec', c, 'ping', ...(six ? ['-6'] : []), '-c', '1', '-W', '2', to])).code === 0;
+    t.ok(await ping('ic1', '10.87.1.1'), 'ic1 -> the gateway');
+    t.ok(await ping('ic2', 'fd00:87:1::1', true), 'ic2 -> the gateway over IPv6');
+    t.equal(await tcp('ic1', FAR, 9000), 'seen 198.18.0.1', 'ic1 -> the outside, masqueraded');
+    t.equal(await sh(['sh', '-c', 'busybox nc -w 2 10.81.1.1 18087 </dev/null']), 'ic1', "the host reaches ic1's published port");
+    t.equal((await inOutside(['busybox', 'nc', '-w', '2', '198.18.0.1', '18087'])).stdout.trim(), 'ic1', 'and so does the outside');
+    t.notOk(await ping('ic1', ic2), 'ic1 -> ic2: no ping');
+    t.notOk(await ping('ic2', ic1), 'ic2 -> ic1: no ping');
+    t.notOk(await ping('ic1', ic2v6, true), 'ic1 -> ic2: no ping over IPv6');
+    t.equal(await tcp('ic1', ic2, 7000), '', 'ic1 -> ic2: no TCP');
+    t.equal(await tcp('ic2', ic1, 7000), '', 'ic2 -> ic1: no TCP to its unpublished port');
+    const arping = await host.docker(['exec', 'ic1', 'busybox', 'arping', '-c', '2', '-w', '3', '-I', 'eth0', ic2]);
+    t.not(arping.code, 0, `ic1's ARP for ic2 gets no answer: ${arping.stdout.trim()}`);
+    t.equal(
+      (await host.docker(['exec', 'ic1', 'busybox', 'arping', '-c', '1', '-w', '3', '-I', 'eth0', '10.87.1.1'])).code,
+      0,
+      'its ARP for the gateway does',
+    );
+    await host.dockerOk(['rm', '-f', 'ic1', 'ic2']);
+    await host.dockerOk(['network', 'rm', 'noicc']);
+    const left = await sh(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', 'cookie=0x0f62000000000000/0xffff000000000000']);
+    t.notMatch(left, /priority=/, 'no enable_icc=false flow left with the network');
+  },
+);
+
 await t.test('everything removed', async (t) => {
   const all = (await host.dockerOk(['ps', '-aq'])).split('\n').filter((x) => x !== '');
   if (all.length > 0) await host.dockerOk(['rm', '-f', ...all]);

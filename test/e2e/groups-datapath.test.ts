@@ -1,32 +1,20 @@
 /**
  * Endpoint groups' OpenFlow rules (src/driver/ovs/group-flows.ts) by their effect, on a bridge
- * of the test's own (own ovsdb-server and ovs-vswitchd in a namespace of the test's, userspace
- * datapath: this machine has no openvswitch module): namespaces on access ports of a parent's
+ * of the test's own (test/harness/ns-switch.ts: own ovsdb-server and ovs-vswitchd in a namespace
+ * of the test's, userspace datapath): namespaces on access ports of a parent's
  * tag and two groups' tags, one subnet, the gateway an internal port on the parent's tag with
  * forwarding on. Same-group members talk directly; cross-group ping and TCP are dropped; an
  * allow lets the allowed group's new connections (to one port only, when it names one) in and
  * nothing else; removal leaves no flow of the parent's.
  */
 import { spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
-import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
 import type { GroupAllow } from '../../src/driver/model/group-options.js';
 import { scopeArg } from '../../src/driver/ovs/cookies.js';
-import { GroupFlows, groupScope, type GroupMember } from '../../src/driver/ovs/group-flows.js';
+import { GroupFlows, groupScope } from '../../src/driver/ovs/group-flows.js';
 import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
-import { OpenFlow } from '../../src/driver/ovs/openflow.js';
 import { must, run } from '../harness/host.js';
-
-const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
-const id = randomBytes(2).toString('hex');
-const sw = `grp-sw-${id}`;
-const dir = path.join('/tmp', `ovsnet-groups-${id}`);
-const env = { ...process.env, OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVS_SYSCONFDIR: dir };
-const inSw = (args: readonly string[]) => must('ip', ['netns', 'exec', sw, ...args], env);
-const vsctl = (args: readonly string[]) => inSw(['ovs-vsctl', `--db=unix:${dir}/db.sock`, ...args]);
-const namespaces: string[] = [];
+import { nsSwitch } from '../harness/ns-switch.js';
 
 const PARENT = 10;
 const A = 11;
@@ -34,92 +22,23 @@ const B = 12;
 const GW = '10.50.0.1';
 const GW6 = 'fd50::1';
 
-t.teardown(async () => {
-  for (const f of ['ovs-vswitchd.pid', 'ovsdb-server.pid']) {
-    const file = path.join(dir, f);
-    const pid = fs.existsSync(file) ? Number(fs.readFileSync(file, 'utf8').trim()) : NaN;
-    // Only the daemons this test started: their PID file, in the test's namespace.
-    if (!Number.isInteger(pid) || !fs.existsSync(`/proc/${pid}/ns/net`)) continue;
-    if (fs.statSync(`/proc/${pid}/ns/net`).ino !== fs.statSync(`/run/netns/${sw}`).ino) continue;
-    process.kill(pid, 'SIGTERM');
-    for (let i = 0; i < 50 && fs.existsSync(`/proc/${pid}/ns`); i++) await new Promise((r) => setTimeout(r, 100));
-  }
-  for (const ns of [...namespaces, sw]) await run('ip', ['netns', 'del', ns]);
-  fs.rmSync(dir, { recursive: true, force: true });
+const sw = await nsSwitch(t, 'grp', { tag: PARENT, address: GW, address6: GW6 });
+// The gateway routes between groups; the flows drop its redirects, the host sends none either.
+await sw.inSw(['sysctl', '-qw', 'net.ipv4.conf.all.send_redirects=0', 'net.ipv4.conf.gw0.send_redirects=0']);
+const inSw = (args: readonly string[]) => sw.inSw(args);
+/** A member of `group`, its group in the plan's terms. */
+const member = async (name: string, group: number, address: string, address6: string) => ({
+  ...(await sw.member(name, group, address, address6)),
+  group,
 });
-
-await must('ip', ['netns', 'add', sw]);
-await must('ip', ['-n', sw, 'link', 'set', 'lo', 'up']);
-fs.mkdirSync(dir, { recursive: true });
-await inSw([
-  'sh',
-  '-ec',
-  `ovsdb-tool create ${dir}/conf.db ${SCHEMA}
-   ovsdb-server ${dir}/conf.db --remote=punix:${dir}/db.sock --pidfile=${dir}/ovsdb-server.pid --detach --log-file=${dir}/ovsdb-server.log
-   ovs-vsctl --db=unix:${dir}/db.sock --no-wait init
-   ovs-vswitchd unix:${dir}/db.sock --pidfile=${dir}/ovs-vswitchd.pid --detach --log-file=${dir}/ovs-vswitchd.log
-   ovs-vsctl --db=unix:${dir}/db.sock add-br br0 -- set bridge br0 datapath_type=netdev fail-mode=standalone protocols=OpenFlow10,OpenFlow13,OpenFlow14
-   ovs-vsctl --db=unix:${dir}/db.sock add-port br0 gw0 tag=${PARENT} -- set interface gw0 type=internal
-   ip addr add ${GW}/24 dev gw0
-   ip addr add ${GW6}/64 dev gw0 nodad
-   ip link set gw0 up
-   sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.send_redirects=0 net.ipv4.conf.gw0.send_redirects=0
-   sysctl -qw net.ipv6.conf.all.forwarding=1`,
-]);
-
-/** The bridge's OpenFlow port numbers by name. */
-async function ofports(): Promise<Map<string, number>> {
-  const out = (await inSw(['ovs-ofctl', 'dump-ports-desc', 'br0'])).stdout;
-  return new Map([...out.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
-}
-const macOf = async (ns: string, dev: string) =>
-  (await must('ip', ['-n', ns, '-j', 'link', 'show', dev])).stdout.match(/"address":"([^"]+)"/)?.[1] ?? '';
-
-/** A member: a namespace whose eth0 (checksum offload off: trap 1 of docs/test-hosts.md) is an access port of `group`. */
-async function member(
-  name: string,
-  group: number,
-  address: string,
-  address6: string,
-): Promise<GroupMember & { ns: string; port: string; address6: string }> {
-  const ns = `grp-${name}-${id}`;
-  await must('ip', ['netns', 'add', ns]);
-  namespaces.push(ns);
-  const port = `p-${name}`;
-  await must('ip', ['link', 'add', 'eth0', 'netns', ns, 'type', 'veth', 'peer', 'name', port, 'netns', sw]);
-  // The switch's end takes no part in the namespace's IP stack (as src/driver/links/host-end.ts
-  // does for ovsnet's veths): the userspace datapath reads it over AF_PACKET, the kernel sees its frames too.
-  const conf = `net.ipv4.conf.${port}`;
-  await inSw(['sysctl', '-qw', `${conf}.forwarding=0`, `${conf}.rp_filter=1`, `${conf}.arp_ignore=8`]);
-  await must('ip', ['-n', sw, 'link', 'set', port, 'arp', 'off', 'up']);
-  await vsctl(['add-port', 'br0', port, `tag=${group}`]);
-  await must('ip', ['netns', 'exec', ns, 'ethtool', '-K', 'eth0', 'tx', 'off']);
-  await must('ip', ['-n', ns, 'link', 'set', 'lo', 'up']);
-  await must('ip', ['-n', ns, 'link', 'set', 'eth0', 'up']);
-  await must('ip', ['-n', ns, 'addr', 'add', `${address}/24`, 'dev', 'eth0']);
-  await must('ip', ['-n', ns, 'route', 'add', 'default', 'via', GW]);
-  await must('ip', ['-n', ns, 'addr', 'add', `${address6}/64`, 'dev', 'eth0', 'nodad']);
-  await must('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', GW6]);
-  return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, address6, group };
-}
 
 const a1 = await member('a1', A, '10.50.0.11', 'fd50::11');
 const a2 = await member('a2', A, '10.50.0.12', 'fd50::12');
 const b1 = await member('b1', B, '10.50.0.21', 'fd50::21');
 const p1 = await member('p1', PARENT, '10.50.0.31', 'fd50::31');
-const gateway = { ofport: (await ofports()).get('gw0') ?? NaN, mac: await macOf(sw, 'gw0'), address: GW, address6: GW6 };
-const flows = new GroupFlows(
-  new OpenFlow(async (cmd, args, input) => {
-    const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
-    return { ...r, code: r.code ?? -1 };
-  }),
-);
-const qosFlows = new QosFlows(
-  new OpenFlow(async (cmd, args) => {
-    const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env });
-    return { ...r, code: r.code ?? -1 };
-  }),
-);
+const gateway = { ofport: (await sw.ofports()).get('gw0') ?? NaN, mac: await sw.macOf(sw.ns, 'gw0'), address: GW, address6: GW6 };
+const flows = new GroupFlows(sw.openflow);
+const qosFlows = new QosFlows(sw.openflow);
 /** How many flows of the parent's (its cookie scope) the bridge holds. */
 const parentFlows = async () =>
   (await inSw(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'br0', scopeArg(groupScope(PARENT))])).stdout

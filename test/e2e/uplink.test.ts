@@ -3,7 +3,8 @@
  * VLAN-aware switch (test/harness/physical-switch.ts) by its uplink `vl0`. The uplink refused
  * where it cannot be one; the host's address moved to the host port and still reaching the
  * other host; VLAN networks across hosts (tag agreed in etcd, uplink MTU, traffic, 802.1Q tags
- * on the switch, isolation on the wire, a physical host on an access port); a restart; the
+ * on the switch, isolation on the wire, a physical host on an access port); enable_icc=false
+ * across them; a restart; the
  * uplink put back when OVSNET_UPLINK goes; VLAN and VXLAN throughput between the same hosts.
  */
 import t from 'tap';
@@ -190,6 +191,38 @@ t.test('a physical host on the switch access port of a VLAN (no ovsnet) reaches 
   t.equal((await from(b2)).code, 0, 'reaches b2 on h2');
   t.not((await from(r2)).code, 0, 'not r2 of vred, though on-link for it');
   t.equal((await host(1).docker(['exec', 'b2', 'ping', '-c', '1', '-W', '2', '10.220.0.200'])).code, 0, 'and b2 reaches it');
+});
+
+t.test('enable_icc=false on a VLAN across hosts: each container reaches its own gateway only; nothing of theirs on the wire', async (t) => {
+  for (const i of [0, 1])
+    await vlanNetwork(i, 'vquiet', '10.225.0.0/24', '10.225.0.0/25', ['-o', 'com.docker.network.bridge.enable_icc=false']);
+  await Promise.all([
+    docker(0, ['run', '-d', '--name', 'q1', '--network', 'vquiet', IMAGE, 'sleep', '600']),
+    docker(1, ['run', '-d', '--name', 'q2', '--network', 'vquiet', IMAGE, 'sleep', '600']),
+  ]);
+  const [q1, q2] = [await ipOf(0, 'q1', 'vquiet'), await ipOf(1, 'q2', 'vquiet')];
+  t.ok(await ping(0, 'q1', '10.225.0.1'), "q1 -> h1's gateway");
+  t.ok(await ping(1, 'q2', '10.225.0.1'), "q2 -> h2's gateway");
+  const gateway = `ovg${(await docker(0, ['network', 'inspect', '-f', '{{.Id}}', 'vquiet'])).slice(0, 12)}`;
+  const vlan = Number((await host(0).exec(['ovs-vsctl', 'get', 'port', gateway, 'tag'])).stdout.trim());
+  const seen = await sw.capture(ports[0] ?? '', ['vlan'], () => ping(0, 'q1', q2), 10);
+  t.notOk(await ping(1, 'q2', q1), 'q2 -> q1 across hosts: dropped');
+  t.same(
+    seen.filter((l) => l.includes(q2)),
+    [],
+    "q1's attempt at q2 (its ARP) never reached the wire",
+  );
+  const flows = (await host(1).exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout;
+  t.match(flows, new RegExp(`priority=450,in_port=\\d+,dl_vlan=${vlan} actions=drop`), "h2 drops the network's frames from the uplink");
+  const station = await sw.station(vlan, ['10.225.0.200/24']);
+  t.not(
+    (await run('ip', ['netns', 'exec', station, 'busybox', 'ping', '-c', '2', '-W', '2', q2])).code,
+    0,
+    'nor does a physical host on the VLAN reach q2',
+  );
+  await docker(0, ['rm', '-f', 'q1']);
+  await docker(1, ['rm', '-f', 'q2']);
+  for (const i of [0, 1]) await docker(i, ['network', 'rm', 'vquiet']);
 });
 
 /** The infra port of network `net` on host i and its IPv4 address ('' if none). */

@@ -77,7 +77,8 @@ export class PhysicalSwitch {
    * Returns the namespace's name.
    */
   async station(vlan: number, addresses: readonly string[]): Promise<string> {
-    const ns = `${this.netns.slice(0, 10)}-a${vlan}`;
+    // Numbered: a VLAN tag freed by one test may be another's next.
+    const ns = `${this.netns.slice(0, 10)}-a${vlan}-${this.stations.length + 1}`;
     await must('ip', ['netns', 'add', ns]);
     this.stations.push(ns);
     const port = `a-${vlan}-${this.stations.length}`;

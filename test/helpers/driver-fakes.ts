@@ -219,14 +219,19 @@ export class FakeNat extends Failer implements NatApi {
   /** Masqueraded IPv6 networks (NAT66), the same way. */
   readonly networksV6 = new Map<string, string>();
 
-  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
+  /** Subnets whose containers are kept apart at the gateway (enable_icc=false). */
+  readonly noIcc = new Set<string>();
+
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true, icc = true): Promise<void> {
     this.check('addNetwork');
+    if (!icc) this.noIcc.add(subnet);
     if (masquerade) (subnet.includes(':') ? this.networksV6 : this.networks).set(networkId, `${subnet} via ${gatewayPort}`);
     this.subnets.add(subnet);
   }
   async removeNetwork(networkId: string, subnet: string): Promise<void> {
     (subnet.includes(':') ? this.networksV6 : this.networks).delete(networkId);
     this.subnets.delete(subnet);
+    this.noIcc.delete(subnet);
   }
   /** As the real one: replaces the endpoint's rules of `address`'s family (IPv4 first when both). */
   async addPorts(endpointId: string, address: string, ports: readonly { hostPort: number; containerPort: number }[]): Promise<void> {

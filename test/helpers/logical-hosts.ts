@@ -7,7 +7,7 @@ import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
-import type { UplinkApi } from '../../src/driver/effects/deps.js';
+import type { DriverDeps, UplinkApi } from '../../src/driver/effects/deps.js';
 import { Tunnels } from '../../src/driver/vxlan/tunnels.js';
 import type { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger } from '../../src/lib/log.js';
@@ -33,13 +33,17 @@ export interface Host {
   tunnels: Tunnels;
 }
 
-/** Hosts h1..hN on one store file; `alive` is the registry every host sees; `uplink(i)` host i's uplink, if any. */
+/**
+ * Hosts h1..hN on one store file; `alive` is the registry every host sees; `uplink(i)` host i's
+ * uplink, if any; `more(h)` side effects added to host h's driver (QoS's port numbers, say).
+ */
 export function cluster(
   t: Test,
   count: number,
   alive: Map<string, HostRecord>,
   afterAdding?: (h: Host) => Promise<void>,
   uplink?: (i: number) => UplinkApi | undefined,
+  more?: (h: Host) => Partial<DriverDeps>,
 ): Host[] {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), `ovsnet-logical-${n++}-`));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -89,6 +93,7 @@ export function cluster(
       tunnelMtu: () => 1600,
       ...(up === undefined ? {} : { uplink: up }),
       onNetworksChanged: () => host.tunnels.schedule(),
+      ...more?.(host),
     });
     alive.set(name, { name, vtepIp: `192.0.2.${i + 1}`, machineId: name, startedAt: '' });
     t.teardown(async () => {

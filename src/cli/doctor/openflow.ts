@@ -15,6 +15,7 @@ import { GroupFlows } from '../../driver/ovs/group-flows.js';
 import { DriverRecords } from '../../driver/records/driver-records.js';
 import { GroupWiring } from '../../driver/groups/group-wiring.js';
 import { OpenFlowState } from '../../driver/upkeep/openflow-state.js';
+import { IccWiring } from '../../driver/network/icc.js';
 import type { Check } from '../output.js';
 import type { SwarmVipsInfo } from '../../plugin-api/admin-routes.js';
 
@@ -38,7 +39,7 @@ export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb, vi
       vips: () => table,
     };
     const records = new DriverRecords(store, hostNameOf(config));
-    const changes = await new OpenFlowState(deps, records, new GroupWiring(deps, records)).diff();
+    const changes = await new OpenFlowState(deps, records, new GroupWiring(deps, records), new IccWiring(deps, records)).diff();
     const n = changes === undefined ? 0 : changeCount(changes);
     const secure = mode === 'secure';
     if (n === 0 && secure)

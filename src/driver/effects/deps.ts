@@ -95,9 +95,10 @@ export interface LinksApi {
 export interface NatApi {
   /**
    * Masquerading (unless `masquerade` is false) and forwarding for a subnet through its gateway
-   * port. Idempotent (checks first); removeNetwork undoes it.
+   * port, none between its containers through it when `icc` is false. Idempotent (checks
+   * first); removeNetwork undoes it.
    */
-  addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade: boolean): Promise<void>;
+  addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade: boolean, icc: boolean): Promise<void>;
   /** Removes what addNetwork added. Idempotent: a missing rule is done. */
   removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
   /**
@@ -138,7 +139,7 @@ export interface GroupsApi {
   apply(bridge: string, plan: GroupPlan): Promise<void>;
   /** Removes every flow of the parent (by its tag). Idempotent. */
   remove(bridge: string, parentTag: number): Promise<void>;
-  /** A host link's MAC address (the parent's gateway port). A read. */
+  /** A host link's MAC address (a gateway port: a parent's, an enable_icc=false network's). A read. */
   mac(link: string): Promise<string>;
 }
 

@@ -1,10 +1,13 @@
 /**
  * Join's side effects: the endpoint's veth pair (a spare renamed, or a new one), its host end an
- * OVS access port on the network's tag, marked with the endpoint's external_ids, and the
- * endpoint's QoS rules. Each step queues its undo; a failure undoes them in reverse.
+ * OVS access port on the network's tag, marked with the endpoint's external_ids, the
+ * endpoint's QoS rules, and on an enable_icc=false network its port isolated (network/icc.ts)
+ * before Docker hands the container its interface. Each step queues its undo; a failure undoes
+ * them in reverse.
  */
 import type { DriverDeps } from '../effects/deps.js';
 import type { EndpointQos } from '../qos/endpoint-qos.js';
+import type { IccWiring } from '../network/icc.js';
 import { endpointIds } from '../ovs/external-ids.js';
 import { names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 import type { SpareVeths } from './spares.js';
@@ -13,7 +16,7 @@ import { undoAll, type Undo } from '../model/undo.js';
 export async function plugEndpoint(
   deps: Pick<DriverDeps, 'links' | 'ovs' | 'datapath' | 'log'>,
   spares: SpareVeths,
-  qos: EndpointQos,
+  rules: { readonly qos: EndpointQos; readonly icc: Pick<IccWiring, 'refresh'> },
   network: NetworkRecord,
   ep: EndpointRecord,
 ): Promise<void> {
@@ -32,7 +35,8 @@ export async function plugEndpoint(
     await deps.ovs.deletePort(ep.hostVeth);
     await deps.ovs.addPort(network.bridge, ep.hostVeth, { tag: network.tag, externalIds: endpointIds(network.networkId, ep.endpointId) });
     undo.push(() => deps.ovs.deletePort(ep.hostVeth));
-    await qos.apply(network, ep, undo);
+    await rules.qos.apply(network, ep, undo);
+    await rules.icc.refresh(network);
   } catch (err) {
     await undoAll(undo, deps.log, 'join', ep.endpointId);
     throw err;

@@ -60,6 +60,11 @@ export class GroupWiring {
         `-o ovsnet.network=${g.parent}: no network on this host has that name; create the parent first (docker network create -d ovsnet --ipam-driver ovsnet --subnet SUBNET -o ovsnet.network=${g.parent} NAME), then its groups`,
       );
     }
+    if (parent.icc === false) {
+      throw refuse(
+        `its parent ${g.parent} has -o com.docker.network.bridge.enable_icc=false, whose containers reach only the gateway, and a group's traffic is ruled by -o ovsnet.allow: give the groups a parent without it`,
+      );
+    }
     const gw = parent.ipv4.find((d) => d.gateway !== undefined);
     if (parent.gatewayPort === undefined || gw === undefined) {
       throw refuse(`its parent ${g.parent} has no gateway (--internal, or no IPv4 subnet), and groups reach each other through it`);

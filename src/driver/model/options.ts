@@ -116,8 +116,10 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
   if (allow === undefined) throw invalid(`-o ${ALLOW_CONNECTED}=${text(ALLOW_CONNECTED) ?? ''} is not valid: expected true or false`);
   const infra = text('ovsnet.infra') ?? 'false';
   if (infra !== 'true' && infra !== 'false') throw invalid(`-o ovsnet.infra=${infra} is not valid: expected true or false`);
+  const bridge = parseBridgeOptions(text, Object.keys(generic));
+  if (!bridge.icc) refuseNoIcc({ group: groups.group, infra: infra === 'true', swarm: logical?.startsWith(SWARM_PREFIX) === true });
   return {
-    ...parseBridgeOptions(text, Object.keys(generic)),
+    ...bridge,
     tag:
       encap === 'vxlan'
         ? int('ovsnet.tag', 1, MAX_VNI, `a VNI from 1 to ${MAX_VNI}`)
@@ -133,6 +135,27 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
     infra: infra === 'true',
     qos: parseQos(text, '-o'),
   };
+}
+
+const NO_ICC = '-o com.docker.network.bridge.enable_icc=false';
+
+/** What enable_icc=false does not go with (network/icc-flows.ts: a member's frames reach its network's gateway only). */
+function refuseNoIcc(o: { group: string | undefined; infra: boolean; swarm: boolean }): void {
+  if (o.group !== undefined) {
+    throw invalid(
+      `${NO_ICC} with -o ovsnet.group=${o.group}: an endpoint group's traffic is ruled by -o ovsnet.allow (a group whose containers must not talk to each other: give each its own group, and allow none); drop one of the two`,
+    );
+  }
+  if (o.infra) {
+    throw invalid(
+      `${NO_ICC} with -o ovsnet.infra=true: the host's infra port is a member of the network like a container, and with enable_icc=false the containers reach the gateway only; drop one of the two (the host is reached through the gateway anyway)`,
+    );
+  }
+  if (o.swarm) {
+    throw invalid(
+      `${NO_ICC} on a swarm network: its tasks reach each other and the service VIPs across nodes; use separate swarm networks for services that must not talk`,
+    );
+  }
 }
 
 /**

@@ -32,6 +32,11 @@ export interface NetworkRecord {
   readonly masquerade?: false;
   /** Host address of published ports that name none (-o com.docker.network.bridge.host_binding_ipv4). */
   readonly hostBinding?: string;
+  /**
+   * false: the network's containers cannot reach each other, only the gateway (-o
+   * com.docker.network.bridge.enable_icc=false: network/icc-flows.ts); absent = true.
+   */
+  readonly icc?: false;
   /** -o ovsnet.infra=true: the host's own port on the network and its addresses from the pool (infra.ts). */
   readonly infra?: { readonly port: string; readonly addresses: readonly string[] };
   /** OVS internal port holding the gateway addresses on the host; absent for --internal. */
@@ -105,6 +110,8 @@ export interface LogicalNetwork {
   /** Canonical subnets (IPv4 then IPv6), as Docker's IPAM data gave them. */
   readonly subnets: readonly string[];
   readonly internal: boolean;
+  /** false: enable_icc=false on every host's network (each member's containers reach only its own gateway); absent = true. */
+  readonly icc?: false;
   readonly members: Readonly<Record<string, LogicalMember>>;
   readonly createdBy: string;
   readonly createdAt: string;

@@ -89,7 +89,7 @@ export class Gateways {
     }
     // Masquerading and forwarding: out, and in only replies and published ports (IPv4 and IPv6).
     for (const d of [...n.ipv4, ...n.ipv6])
-      if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port, n.masquerade !== false);
+      if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port, n.masquerade !== false, n.icc !== false);
   }
 
   async remove(n: NetworkRecord): Promise<void> {

@@ -11,6 +11,7 @@
  *   0x0f5f  a VLAN network's gateway guard on the uplink, low bits its tag
  *   0x0f60  endpoint groups, low bits the parent's tag (bit 32 was a generation until 0.x: read as the same parent)
  *   0x0f61  swarm service VIPs, low bits the network's tag (their select groups: vip/flows.ts's GROUP_BASE range)
+ *   0x0f62  enable_icc=false (icc-flows.ts), low bits the network's tag: its drops count what the policy stopped
  *
  * The whole space is 0x0f40-0x0f7f in the top 16 bits: one value/mask that dump-flows takes.
  */
@@ -23,7 +24,15 @@ export interface CookieScope {
 
 const FEATURE_SHIFT = 48n;
 
-export const FEATURE = { base: 0x0f5cn, qos: 0x0f5dn, guardVni: 0x0f5en, guardVlan: 0x0f5fn, groups: 0x0f60n, vip: 0x0f61n } as const;
+export const FEATURE = {
+  base: 0x0f5cn,
+  qos: 0x0f5dn,
+  guardVni: 0x0f5en,
+  guardVlan: 0x0f5fn,
+  groups: 0x0f60n,
+  vip: 0x0f61n,
+  icc: 0x0f62n,
+} as const;
 
 /** Every cookie ovsnet uses, now and in the features to come. */
 export const OWN: CookieScope = { value: 0x0f40n << FEATURE_SHIFT, mask: 0xffc0n << FEATURE_SHIFT };

@@ -111,9 +111,13 @@ const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slic
  * Docker network, a machine routing through the host) opens a connection; what passes returns. Then the accepts, in ovsnet's forwarding chain: isolation from
  * every other ovsnet network (a drop towards any other gateway port, inserted so that it precedes
  * every network's accepts; the hairpin back into the same network inserted before it); out
- * accepted; in, replies and published ports.
+ * accepted; in, replies and published ports. With `icc` false (enable_icc=false) the network's
+ * own traffic does not enter it again: a container routed to another of its network through the
+ * gateway is dropped in the inbound chain, as Docker's bridge driver drops `-i BRIDGE -o BRIDGE`
+ * (network/icc-flows.ts keeps them apart at layer 2); a published port reached through the host
+ * (DNAT) and replies still pass.
  */
-export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Rule[] {
+export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true, icc = true): Rule[] {
   const c = comment(networkId);
   const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
   const replies = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'];
@@ -130,7 +134,7 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
     to(iso, ['-i', gatewayPort, ...fresh], DOCKER_ISOLATION),
-    ...inbound(c, gatewayPort, inb, 'mangle'),
+    ...inbound(c, gatewayPort, inb, 'mangle', icc),
     to(fwd, ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`], 'DROP', true),
     to(fwd, ['-i', gatewayPort, '-o', gatewayPort], 'ACCEPT', true),
     to(fwd, ['-i', gatewayPort], 'ACCEPT'),
@@ -140,13 +144,16 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
   ];
 }
 
-/** What enters a network: replies, published ports and its own traffic return; the rest is dropped. */
-function inbound(c: readonly string[], gatewayPort: string, chain: string, table: Table): Rule[] {
+/**
+ * What enters a network: replies, published ports and (unless `icc` is false) its own traffic
+ * return; the rest is dropped.
+ */
+function inbound(c: readonly string[], gatewayPort: string, chain: string, table: Table, icc = true): Rule[] {
   const rule = (spec: string[], target: string): Rule => ({ table, chain, spec: [...spec, ...c, '-j', target] });
   return [
     rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
     rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
-    rule(['-i', gatewayPort, '-o', gatewayPort], 'RETURN'),
+    ...(icc ? [rule(['-i', gatewayPort, '-o', gatewayPort], 'RETURN')] : []),
     rule(['-o', gatewayPort], 'DROP'),
   ];
 }

@@ -59,13 +59,16 @@ export class Nat {
     private readonly forwarding?: Ipv6Forwarding,
   ) {}
 
-  /** Masquerading for the subnet (IPv4, or IPv6: NAT66) and forwarding through the gateway port. */
-  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true): Promise<void> {
+  /**
+   * Masquerading for the subnet (IPv4, or IPv6: NAT66) and forwarding through the gateway port;
+   * with `icc` false, none between the network's containers through it (enable_icc=false).
+   */
+  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true, icc = true): Promise<void> {
     const family = familyOf(subnet);
     await this.ensureChains(family);
     for (const j of FIRST_JUMPS) await this.first(family, j);
     // The new rules before the old ones go: no moment without isolation.
-    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade)) await this.add(family, r);
+    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade, icc)) await this.add(family, r);
     for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
     if (family === 6) await this.forwardIpv6();
   }

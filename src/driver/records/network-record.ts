@@ -39,6 +39,7 @@ export function networkRecord(p: NetworkRecordParts): NetworkRecord {
     ...(p.gatewayPort === undefined ? {} : { gatewayPort: p.gatewayPort }),
     ...(opts.masquerade ? {} : { masquerade: false as const }),
     ...(opts.hostBinding === undefined ? {} : { hostBinding: opts.hostBinding }),
+    ...(opts.icc ? {} : { icc: false as const }),
     ...qosField(opts.qos),
     ...(opts.groupsName === undefined ? {} : { groupsName: opts.groupsName }),
     ...(opts.group === undefined ? {} : { group: opts.group }),

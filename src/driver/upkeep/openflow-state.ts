@@ -2,7 +2,8 @@
  * The whole of ovsnet's OpenFlow state on its bridge, as the records say it should be: the base
  * flow (effects/bridge.ts), every logical network's gateway guard (network/gateway.ts), every
  * endpoint's QoS meter and flows (ovs/qos-flows.ts), every parent's endpoint-group flows
- * (groups/). sync() makes the bridge hold exactly that within ovsnet's cookie space
+ * (groups/), every enable_icc=false network's flows (network/icc.ts). sync() makes the bridge
+ * hold exactly that within ovsnet's cookie space
  * (ovs/cookies.ts), in one bundle (ovs/flow-sync.ts): at start, after ovs-vswitchd restarted
  * (daemon/ovs-watch.ts), and from the periodic check; with nothing to change it changes nothing.
  * secure() and secureWhileAway() turn a bridge an earlier ovsnet made standalone into a secure
@@ -16,6 +17,8 @@ import { BASE_FLOWS } from '../effects/bridge.js';
 import type { DriverDeps } from '../effects/deps.js';
 import type { DriverRecords } from '../records/driver-records.js';
 import type { GroupWiring } from '../groups/group-wiring.js';
+import type { IccWiring } from '../network/icc.js';
+import { iccFlows } from '../network/icc-flows.js';
 import { guardFlowsOf } from '../network/gateway.js';
 import { effectiveQos } from '../model/qos-options.js';
 import type { EndpointRecord, NetworkRecord } from '../model/records.js';
@@ -38,6 +41,7 @@ export class OpenFlowState {
     private readonly deps: OpenFlowStateDeps,
     private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints'>,
     private readonly groups: Pick<GroupWiring, 'plan'>,
+    private readonly icc: Pick<IccWiring, 'plan'>,
   ) {}
 
   /** Every flow and meter ovsnet wants on its bridge now. */
@@ -65,6 +69,7 @@ export class OpenFlowState {
       });
       if (plan !== undefined) flows.push(...groupFlows(plan));
     }
+    for (const n of networks.filter((x) => x.icc === false)) flows.push(...iccFlows(await this.icc.plan(n, endpoints, ofports)));
     const vips = this.vipState(networks, endpoints, ofports);
     flows.push(...vips.flows);
     return { flows, meters, groups: { specs: vips.groups, own: isVipGroup } };

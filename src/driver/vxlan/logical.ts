@@ -3,9 +3,9 @@
  * -o ovsnet.network=NAME -o ovsnet.encap=vxlan` makes that host's NetworkID a member of NAME's
  * record in the shared store (Docker outside swarm keeps a network per host, with its own ID).
  * The first host creates the record and its VNI (claimed once for the cluster, like a VLAN tag);
- * the others must agree with it on subnets, encapsulation, --internal and any VNI asked for. The
- * record, members included, is one key changed by compare-and-swap; the last member to leave
- * deletes it and frees the VNI.
+ * the others must agree with it on subnets, encapsulation, --internal, enable_icc and any VNI
+ * asked for. The record, members included, is one key changed by compare-and-swap; the last
+ * member to leave deletes it and frees the VNI.
  * With -o ovsnet.encap=vlan instead, the network goes onto the physical network through each
  * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
  * same way, and every member uses that tag on its bridge.
@@ -26,6 +26,8 @@ export interface JoinRequest {
   readonly localTags?: ReadonlySet<number>;
   readonly subnets: readonly string[];
   readonly internal: boolean;
+  /** enable_icc (true unless false was asked for): every host's network must say the same. */
+  readonly icc?: boolean;
   readonly host: string;
   readonly networkId: string;
   readonly now: Date;
@@ -46,7 +48,7 @@ const idName = (encap: Encap) => (encap === 'vxlan' ? 'VNI' : 'VLAN tag');
 
 function describeLogical(n: LogicalNetwork): string {
   const subnets = n.subnets.length === 0 ? 'no subnet' : `subnet ${n.subnets.join(', ')}`;
-  return `logical network ${n.name} is ${n.encap} ${idName(n.encap)} ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
+  return `logical network ${n.name} is ${n.encap} ${idName(n.encap)} ${n.vni} with ${subnets}${n.internal ? ', --internal' : ''}${n.icc === false ? ', enable_icc=false' : ''} (created on host ${n.createdBy} at ${n.createdAt})`;
 }
 
 /** What differs between an existing logical network and a request to join it; '' if nothing. */
@@ -60,6 +62,8 @@ function mismatch(n: LogicalNetwork, req: JoinRequest): string {
     return `this request asks for ${idName(n.encap)} ${req.vni}: omit -o ovsnet.tag or pass ${n.vni}`;
   if (req.internal !== n.internal && n.swarm !== true)
     return `this request is ${req.internal ? '' : 'not '}--internal: ${n.internal ? 'add' : 'drop'} --internal`;
+  if ((req.icc ?? true) !== (n.icc ?? true))
+    return `this request has enable_icc=${String(req.icc ?? true)}: ${n.icc === false ? 'pass' : 'drop'} -o com.docker.network.bridge.enable_icc=false`;
   return '';
 }
 
@@ -86,6 +90,7 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
         vni,
         subnets: req.subnets,
         internal: req.internal,
+        ...(req.icc === false ? { icc: false as const } : {}),
         members: { [req.host]: member },
         createdBy: req.host,
         createdAt: req.now.toISOString(),

@@ -72,6 +72,7 @@ export async function joinSegment(deps: SegmentDeps, req: SegmentRequest, undo: 
     ...(encap === 'vlan' ? { localTags: await req.localTags() } : {}),
     subnets: req.subnets,
     internal: req.opts.internal,
+    icc: req.opts.icc,
     host,
     networkId: req.networkId,
     now: req.now(),

@@ -47,6 +47,11 @@ function checkOptions(networkId: string, options: Readonly<Record<string, string
       "--opt encrypted: ovsnet does not encrypt its VXLAN tunnels; for encrypted traffic between nodes use Docker's overlay driver (-d overlay --opt encrypted), or encrypt in the application (TLS)",
     );
   }
+  if (options['com.docker.network.bridge.enable_icc'] === 'false') {
+    throw unsupported(
+      '-o com.docker.network.bridge.enable_icc=false on a swarm network: its tasks reach each other and the service VIPs across nodes; use separate swarm networks for services that must not talk',
+    );
+  }
   const encap = options['ovsnet.encap'];
   if (encap !== undefined && encap !== 'vxlan') {
     throw unsupported(`-o ovsnet.encap=${encap}: a swarm network spans the swarm's nodes over VXLAN; drop -o ovsnet.encap`);

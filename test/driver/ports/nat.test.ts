@@ -626,3 +626,24 @@ t.test("Nat: the first IPv6 network turns the host's IPv6 forwarding on, once, a
   await new Nat(fakeIptables().run, flavour('nft')).addNetwork(NET, 'fd00:3::/64', GW);
   t.pass('without a forwarding switch given (tests, tools) nothing is touched');
 });
+
+t.test("Nat: enable_icc=false: the gateway routes nothing new between the network's containers; DNAT and replies pass", async (t) => {
+  for (const subnet of ['10.1.0.0/24', 'fd00:1::/64']) {
+    const ipt = fakeIptables();
+    const nat = new Nat(ipt.run, flavour('nft'));
+    await nat.addNetwork(NET, subnet, GW, true, false);
+    const rules = ipt.tables[subnet.includes(':') ? 6 : 4];
+    t.notOk(
+      rules.get('mangle/OVSNET-INBOUND')?.some((r) => r.startsWith(`-i ${GW} -o ${GW} `)),
+      `${subnet}: its own traffic is not let back in`,
+    );
+    t.equal(verdict(rules, GW, GW, 'NEW'), 'DROP', `${subnet}: a container routed to another through the gateway is dropped`);
+    t.equal(verdict(rules, GW, GW, 'DNAT'), 'ACCEPT', `${subnet}: a published port reached through the host passes`);
+    t.equal(verdict(rules, GW, GW, 'ESTABLISHED'), 'ACCEPT', `${subnet}: and its replies`);
+    t.equal(verdict(rules, GW, 'eth0', 'NEW'), 'ACCEPT', `${subnet}: the outside is reached`);
+    t.equal(verdict(rules, 'eth0', GW, 'DNAT'), 'ACCEPT', `${subnet}: published ports from outside`);
+    await nat.removeNetwork(NET, subnet, GW);
+    for (const chain of ['filter/OVSNET-FORWARD', 'filter/OVSNET-ISOLATION', 'mangle/OVSNET-INBOUND'])
+      t.same(rules.get(chain), [], `${subnet}: ${chain} empty again`);
+  }
+});
