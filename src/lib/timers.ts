@@ -83,25 +83,31 @@ export function expireAfterIo(ms: number, expire: () => void): NodeJS.Timeout {
   return setTimeout(() => setImmediate(expire), ms);
 }
 
-/** A background pass repeated at an interval (reclaim, reap): the next starts after the last ends. */
+/**
+ * A background pass repeated at an interval (reclaim, reap): the next starts after the last ends.
+ * stop() during a pass lets that pass finish and starts no other.
+ */
 export class Repeater {
   private timer: NodeJS.Timeout | undefined;
+  private stopped = false;
 
   /** `pass` every `intervalMs`, the first one interval from now; a failed pass goes to `onError`. */
   start(intervalMs: number, pass: () => Promise<unknown>, onError: (err: unknown) => void): void {
-    const tick = () => {
-      pass().then(
-        () => (this.timer = setTimeout(tick, intervalMs).unref()),
-        (err: unknown) => {
-          onError(err);
-          this.timer = setTimeout(tick, intervalMs).unref();
-        },
-      );
+    this.stopped = false;
+    const next = () => {
+      if (!this.stopped) this.timer = setTimeout(tick, intervalMs).unref();
     };
-    this.timer = setTimeout(tick, intervalMs).unref();
+    const tick = () => {
+      pass().then(next, (err: unknown) => {
+        onError(err);
+        next();
+      });
+    };
+    next();
   }
 
   stop(): void {
+    this.stopped = true;
     clearTimeout(this.timer);
   }
 }

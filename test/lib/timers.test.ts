@@ -127,6 +127,10 @@ t.test('a Repeater runs its pass at the interval, the next after the last ended,
   r.stop();
   t.ok(passes >= 3, `${passes} passes`);
   t.equal(errors.length, 1, 'the failure reported');
+  // Stopped, maybe during a pass (each takes 10 ms of every 15): that one ends, no other starts.
+  const at = passes;
+  await new Promise((res) => setTimeout(res, 60));
+  t.equal(passes, at, 'no pass starts after stop()');
 });
 
 t.test('a bound expires after its time, after the I/O of that turn', async (t) => {
