@@ -140,8 +140,9 @@ t.test('disable -f, upgrade, enable: pings flow throughout, settings and state k
       ['ovs', '/var/run/openvswitch'],
       ['state', '/var/lib/ovsnet'],
       ['secrets', '/etc/ovsnet'],
+      ['docker', '/var/run/docker.sock'],
     ],
-    "after the upgrade, the mount sources are the new config's defaults",
+    "after the upgrade, the mount sources are the new config's defaults (the Docker socket's mount new in this version)",
   );
   await host.dockerOk(['plugin', 'set', 'ovsnet', `state.source=${stateDir}`, `secrets.source=${secretsDir}`]);
   await host.dockerOk(['plugin', 'enable', 'ovsnet']);
