@@ -70,8 +70,9 @@ t.test('the plugin sees its state directory and, read-only, its secrets: not /va
       ['ovs', '/var/run/openvswitch', '/var/run/openvswitch', ['rbind']],
       ['state', stateDir, '/var/lib/ovsnet', ['rbind', 'rw']],
       ['secrets', secretsDir, '/etc/ovsnet', ['rbind', 'ro']],
+      ['docker', '/var/run/docker.sock', '/var/run/docker.sock', ['rbind']],
     ],
-    'docker plugin inspect: the OVSDB socket, a state directory, a read-only secrets directory',
+    "docker plugin inspect: the OVSDB socket, a state directory, a read-only secrets directory, Docker's socket (read for swarm VIPs)",
   );
   t.notOk(
     mounts.some((m) => '/var/lib/docker/'.startsWith(`${m.Source.replace(/\/$/, '')}/`)),
