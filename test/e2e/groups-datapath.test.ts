@@ -7,14 +7,13 @@
  * allow lets the allowed group's new connections (to one port only, when it names one) in and
  * nothing else; removal leaves no flow of the parent's.
  */
-import { spawn } from 'node:child_process';
 import t from 'tap';
 import type { GroupAllow } from '../../src/driver/model/group-options.js';
 import { scopeArg } from '../../src/driver/ovs/cookies.js';
 import { GroupFlows, groupScope } from '../../src/driver/ovs/group-flows.js';
 import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { must, run } from '../harness/host.js';
-import { nsSwitch } from '../harness/ns-switch.js';
+import { connects as connectsTo, nsSwitch } from '../harness/ns-switch.js';
 
 const PARENT = 10;
 const A = 11;
@@ -62,32 +61,13 @@ async function pings(from: { ns: string }, to: string): Promise<boolean> {
 }
 
 /** Whether a TCP connection from `from` to `to`:`port` (its IPv6 address with `six`) gets the listener's greeting. */
-async function connects(
+function connects(
   from: { ns: string },
   to: { ns: string; address: string; address6?: string },
   port: number,
   six = false,
 ): Promise<boolean> {
-  const server = spawn(
-    'ip',
-    [
-      'netns',
-      'exec',
-      to.ns,
-      process.execPath,
-      '-e',
-      `require('net').createServer((s) => s.end('hi')).listen(${port}, '::', () => console.log('up'))`,
-    ],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
-  );
-  try {
-    await new Promise<void>((resolve) => server.stdout.once('data', () => resolve()));
-    const client = `const s = require('net').connect(${port}, '${six ? to.address6 : to.address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
-    return (await run('ip', ['netns', 'exec', from.ns, process.execPath, '-e', client], { timeoutMs: 5000 })).code === 0;
-  } finally {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.once('close', r));
-  }
+  return connectsTo(from, to, (six ? to.address6 : to.address) ?? '', port);
 }
 
 t.test('without flows the tags alone cut every group off the gateway', async (t) => {

@@ -18,7 +18,7 @@ import { Nat } from '../../src/driver/ports/nat.js';
 import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { flavour } from '../../src/driver/ports/iptables-flavour.js';
 import { must, run } from '../harness/host.js';
-import { nsSwitch, type Member } from '../harness/ns-switch.js';
+import { connects, nsSwitch, type Member } from '../harness/ns-switch.js';
 
 const TAG = 20;
 const GW = '10.60.0.1';
@@ -47,30 +47,6 @@ async function pings(from: { ns: string }, to: string, flush = true): Promise<bo
   if (flush) for (const ns of [...members.map((m) => m.ns), sw.ns]) await run('ip', ['-n', ns, 'neigh', 'flush', 'all']);
   const six = to.includes(':') ? ['-6'] : [];
   return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', ...six, '-c', '1', '-W', '1', to])).code === 0;
-}
-
-/** Whether a TCP connection from `from` to `to`:`port` gets the listener's greeting. */
-async function connects(from: { ns: string }, to: { ns: string }, address: string, port: number): Promise<boolean> {
-  const server = spawn(
-    'ip',
-    [
-      'netns',
-      'exec',
-      to.ns,
-      process.execPath,
-      '-e',
-      `require('net').createServer((s) => s.end('hi')).listen(${port}, '::', () => console.log('up'))`,
-    ],
-    { stdio: ['ignore', 'pipe', 'ignore'] },
-  );
-  try {
-    await new Promise<void>((resolve) => server.stdout.once('data', () => resolve()));
-    const client = `const s = require('net').connect(${port}, '${address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
-    return (await run('ip', ['netns', 'exec', from.ns, process.execPath, '-e', client], { timeoutMs: 5000 })).code === 0;
-  } finally {
-    server.kill('SIGTERM');
-    await new Promise((r) => server.once('close', r));
-  }
 }
 
 /** What tcpdump on `on`'s eth0 saw (`filter`) while `act` ran. */

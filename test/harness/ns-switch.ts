@@ -5,6 +5,7 @@
  * with forwarding on, and namespaces as members on access ports. Only the daemons it started
  * (their PID files, in its namespace) are stopped at teardown.
  */
+import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -110,4 +111,28 @@ export async function nsSwitch(t: Test, prefix: string, gateway: { tag: number; 
     return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, address6 };
   };
   return { ns: sw, inSw, vsctl, ofports, openflow, member, macOf };
+}
+
+/** Whether a TCP connection from namespace `from` to `address`:`port` in `to` gets the listener's greeting. */
+export async function connects(from: { ns: string }, to: { ns: string }, address: string, port: number): Promise<boolean> {
+  const server = spawn(
+    'ip',
+    [
+      'netns',
+      'exec',
+      to.ns,
+      process.execPath,
+      '-e',
+      `require('net').createServer((s) => s.end('hi')).listen(${port}, '::', () => console.log('up'))`,
+    ],
+    { stdio: ['ignore', 'pipe', 'ignore'] },
+  );
+  try {
+    await new Promise<void>((resolve) => server.stdout.once('data', () => resolve()));
+    const client = `const s = require('net').connect(${port}, '${address}'); s.setTimeout(1500, () => process.exit(2)); s.on('data', (d) => process.exit(String(d) === 'hi' ? 0 : 3)); s.on('error', () => process.exit(4));`;
+    return (await run('ip', ['netns', 'exec', from.ns, process.execPath, '-e', client], { timeoutMs: 5000 })).code === 0;
+  } finally {
+    server.kill('SIGTERM');
+    await new Promise((r) => server.once('close', r));
+  }
 }
