@@ -43,6 +43,7 @@ import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
 import { OvsWatch, mgmtSocket } from './ovs-watch.js';
 import { SwarmVips } from './swarm-vips.js';
+import { hostResolvers } from '../host/resolvers.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
 import { TrafficCounters } from '../driver/upkeep/traffic-counters.js';
@@ -173,6 +174,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     onNetworksChanged: () => tunnels.schedule(),
     scope: config.scope,
     ...(swarmVips === undefined ? {} : { vips: () => swarmVips.vips() }),
+    resolvers: () => hostResolvers(),
   });
   const registry = new HostRegistry({
     store,

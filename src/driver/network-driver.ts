@@ -23,7 +23,7 @@ import { joinSegment, segmentMtu } from './vxlan/segment.js';
 import { allocateSwarmNetwork, freeSwarmNetwork, swarmScopeOptions, type AllocateRequest } from './vxlan/swarm.js';
 import { claimWireTagStep, Trunk } from './uplink/trunk.js';
 import { InfraPorts } from './network/infra.js';
-import { IccWiring, requireIccSupport } from './network/icc.js';
+import { NetworkRules } from './network/rules.js';
 import { undoAll, type Undo } from './model/undo.js';
 import { DriverRecords } from './records/driver-records.js';
 import { networkRecord } from './records/network-record.js';
@@ -56,7 +56,7 @@ export class NetworkDriver {
   private readonly infra: InfraPorts;
   private readonly qos: EndpointQos;
   private readonly groups: GroupWiring;
-  private readonly icc: IccWiring;
+  private readonly rules: NetworkRules;
   /** Reconcile, the flows' sync and what follows an ovs-vswitchd restart. */
   readonly upkeep: Upkeep;
 
@@ -71,8 +71,8 @@ export class NetworkDriver {
     this.infra = new InfraPorts(deps);
     this.qos = new EndpointQos(deps);
     this.groups = new GroupWiring(deps, this.records);
-    this.icc = new IccWiring(deps, this.records);
-    const flows = new OpenFlowState(deps, this.records, this.groups, this.icc);
+    this.rules = new NetworkRules(deps, this.records);
+    const flows = new OpenFlowState(deps, this.records, this.groups, this.rules.icc, this.rules.egress);
     const { ports, trunk, reconciler, spares, publisher } = this;
     this.upkeep = new Upkeep(deps, { ports, trunk, reconciler, spares, publisher, flows });
   }
@@ -89,10 +89,9 @@ export class NetworkDriver {
     const swarm = isSwarmNetworkId(req.networkId);
     const parsed = parseNetworkOptions(swarmScopeOptions(req.networkId, req.options, this.scope), req.networkId);
     if ((await this.records.network(req.networkId)) !== undefined) return; // the same request again: created already
-    const opts = await this.groups.resolve(req, parsed); // a group's subnet was checked as its parent's
+    const opts = this.rules.check(req, await this.groups.resolve(req, parsed)); // a group's subnet was checked as its parent's
     if (opts.group === undefined) checkNetworkSubnets(req, opts.allowConnected, this.deps.subnets);
     requireQosSupport(this.deps, opts.qos);
-    requireIccSupport(this.deps, opts.icc);
     const undo: Undo[] = [];
     try {
       const segment = await joinSegment(
@@ -119,7 +118,7 @@ export class NetworkDriver {
       await ensureOwnBridge(this.deps);
       await this.gateways.add(record, undo);
       await this.gateways.addGuard(record, undo);
-      await this.icc.add(record, undo);
+      await this.rules.add(record, undo);
       if (record.uplink !== undefined) await this.trunk.carryStep(record.tag, undo);
       if (opts.infra) record = { ...record, infra: await this.infra.add(record, undo, await this.records.localNetworks()) };
       if (!(await this.records.createNetwork(record))) return; // a concurrent identical request won; its state stands
@@ -167,7 +166,7 @@ export class NetworkDriver {
     if (record !== undefined) {
       await this.bestEffort('remove gateway', () => this.gateways.remove(record));
       await this.bestEffort('remove the gateway guard', () => this.gateways.unguard(record));
-      await this.bestEffort('remove the enable_icc=false flows', () => this.icc.remove(record));
+      await this.rules.remove(record);
       await this.bestEffort('remove the infra port', () => this.infra.remove(record));
       // Docker removes no network that has endpoints: any record left is one Docker forgot
       // (its DeleteEndpoint lost to an ovsnet restart). Its published ports go with it.
@@ -220,7 +219,7 @@ export class NetworkDriver {
     const chosen = await vethNames(this.deps.links, recorded);
     const ep = { ...recorded, ...chosen };
     if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
-    await plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.icc }, network, ep);
+    await plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.rules.icc, egress: this.rules.egress }, network, ep);
     // Its family's rules (Docker deletes the endpoint when Join fails), and whose gateway it gets: a group's parent's.
     return joinResult(ep, await this.groups.joined(network));
   }
@@ -247,8 +246,7 @@ export class NetworkDriver {
     await this.bestEffort('remove QoS', async () => this.qos.remove(network, ep));
     await this.deps.ovs.deletePort(hostVeth);
     await this.records.deleteEndpoint(networkId, endpointId);
-    await this.groups.endpointGone(network);
-    await this.icc.endpointGone(network);
+    await Promise.all([this.groups.endpointGone(network), this.rules.endpointGone(network)]);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
     // the next Join waits for). The veth is off the bridge and no record names it any more: it
     // is kept as a spare for the next Join (spares.ts) or deleted, in the background either way
@@ -274,14 +272,15 @@ export class NetworkDriver {
     return { bridge: network.bridge, port: ep.hostVeth, tag: String(network.tag), mac: ep.mac, address, ...portmapInfo(ep) };
   }
 
-  /** Publishes the endpoint's ports (publishing.ts). */
+  /** Publishes the endpoint's ports (publishing.ts), which its network's ingress rules let in. */
   async programExternalConnectivity(networkId: string, endpointId: string, portmap: readonly PortBinding[]): Promise<void> {
     await this.publisher.program(await this.records.requireEndpoint(networkId, endpointId), portmap);
+    await this.ports.run(async () => this.rules.published(await this.records.network(networkId)));
   }
 
   async revokeExternalConnectivity(networkId: string, endpointId: string): Promise<void> {
     const ep = await this.records.requireEndpoint(networkId, endpointId).catch(() => undefined);
-    if (ep !== undefined) await this.publisher.revoke(ep);
+    if (ep !== undefined) await this.publisher.revoke(ep); // ingress rules forget its ports at DeleteEndpoint, which follows
   }
 
   /** Brings OVS and the kernel in line with the store after a restart (upkeep/upkeep.ts). */

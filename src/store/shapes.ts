@@ -72,6 +72,25 @@ const qos = objectWith(
   'QoS: rateKbps, burstKbit, dscp as whole numbers',
 );
 const ipData = objectWith({ pool: cidr, gateway: optional(cidr) }, 'an object with a pool CIDR and an optional gateway CIDR');
+/**
+ * An egress or ingress rule (src/driver/model/policy-options.ts): what reaches ovs-ofctl and
+ * iptables, so the CIDR must be exactly one, nothing around it.
+ */
+const netRule = objectWith(
+  {
+    cidr: { ok: (v) => typeof v === 'string' && /^[0-9A-Fa-f.:]+\/\d{1,3}$/.test(v) && cidr.ok(v), what: 'a CIDR' },
+    port: optional(
+      objectWith(
+        {
+          number: { ok: (v) => Number.isSafeInteger(v) && (v as number) >= 1 && (v as number) <= 65535, what: 'a port 1-65535' },
+          proto: { ok: (v) => v === 'tcp' || v === 'udp', what: 'tcp or udp' },
+        },
+        'a port and its protocol',
+      ),
+    ),
+  },
+  'a rule: a CIDR and an optional port',
+);
 const portBinding = objectWith(
   { containerPort: count, hostPort: count, hostPortEnd: count, hostIp: str, proto: str },
   'a port binding (proto, containerPort, hostIp, hostPort, hostPortEnd)',
@@ -117,6 +136,8 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       hostBinding: optional(str),
       icc: optional(bool),
       qos: optional(qos),
+      egress: optional(listOf(netRule)),
+      ingress: optional(listOf(netRule)),
     }),
   },
   {

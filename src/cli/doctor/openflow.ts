@@ -18,6 +18,7 @@ import { OpenFlowState } from '../../driver/upkeep/openflow-state.js';
 import { IccWiring } from '../../driver/network/icc.js';
 import type { Check } from '../output.js';
 import type { SwarmVipsInfo } from '../../plugin-api/admin-routes.js';
+import { hostResolvers } from '../../host/resolvers.js';
 
 const FIX =
   'ovsnet puts its flows right within 10 s, and at once after an ovs-vswitchd restart: if this stays, is the daemon running (ovsnet status)? Restarting it reconciles the bridge';
@@ -37,6 +38,7 @@ export async function openflowCheck(config: Config, store: Store, ovs: Ovsdb, vi
     const deps = {
       ...{ ovs, store, log, bridge: config.bridge, openflow: new FlowSync(of), qos: new QosFlows(of), groups: new GroupFlows(of) },
       vips: () => table,
+      resolvers: () => hostResolvers(),
     };
     const records = new DriverRecords(store, hostNameOf(config));
     const changes = await new OpenFlowState(deps, records, new GroupWiring(deps, records), new IccWiring(deps, records)).diff();

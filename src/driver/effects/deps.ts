@@ -18,6 +18,8 @@ import type { GroupPlan } from '../ovs/group-flows.js';
 import type { CookieScope } from '../ovs/cookies.js';
 import type { Changes, Wanted } from '../ovs/flow-sync.js';
 import type { FailMode } from '../ovs/ovsdb.js';
+import type { NetRule } from '../model/policy-options.js';
+import type { Resolvers } from '../../host/resolvers.js';
 
 /** Open vSwitch's database (OVSDB): the bridge and its ports. */
 export interface OvsApi {
@@ -95,12 +97,20 @@ export interface LinksApi {
 export interface NatApi {
   /**
    * Masquerading (unless `masquerade` is false) and forwarding for a subnet through its gateway
-   * port, none between its containers through it when `icc` is false. Idempotent (checks
-   * first); removeNetwork undoes it.
+   * port, none between its containers through it when `icc` is false, letting in the sources of
+   * `ingress` (-o ovsnet.ingress) of the subnet's family. Idempotent (checks first);
+   * removeNetwork undoes it (given the same `ingress`).
    */
-  addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade: boolean, icc: boolean): Promise<void>;
+  addNetwork(
+    networkId: string,
+    subnet: string,
+    gatewayPort: string,
+    masquerade: boolean,
+    icc: boolean,
+    ingress?: readonly NetRule[],
+  ): Promise<void>;
   /** Removes what addNetwork added. Idempotent: a missing rule is done. */
-  removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void>;
+  removeNetwork(networkId: string, subnet: string, gatewayPort: string, ingress?: readonly NetRule[]): Promise<void>;
   /**
    * DNAT for an endpoint's published ports (single host ports) to `address`, replacing any it
    * had of that address's family, in one atomic batch (a failure leaves the endpoint's rules as
@@ -252,4 +262,9 @@ export interface DriverDeps {
    * them (driver/vip/follower.ts); absent: none (vip/flows.ts programs what it gives).
    */
   readonly vips?: () => ReadonlyMap<string, readonly { readonly vip: string; readonly tasks: readonly string[] }[]>;
+  /**
+   * The host's resolvers that Docker's embedded DNS server forwards to from containers
+   * (host/resolvers.ts): egress rules always let DNS to them pass. Absent: none known.
+   */
+  readonly resolvers?: () => Promise<Resolvers>;
 }

@@ -1,13 +1,15 @@
 /**
  * Join's side effects: the endpoint's veth pair (a spare renamed, or a new one), its host end an
  * OVS access port on the network's tag, marked with the endpoint's external_ids, the
- * endpoint's QoS rules, and on an enable_icc=false network its port isolated (network/icc.ts)
- * before Docker hands the container its interface. Each step queues its undo; a failure undoes
- * them in reverse.
+ * endpoint's QoS rules, on an enable_icc=false network its port isolated (network/icc.ts), and
+ * its network's egress and ingress rules with it (network/egress.ts), all before Docker hands the
+ * container its interface. Each step queues its undo; a failure undoes them in reverse: no port
+ * is left without its rules.
  */
 import type { DriverDeps } from '../effects/deps.js';
 import type { EndpointQos } from '../qos/endpoint-qos.js';
 import type { IccWiring } from '../network/icc.js';
+import type { EgressWiring } from '../network/egress.js';
 import { endpointIds } from '../ovs/external-ids.js';
 import { names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 import type { SpareVeths } from './spares.js';
@@ -16,7 +18,7 @@ import { undoAll, type Undo } from '../model/undo.js';
 export async function plugEndpoint(
   deps: Pick<DriverDeps, 'links' | 'ovs' | 'datapath' | 'log'>,
   spares: SpareVeths,
-  rules: { readonly qos: EndpointQos; readonly icc: Pick<IccWiring, 'refresh'> },
+  rules: { readonly qos: EndpointQos; readonly icc: Pick<IccWiring, 'refresh'>; readonly egress: Pick<EgressWiring, 'refresh'> },
   network: NetworkRecord,
   ep: EndpointRecord,
 ): Promise<void> {
@@ -37,6 +39,7 @@ export async function plugEndpoint(
     undo.push(() => deps.ovs.deletePort(ep.hostVeth));
     await rules.qos.apply(network, ep, undo);
     await rules.icc.refresh(network);
+    await rules.egress.refresh(network);
   } catch (err) {
     await undoAll(undo, deps.log, 'join', ep.endpointId);
     throw err;

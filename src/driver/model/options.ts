@@ -8,6 +8,7 @@ import { ALLOW_CONNECTED, allowConnected } from '../../lib/subnets.js';
 import { parseBridgeOptions, type BridgeOptions } from './bridge-options.js';
 import { QOS_OPTIONS, parseQos, type Qos } from './qos-options.js';
 import { GROUP, GROUP_OPTIONS, parseGroupOptions, type AllowRule } from './group-options.js';
+import { EGRESS, INGRESS, POLICY_OPTIONS, parsePolicy, type NetRule } from './policy-options.js';
 
 /** Where CreateNetwork's `-o` options are: strings, as Docker sends them (protocol §2). */
 export const GENERIC = 'com.docker.network.generic';
@@ -26,6 +27,7 @@ const NETWORK_OPTIONS: Readonly<Record<string, string>> = {
   [ALLOW_CONNECTED]: 'true lets the subnet overlap a segment the host is connected to (sharing an uplink on purpose), default false',
   ...QOS_OPTIONS,
   ...GROUP_OPTIONS,
+  ...POLICY_OPTIONS,
 };
 
 export const MAX_VNI = 16_777_215;
@@ -50,6 +52,9 @@ export interface NetworkOptions extends BridgeOptions {
   readonly group: { readonly name: string; readonly parent: string; readonly allow: readonly AllowRule[] } | undefined;
   /** -o ovsnet.allow on a parent: the groups whose containers may open connections into its own. */
   readonly allow: readonly AllowRule[];
+  /** -o ovsnet.egress, ovsnet.ingress (policy-options.ts): undefined when not given, [] for none. */
+  readonly egress: readonly NetRule[] | undefined;
+  readonly ingress: readonly NetRule[] | undefined;
 }
 
 /** The logical networks of Docker swarm networks are named this + the network's ID (vxlan/swarm.ts). */
@@ -118,6 +123,17 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
   if (infra !== 'true' && infra !== 'false') throw invalid(`-o ovsnet.infra=${infra} is not valid: expected true or false`);
   const bridge = parseBridgeOptions(text, Object.keys(generic));
   if (!bridge.icc) refuseNoIcc({ group: groups.group, infra: infra === 'true', swarm: logical?.startsWith(SWARM_PREFIX) === true });
+  const [egress, ingress] = [parsePolicy(EGRESS, generic[EGRESS]), parsePolicy(INGRESS, generic[INGRESS])];
+  if (ingress !== undefined && (groups.group !== undefined || (!explicitEncap && logical !== undefined))) {
+    throw invalid(
+      `-o ${INGRESS} is not supported on endpoint groups nor on their parent (-o ovsnet.network without -o ovsnet.encap): they share the parent's gateway, whose firewall would let the sources in for every group; -o ${EGRESS} is`,
+    );
+  }
+  if ((egress ?? ingress) !== undefined && logical?.startsWith(SWARM_PREFIX) === true) {
+    throw invalid(
+      `-o ${egress === undefined ? INGRESS : EGRESS} is not supported on Docker swarm networks (their service VIPs' flows take the tasks' traffic first): use it on a network of one host or a logical network`,
+    );
+  }
   return {
     ...bridge,
     tag:
@@ -134,6 +150,8 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
     allowConnected: allow,
     infra: infra === 'true',
     qos: parseQos(text, '-o'),
+    egress,
+    ingress,
   };
 }
 

@@ -2,6 +2,7 @@
 import { createHash } from 'node:crypto';
 import type { Qos } from './qos-options.js';
 import type { AllowRule } from './group-options.js';
+import type { NetRule } from './policy-options.js';
 
 export interface IpData {
   /** The subnet, e.g. 10.1.0.0/24. */
@@ -55,6 +56,13 @@ export interface NetworkRecord {
   readonly group?: { readonly name: string; readonly parent: string; readonly allow: readonly AllowRule[] };
   /** -o ovsnet.allow on a parent: the groups whose containers may open connections into the parent's own. */
   readonly allow?: readonly AllowRule[];
+  /**
+   * -o ovsnet.egress: the only destinations outside the network its containers' new connections
+   * may reach ([]: none but DNS); absent: every one. network/egress-flows.ts enforces it.
+   */
+  readonly egress?: readonly NetRule[];
+  /** -o ovsnet.ingress: the only sources outside whose new connections reach the containers, published ports aside ([]: none); absent: as without. */
+  readonly ingress?: readonly NetRule[];
   readonly createdAt: string;
 }
 

@@ -87,15 +87,16 @@ export class Gateways {
       const { family, bytes, bits } = parseCidrAddress(d.gateway, 'Gateway');
       await this.deps.links.configureAddress(port, family, bytes, bits, n.mtu);
     }
-    // Masquerading and forwarding: out, and in only replies and published ports (IPv4 and IPv6).
+    // Masquerading and forwarding: out, and in only replies, published ports and -o ovsnet.ingress's sources (IPv4 and IPv6).
     for (const d of [...n.ipv4, ...n.ipv6])
-      if (d.gateway !== undefined) await this.deps.nat.addNetwork(n.networkId, d.pool, port, n.masquerade !== false, n.icc !== false);
+      if (d.gateway !== undefined)
+        await this.deps.nat.addNetwork(n.networkId, d.pool, port, n.masquerade !== false, n.icc !== false, n.ingress);
   }
 
   async remove(n: NetworkRecord): Promise<void> {
     if (n.gatewayPort === undefined) return;
     for (const d of [...n.ipv4, ...n.ipv6])
-      if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort);
+      if (d.gateway !== undefined) await this.deps.nat.removeNetwork(n.networkId, d.pool, n.gatewayPort, n.ingress);
     await this.deps.ovs.deletePort(n.gatewayPort);
     // ovs-vswitchd removes the internal device (and the host's route to the subnet) after the
     // transaction: wait for it, or a `docker network create` of the same subnet right after

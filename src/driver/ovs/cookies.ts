@@ -12,6 +12,7 @@
  *   0x0f60  endpoint groups, low bits the parent's tag (bit 32 was a generation until 0.x: read as the same parent)
  *   0x0f61  swarm service VIPs, low bits the network's tag (their select groups: vip/flows.ts's GROUP_BASE range)
  *   0x0f62  enable_icc=false (icc-flows.ts), low bits the network's tag: its drops count what the policy stopped
+ *   0x0f63  a network's egress and ingress rules, low bits its tag (network/egress-flows.ts)
  *
  * The whole space is 0x0f40-0x0f7f in the top 16 bits: one value/mask that dump-flows takes.
  */
@@ -32,6 +33,7 @@ export const FEATURE = {
   groups: 0x0f60n,
   vip: 0x0f61n,
   icc: 0x0f62n,
+  egress: 0x0f63n,
 } as const;
 
 /** Every cookie ovsnet uses, now and in the features to come. */

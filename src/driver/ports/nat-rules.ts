@@ -5,6 +5,7 @@
  * and delete one rule. Pure: tested without iptables (test/driver/ports/nat.test.ts).
  */
 import { GATEWAY_PREFIX, type PortBinding } from '../model/records.js';
+import { familyOfRule, type NetRule } from '../model/policy-options.js';
 
 export type Table = 'nat' | 'filter' | 'mangle';
 
@@ -115,14 +116,24 @@ const comment = (id: string) => ['-m', 'comment', '--comment', `ovsnet:${id.slic
  * own traffic does not enter it again: a container routed to another of its network through the
  * gateway is dropped in the inbound chain, as Docker's bridge driver drops `-i BRIDGE -o BRIDGE`
  * (network/icc-flows.ts keeps them apart at layer 2); a published port reached through the host
- * (DNAT) and replies still pass.
+ * (DNAT) and replies still pass. `ingress` (-o ovsnet.ingress, model/policy-options.ts): the
+ * sources (of the subnet's family) whose connections enter too, in both chains; the network's
+ * OpenFlow rules (network/egress-flows.ts) then hold them to the same sources.
  */
-export function networkRules(networkId: string, subnet: string, gatewayPort: string, masquerade = true, icc = true): Rule[] {
+export function networkRules(
+  networkId: string,
+  subnet: string,
+  gatewayPort: string,
+  masquerade = true,
+  icc = true,
+  ingress: readonly NetRule[] = [],
+): Rule[] {
   const c = comment(networkId);
   const fresh = ['-m', 'conntrack', '!', '--ctstate', 'RELATED,ESTABLISHED,DNAT'];
   const replies = ['-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'];
   const published = ['-m', 'conntrack', '--ctstate', 'DNAT'];
   const { isolation: iso, forward: fwd, inbound: inb } = CHAINS;
+  const allowed = ingressSpecs(subnet, ingress);
   const to = (chain: string, spec: string[], target: string, insert = false): Rule => ({
     table: 'filter',
     chain,
@@ -134,26 +145,46 @@ export function networkRules(networkId: string, subnet: string, gatewayPort: str
       ? []
       : [{ table: 'nat' as const, chain: CHAINS.masquerade, spec: ['-s', subnet, '!', '-o', gatewayPort, ...c, '-j', 'MASQUERADE'] }]),
     to(iso, ['-i', gatewayPort, ...fresh], DOCKER_ISOLATION),
-    ...inbound(c, gatewayPort, inb, 'mangle', icc),
+    ...inbound(c, gatewayPort, inb, 'mangle', icc, allowed),
     to(fwd, ['-i', gatewayPort, '-o', `${GATEWAY_PREFIX}+`], 'DROP', true),
     to(fwd, ['-i', gatewayPort, '-o', gatewayPort], 'ACCEPT', true),
     to(fwd, ['-i', gatewayPort], 'ACCEPT'),
     to(fwd, ['-o', gatewayPort, ...replies], 'ACCEPT'),
     to(fwd, ['-o', gatewayPort, ...published], 'ACCEPT'),
+    ...allowed.map((a) => to(fwd, ['-o', gatewayPort, ...a], 'ACCEPT')),
     to(fwd, ['-o', gatewayPort], 'DROP'),
   ];
 }
 
+/** The match of each ingress rule of the subnet's family: its source (none for /0), and its port. */
+function ingressSpecs(subnet: string, ingress: readonly NetRule[]): string[][] {
+  const family = subnet.includes(':') ? 6 : 4;
+  return ingress
+    .filter((r) => familyOfRule(r) === family)
+    .map((r) => [
+      ...(r.cidr.endsWith('/0') ? [] : ['-s', r.cidr]),
+      ...(r.port === undefined ? [] : ['-p', r.port.proto, '--dport', String(r.port.number)]),
+    ]);
+}
+
 /**
- * What enters a network: replies, published ports and (unless `icc` is false) its own traffic
- * return; the rest is dropped.
+ * What enters a network: replies, published ports, (unless `icc` is false) its own traffic and
+ * `allowed` sources return; the rest is dropped.
  */
-function inbound(c: readonly string[], gatewayPort: string, chain: string, table: Table, icc = true): Rule[] {
+function inbound(
+  c: readonly string[],
+  gatewayPort: string,
+  chain: string,
+  table: Table,
+  icc = true,
+  allowed: readonly string[][] = [],
+): Rule[] {
   const rule = (spec: string[], target: string): Rule => ({ table, chain, spec: [...spec, ...c, '-j', target] });
   return [
     rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'RELATED,ESTABLISHED'], 'RETURN'),
     rule(['-o', gatewayPort, '-m', 'conntrack', '--ctstate', 'DNAT'], 'RETURN'),
     ...(icc ? [rule(['-i', gatewayPort, '-o', gatewayPort], 'RETURN')] : []),
+    ...allowed.map((a) => rule(['-o', gatewayPort, ...a], 'RETURN')),
     rule(['-o', gatewayPort], 'DROP'),
   ];
 }

@@ -32,6 +32,7 @@ import {
   type Rule,
 } from './nat-rules.js';
 import type { PortBinding } from '../model/records.js';
+import type { NetRule } from '../model/policy-options.js';
 
 type Family = 4 | 6;
 
@@ -61,14 +62,22 @@ export class Nat {
 
   /**
    * Masquerading for the subnet (IPv4, or IPv6: NAT66) and forwarding through the gateway port;
-   * with `icc` false, none between the network's containers through it (enable_icc=false).
+   * with `icc` false, none between the network's containers through it (enable_icc=false);
+   * `ingress`'s sources of the subnet's family let in (-o ovsnet.ingress).
    */
-  async addNetwork(networkId: string, subnet: string, gatewayPort: string, masquerade = true, icc = true): Promise<void> {
+  async addNetwork(
+    networkId: string,
+    subnet: string,
+    gatewayPort: string,
+    masquerade = true,
+    icc = true,
+    ingress: readonly NetRule[] = [],
+  ): Promise<void> {
     const family = familyOf(subnet);
     await this.ensureChains(family);
     for (const j of FIRST_JUMPS) await this.first(family, j);
     // The new rules before the old ones go: no moment without isolation.
-    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade, icc)) await this.add(family, r);
+    for (const r of networkRules(networkId, subnet, gatewayPort, masquerade, icc, ingress)) await this.add(family, r);
     for (const r of oldNetworkRules(networkId, gatewayPort)) await this.remove(family, r);
     if (family === 6) await this.forwardIpv6();
   }
@@ -83,9 +92,9 @@ export class Nat {
     );
   }
 
-  async removeNetwork(networkId: string, subnet: string, gatewayPort: string): Promise<void> {
+  async removeNetwork(networkId: string, subnet: string, gatewayPort: string, ingress: readonly NetRule[] = []): Promise<void> {
     const family = familyOf(subnet);
-    for (const r of [...networkRules(networkId, subnet, gatewayPort), ...oldNetworkRules(networkId, gatewayPort)])
+    for (const r of [...networkRules(networkId, subnet, gatewayPort, true, true, ingress), ...oldNetworkRules(networkId, gatewayPort)])
       await this.remove(family, r);
   }
 

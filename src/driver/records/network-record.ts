@@ -44,6 +44,8 @@ export function networkRecord(p: NetworkRecordParts): NetworkRecord {
     ...(opts.groupsName === undefined ? {} : { groupsName: opts.groupsName }),
     ...(opts.group === undefined ? {} : { group: opts.group }),
     ...(opts.allow.length === 0 ? {} : { allow: opts.allow }),
+    ...(opts.egress === undefined ? {} : { egress: opts.egress }),
+    ...(opts.ingress === undefined ? {} : { ingress: opts.ingress }),
     createdAt: p.now.toISOString(),
   };
 }

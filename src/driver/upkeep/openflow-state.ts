@@ -2,7 +2,8 @@
  * The whole of ovsnet's OpenFlow state on its bridge, as the records say it should be: the base
  * flow (effects/bridge.ts), every logical network's gateway guard (network/gateway.ts), every
  * endpoint's QoS meter and flows (ovs/qos-flows.ts), every parent's endpoint-group flows
- * (groups/), every enable_icc=false network's flows (network/icc.ts). sync() makes the bridge
+ * (groups/), every enable_icc=false network's flows (network/icc.ts), every ruled network's
+ * egress and ingress flows (network/egress.ts). sync() makes the bridge
  * hold exactly that within ovsnet's cookie space
  * (ovs/cookies.ts), in one bundle (ovs/flow-sync.ts): at start, after ovs-vswitchd restarted
  * (daemon/ovs-watch.ts), and from the periodic check; with nothing to change it changes nothing.
@@ -19,12 +20,13 @@ import type { DriverRecords } from '../records/driver-records.js';
 import type { GroupWiring } from '../groups/group-wiring.js';
 import type { IccWiring } from '../network/icc.js';
 import { iccFlows } from '../network/icc-flows.js';
+import { EgressWiring } from '../network/egress.js';
 import { guardFlowsOf } from '../network/gateway.js';
 import { effectiveQos } from '../model/qos-options.js';
 import type { EndpointRecord, NetworkRecord } from '../model/records.js';
 import { isVipGroup, vipFlows, type VipNetwork, type VipState } from '../vip/flows.js';
 
-export type OpenFlowStateDeps = Pick<DriverDeps, 'ovs' | 'openflow' | 'qos' | 'bridge' | 'log' | 'vips'>;
+export type OpenFlowStateDeps = Pick<DriverDeps, 'ovs' | 'openflow' | 'qos' | 'groups' | 'bridge' | 'log' | 'vips' | 'resolvers'>;
 
 /** What a sync did, in words for the log and counts for the metrics. */
 export interface SyncReport {
@@ -42,6 +44,7 @@ export class OpenFlowState {
     private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints'>,
     private readonly groups: Pick<GroupWiring, 'plan'>,
     private readonly icc: Pick<IccWiring, 'plan'>,
+    private readonly egress: Pick<EgressWiring, 'flows'> = new EgressWiring(deps, records),
   ) {}
 
   /** Every flow and meter ovsnet wants on its bridge now. */
@@ -70,6 +73,7 @@ export class OpenFlowState {
       if (plan !== undefined) flows.push(...groupFlows(plan));
     }
     for (const n of networks.filter((x) => x.icc === false)) flows.push(...iccFlows(await this.icc.plan(n, endpoints, ofports)));
+    flows.push(...(await this.egress.flows(networks, endpoints, ofports)));
     const vips = this.vipState(networks, endpoints, ofports);
     flows.push(...vips.flows);
     return { flows, meters, groups: { specs: vips.groups, own: isVipGroup } };

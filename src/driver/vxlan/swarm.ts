@@ -52,6 +52,13 @@ function checkOptions(networkId: string, options: Readonly<Record<string, string
       '-o com.docker.network.bridge.enable_icc=false on a swarm network: its tasks reach each other and the service VIPs across nodes; use separate swarm networks for services that must not talk',
     );
   }
+  for (const key of ['ovsnet.egress', 'ovsnet.ingress']) {
+    if (key in options) {
+      throw unsupported(
+        `-o ${key} is not supported on Docker swarm networks (their service VIPs' flows take the tasks' traffic first): use it on a network of one host or a logical network`,
+      );
+    }
+  }
   const encap = options['ovsnet.encap'];
   if (encap !== undefined && encap !== 'vxlan') {
     throw unsupported(`-o ovsnet.encap=${encap}: a swarm network spans the swarm's nodes over VXLAN; drop -o ovsnet.encap`);

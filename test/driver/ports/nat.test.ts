@@ -647,3 +647,40 @@ t.test("Nat: enable_icc=false: the gateway routes nothing new between the networ
       t.same(rules.get(chain), [], `${subnet}: ${chain} empty again`);
   }
 });
+
+t.test('-o ovsnet.ingress: its sources of the subnet family enter, in both chains, before the drops; removal takes them', async (t) => {
+  const ingress = [
+    { cidr: '198.18.0.2/32', port: { number: 8080, proto: 'tcp' as const } },
+    { cidr: '0.0.0.0/0', port: { number: 53, proto: 'udp' as const } },
+    { cidr: 'fd00:9::/64' },
+  ];
+  const specs = (subnet: string, chain: string) =>
+    networkRules(NET, subnet, GW, true, true, ingress)
+      .filter((r) => r.chain === chain)
+      .map((r) => r.spec.filter((w) => !NET_COMMENT.includes(w)).join(' '));
+  t.same(specs('10.1.0.0/24', CHAINS.inbound).slice(3), [
+    `-o ${GW} -s 198.18.0.2/32 -p tcp --dport 8080 -j RETURN`,
+    `-o ${GW} -p udp --dport 53 -j RETURN`,
+    `-o ${GW} -j DROP`,
+  ]);
+  t.same(specs('10.1.0.0/24', CHAINS.forward).slice(-3), [
+    `-o ${GW} -s 198.18.0.2/32 -p tcp --dport 8080 -j ACCEPT`,
+    `-o ${GW} -p udp --dport 53 -j ACCEPT`,
+    `-o ${GW} -j DROP`,
+  ]);
+  t.same(
+    specs('fd00:1::/64', CHAINS.inbound).slice(3),
+    [`-o ${GW} -s fd00:9::/64 -j RETURN`, `-o ${GW} -j DROP`],
+    'IPv6 rules in ip6tables only',
+  );
+  t.same(networkRules(NET, '10.1.0.0/24', GW, true, true, []), networkRules(NET, '10.1.0.0/24', GW), 'none: as without the option');
+
+  const ipt = fakeIptables();
+  const nat = new Nat(ipt.run, flavour('nft'));
+  await nat.addNetwork(NET, '10.1.0.0/24', GW, true, true, ingress);
+  t.equal(ipt.rules.get('mangle/OVSNET-INBOUND')?.at(-1), `-o ${GW} ${NET_COMMENT.join(' ')} -j DROP`, 'the drop stays last');
+  t.equal(ipt.rules.get('mangle/OVSNET-INBOUND')?.length, 6);
+  await nat.removeNetwork(NET, '10.1.0.0/24', GW, ingress);
+  t.same(ipt.rules.get('mangle/OVSNET-INBOUND'), []);
+  t.same(ipt.rules.get('filter/OVSNET-FORWARD'), []);
+});
