@@ -13,7 +13,7 @@ import { hostNameOf, type Config } from '../config/config.js';
 import { Flows } from '../driver/ovs/flows.js';
 import { OpenFlow } from '../driver/ovs/openflow.js';
 import { QosFlows } from '../driver/ovs/qos-flows.js';
-import { GroupFlows } from '../driver/ovs/group-flows.js';
+import { GroupFlows } from '../driver/ovs/groups/group-flows.js';
 import { Links } from '../driver/links/links.js';
 import { leaveLogical } from '../driver/vxlan/logical.js';
 import { IPV6_FORWARDING, Nat } from '../driver/ports/nat.js';

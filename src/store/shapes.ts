@@ -169,6 +169,8 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       host: str,
       logical: optional(str),
       users: optional(listOf(str)),
+      shares: optional(count),
+      hostShares: optional(mapOf(count)),
     }),
   },
   { family: 'reservations', prefix: keys.allAddresses, check: check({ address, poolId: str, host: str, endpoint: optional(str) }) },

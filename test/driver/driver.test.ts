@@ -37,7 +37,7 @@ t.test('options: ovsnet.tag, mtu, --internal, and refusals', async (t) => {
     [{ 'ovsnet.group': 'web' }, /-o ovsnet\.group=web needs -o ovsnet\.network=PARENT beside it/],
     [
       { 'ovsnet.group': 'web', 'ovsnet.network': 'app', 'ovsnet.encap': 'vxlan' },
-      /endpoint groups of logical networks are not supported: drop -o ovsnet\.encap/,
+      /takes its parent's encapsulation .*: drop -o ovsnet\.encap/,
     ],
     [{ 'ovsnet.group': 'web', 'ovsnet.network': 'app' }, /-o ovsnet\.group=web: this ovsnet was built without OpenFlow access/],
     [

@@ -10,7 +10,7 @@
 import t from 'tap';
 import type { GroupAllow } from '../../src/driver/model/group-options.js';
 import { scopeArg } from '../../src/driver/ovs/cookies.js';
-import { GroupFlows, groupScope } from '../../src/driver/ovs/group-flows.js';
+import { GroupFlows, groupScope } from '../../src/driver/ovs/groups/group-flows.js';
 import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { must, run } from '../harness/host.js';
 import { connects as connectsTo, nsSwitch } from '../harness/ns-switch.js';

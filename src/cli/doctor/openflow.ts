@@ -11,7 +11,7 @@ import type { Ovsdb } from '../../driver/ovs/ovsdb.js';
 import { OpenFlow } from '../../driver/ovs/openflow.js';
 import { FlowSync, changeCount } from '../../driver/ovs/flow-sync.js';
 import { QosFlows } from '../../driver/ovs/qos-flows.js';
-import { GroupFlows } from '../../driver/ovs/group-flows.js';
+import { GroupFlows } from '../../driver/ovs/groups/group-flows.js';
 import { DriverRecords } from '../../driver/records/driver-records.js';
 import { GroupWiring } from '../../driver/groups/group-wiring.js';
 import { OpenFlowState } from '../../driver/upkeep/openflow-state.js';

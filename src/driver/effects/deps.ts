@@ -14,7 +14,7 @@ import type { TxnPart } from '../records/driver-records.js';
 import type { SubnetRules } from '../model/subnet-check.js';
 import type { GuardSegment } from '../ovs/flows.js';
 import type { Qos } from '../model/qos-options.js';
-import type { GroupPlan } from '../ovs/group-flows.js';
+import type { GroupPlan } from '../ovs/groups/group-flows.js';
 import type { CookieScope } from '../ovs/cookies.js';
 import type { Changes, Wanted } from '../ovs/flow-sync.js';
 import type { FailMode } from '../ovs/ovsdb.js';
@@ -143,7 +143,7 @@ export interface FlowsApi {
   unguardGateway(bridge: string, segment: GuardSegment): Promise<void>;
 }
 
-/** Endpoint groups' flows on the bridge (ovs/group-flows.ts), lost when ovs-vswitchd restarts. */
+/** Endpoint groups' flows on the bridge (ovs/groups/group-flows.ts), lost when ovs-vswitchd restarts. */
 export interface GroupsApi {
   /** Makes the bridge hold exactly the plan's flows for its parent. Idempotent; remove undoes it. */
   apply(bridge: string, plan: GroupPlan): Promise<void>;

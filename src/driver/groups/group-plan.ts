@@ -1,12 +1,12 @@
 /**
- * A parent network and its groups as ovs/group-flows.ts's plan, pure: what the driver (group-wiring.ts)
+ * A parent network and its groups as ovs/groups/group-flows.ts's plan, pure: what the driver (group-wiring.ts)
  * computes on every Join, DeleteEndpoint, group creation and removal, and reconcile, from the
  * records and the bridge's OpenFlow port numbers, then hands to GroupFlows.apply.
  */
 import { formatPrefix, prefix } from '../../lib/cidr.js';
 import type { EndpointRecord } from '../model/records.js';
 import { effectiveQos, type Qos } from '../model/qos-options.js';
-import type { GroupMember, GroupPlan } from '../ovs/group-flows.js';
+import type { GroupMember, GroupPlan } from '../ovs/groups/group-flows.js';
 import { resolveAllows, type AllowRule } from '../model/group-options.js';
 
 /** The parent or one of its groups: its name (the parent's is its ovsnet.network), tag, allows and endpoints. */

@@ -2,7 +2,7 @@
  * Endpoint groups in the driver. A group (-o ovsnet.group=NAME
  * -o ovsnet.network=PARENT) is a network of its own tag on this host sharing its parent's
  * subnet, pool (ipam-driver/pools/group-pool.ts) and gateway: Join gives its containers the parent's
- * gateway, and the parent's OpenFlow plan (group-plan.ts -> ovs/group-flows.ts) follows the
+ * gateway, and the parent's OpenFlow plan (group-plan.ts -> ovs/groups/group-flows.ts) follows the
  * records: after a group or an endpoint of the family comes or goes, at reconcile, and from the
  * periodic check once ovs-vswitchd lost it. A parent without groups has no such flows at all.
  */
@@ -11,18 +11,19 @@ import type { DriverDeps } from '../effects/deps.js';
 import type { NetworkOptions } from '../model/options.js';
 import type { DriverRecords } from '../records/driver-records.js';
 import { logicalExists } from '../records/logical-records.js';
-import type { IpData, NetworkRecord } from '../model/records.js';
+import { parentName, type IpData, type NetworkRecord } from '../model/records.js';
 import type { CreateNetworkRequest } from '../model/requests.js';
 import { planGroups, type GroupNetwork } from './group-plan.js';
-import type { GroupPlan } from '../ovs/group-flows.js';
+import type { GroupPlan } from '../ovs/groups/group-flows.js';
 
 export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store'>;
 type Records = Pick<DriverRecords, 'localNetworks' | 'endpointsOf' | 'network'>;
 
 /** The parent of a network's family: a group's parent, a named network itself; undefined for others. */
 function familyParent(n: NetworkRecord): string | undefined {
-  return n.group?.parent ?? (n.groupsName === undefined ? undefined : n.networkId);
+  return n.group?.parent ?? (parentName(n) === undefined ? undefined : n.networkId);
 }
+
 
 export class GroupWiring {
   constructor(
@@ -53,7 +54,12 @@ export class GroupWiring {
     if (opts.internal) throw refuse("a group's containers leave through its parent's gateway: drop --internal");
     if (opts.infra) throw refuse('give -o ovsnet.infra=true to the parent, whose gateway and pool the group shares');
     const networks = await this.records.localNetworks();
-    const parent = networks.find((n) => n.groupsName === g.parent);
+    const parent = networks.find((n) => parentName(n) === g.parent);
+    if (parent === undefined && networks.some((n) => n.logical === g.parent)) {
+      throw refuse(
+        `logical network ${g.parent} is a VLAN over the uplink (-o ovsnet.encap=vlan), and endpoint groups need their parent on this host or over VXLAN (-o ovsnet.encap=vxlan)`,
+      );
+    }
     if (parent === undefined) {
       throw new OvsnetError(
         'NETWORK_NOT_FOUND',
@@ -127,7 +133,7 @@ export class GroupWiring {
     if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) return undefined;
     const family: GroupNetwork[] = await Promise.all(
       [parent, ...members].map(async (n) => ({
-        name: n.group?.name ?? parent.groupsName ?? '',
+        name: n.group?.name ?? parentName(parent) ?? '',
         tag: n.tag,
         allow: n.group?.allow ?? n.allow ?? [],
         ...(n.qos === undefined ? {} : { qos: n.qos }),
@@ -145,7 +151,7 @@ export class GroupWiring {
     if (planned === undefined) {
       throw new OvsnetError(
         'OVS_FAILED',
-        `gateway port ${parent.gatewayPort} of ${parent.groupsName ?? parent.networkId} has no OpenFlow number on bridge ${parent.bridge}: cannot apply its groups' rules`,
+        `gateway port ${parent.gatewayPort} of ${parentName(parent) ?? parent.networkId} has no OpenFlow number on bridge ${parent.bridge}: cannot apply its groups' rules`,
       );
     }
     if (planned.unknown.length > 0)
@@ -180,13 +186,14 @@ export class GroupWiring {
   /** DeleteNetwork's step: a group leaves its parent's rules; a parent takes them with it, orphaning groups left (logged). */
   async leave(record: NetworkRecord): Promise<void> {
     if (record.group !== undefined) return this.refreshLogged(record.group.parent);
-    if (record.groupsName === undefined) return;
+    const name = parentName(record);
+    if (name === undefined) return;
     await this.deps.groups?.remove(record.bridge, record.tag).catch((err: unknown) => this.warn("remove the endpoint groups' rules", err));
     const left = (await this.records.localNetworks()).filter((n) => n.group?.parent === record.networkId).map((n) => n.group?.name);
     if (left.length > 0) {
       this.deps.log.warn(
         { groups: left },
-        `network ${record.groupsName} removed before its endpoint groups, which have no gateway now: remove them too`,
+        `network ${name} removed before its endpoint groups, which have no gateway now: remove them too`,
       );
     }
   }

@@ -4,7 +4,7 @@
  * GROUP[:PORT/PROTO][,...]` names the groups whose containers may open connections into this
  * one (GROUP may be the parent's own name: its endpoints outside every group). Names are
  * resolved to tags against the parent's groups when the flows are built (resolveAllows), since
- * a group may name one created after it. ovs/group-flows.ts enforces the result; options.ts
+ * a group may name one created after it. ovs/groups/group-flows.ts enforces the result; options.ts
  * takes these with the network's other options.
  */
 import { OvsnetError } from '../../lib/errors.js';

@@ -109,12 +109,12 @@ export function parseNetworkOptions(options: Record<string, unknown>, networkId?
   const groups = parseGroupOptions(text);
   if (groups.group !== undefined && explicitEncap) {
     throw invalid(
-      `-o ovsnet.group=${groups.group} makes an endpoint group of a network on this host, and endpoint groups of logical networks are not supported: drop -o ovsnet.encap`,
+      `-o ovsnet.group=${groups.group} takes its parent's encapsulation (a group of a logical network is on every host where the parent is): drop -o ovsnet.encap`,
     );
   }
-  if (explicitEncap && groups.allow.length > 0) {
+  if (encap === 'vlan' && explicitEncap && groups.allow.length > 0) {
     throw invalid(
-      '-o ovsnet.allow applies to endpoint groups of a one-host network (-o ovsnet.network=NAME without -o ovsnet.encap): drop it',
+      '-o ovsnet.allow applies to endpoint groups of a one-host network or of a logical network over VXLAN (-o ovsnet.encap=vxlan), not over a VLAN: drop it',
     );
   }
   const allow = allowConnected(text(ALLOW_CONNECTED));

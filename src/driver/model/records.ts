@@ -166,3 +166,11 @@ export const names = {
   alias: (endpointId: string) => `${LINK_ALIAS_PREFIX}${endpointId}`,
   // Tunnel ports: tunnelName() in vxlan/tunnels.ts (ovx + VNI + peer).
 } as const;
+
+/**
+ * The name a network's endpoint groups give as their parent: a one-host network's
+ * -o ovsnet.network, or a logical network's over VXLAN (its groups are on every host it is on).
+ */
+export function parentName(n: Pick<NetworkRecord, 'groupsName' | 'logical' | 'vni'>): string | undefined {
+  return n.groupsName ?? (n.vni === undefined ? undefined : n.logical);
+}

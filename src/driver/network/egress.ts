@@ -130,7 +130,8 @@ export class EgressWiring {
       tag: n.tag,
       ways,
       subnets: [...owner.ipv4, ...owner.ipv6].map((d) => d.pool),
-      peers: n.group !== undefined || n.groupsName !== undefined,
+      // A logical network's peers are routed only once it has groups (one host's are named parents).
+      peers: n.group !== undefined || n.groupsName !== undefined || networks.some((g) => g.group?.parent === n.networkId),
       members,
       ...(n.egress === undefined ? {} : { egress: n.egress }),
       ...(n.ingress === undefined ? {} : { ingress: n.ingress }),

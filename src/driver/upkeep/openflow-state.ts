@@ -12,7 +12,7 @@
  */
 import { OWN } from '../ovs/cookies.js';
 import { changeCount, type Changes, type Wanted } from '../ovs/flow-sync.js';
-import { groupFlows } from '../ovs/group-flows.js';
+import { groupFlows } from '../ovs/groups/group-flows.js';
 import { meterId, meterSpec, qosFlows } from '../ovs/qos-flows.js';
 import { BASE_FLOWS } from '../effects/bridge.js';
 import type { DriverDeps } from '../effects/deps.js';

@@ -13,5 +13,5 @@ export function sharesGateway(pool: PoolRecord): boolean {
 
 /** Whether a release of the gateway by `host` leaves it: another network still uses the pool. */
 export function keepsGateway(pool: PoolRecord, host: string): boolean {
-  return (pool.shares ?? 0) > 0 || (pool.users ?? []).some((u) => u !== host);
+  return (pool.shares ?? 0) > 0 || (pool.hostShares?.[host] ?? 0) > 0 || (pool.users ?? []).some((u) => u !== host);
 }

@@ -43,17 +43,17 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
   for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
     const listed = await listPools(deps.store);
     const found = listed.find(
-      ({ record: r }) => r.addressSpace === req.addressSpace && r.pool === pool && r.v6 === req.v6 && r.host === deps.host,
+      ({ record: r }) =>
+        r.addressSpace === req.addressSpace &&
+        r.pool === pool &&
+        r.v6 === req.v6 &&
+        (r.logical === undefined ? r.host === deps.host : (r.users ?? []).includes(deps.host)),
     );
     const parent = found?.record;
-    if (parent === undefined || parent.logical !== undefined) {
-      const why =
-        parent === undefined
-          ? `this host has no ovsnet pool ${pool}`
-          : `pool ${pool} is logical network ${parent.logical ?? ''}'s, and endpoint groups share one-host networks' pools`;
+    if (parent === undefined) {
       throw new OvsnetError(
         'IPAM_GROUP_NO_PARENT',
-        `${opt}: ${why}; create the parent first (docker network create -d ovsnet --ipam-driver ovsnet --subnet ${pool} -o ovsnet.network=PARENT ...) and give the group the parent's --subnet`,
+        `${opt}: this host has no ovsnet pool ${pool}; create the parent first (docker network create -d ovsnet --ipam-driver ovsnet --subnet ${pool} -o ovsnet.network=PARENT ...) and give the group the parent's --subnet`,
       );
     }
     if (parent.subPool !== sub) {
@@ -70,12 +70,28 @@ export async function shareWithGroup(deps: Deps, index: PoolIndex, req: GroupPoo
   throw new OvsnetError('NOT_READY', `pool ${pool} is changing too fast to share with group ${req.group}; retry the network creation`);
 }
 
-/** Adds `delta` to the pool's shares in one compared write; false if the record moved meanwhile. */
-export async function addShare(deps: Pick<Deps, 'store'>, index: PoolIndex, stored: Stored<PoolRecord>, delta: 1 | -1): Promise<boolean> {
+/** The pool with `delta` more shares: a one-host pool's, or `host`'s in a logical network's pool. Pure. */
+export function shared(record: PoolRecord, host: string, delta: 1 | -1): PoolRecord {
+  if (record.logical === undefined) {
+    const shares = (record.shares ?? 0) + delta;
+    const { shares: _dropped, ...rest } = record;
+    return shares > 0 ? { ...rest, shares } : rest;
+  }
+  const { [host]: mine = 0, ...others } = record.hostShares ?? {};
+  const hostShares = mine + delta > 0 ? { ...others, [host]: mine + delta } : others;
+  const { hostShares: _dropped, ...rest } = record;
+  return Object.keys(hostShares).length > 0 ? { ...rest, hostShares } : rest;
+}
+
+/** Adds `delta` to the pool's shares (`host`'s, in a logical pool) in one compared write; false if the record moved meanwhile. */
+export async function addShare(
+  deps: Pick<Deps, 'store' | 'host'>,
+  index: PoolIndex,
+  stored: Stored<PoolRecord>,
+  delta: 1 | -1,
+): Promise<boolean> {
   const { record } = stored;
-  const shares = (record.shares ?? 0) + delta;
-  const { shares: _dropped, ...rest } = record;
-  const next: PoolRecord = shares > 0 ? { ...rest, shares } : rest;
+  const next = shared(record, deps.host, delta);
   const res = await deps.store.txn({ compares: [poolTxn.unchanged(record.poolId, stored.modRevision)], success: [poolTxn.put(next)] });
   if (!res.succeeded) return false;
   // The index knows the share before the group's gateway request comes.

@@ -124,7 +124,8 @@ export class Pools {
       if (record.logical === undefined && host !== this.deps.host) return; // only shared pools are reclaimed
       if (!poolUsableBy(record, this.deps.host)) return; // another host's pool: not found here, nothing released
       // An endpoint group (or its parent) leaves a pool others still share: one share less.
-      if ((record.shares ?? 0) > 0) {
+      const mine = record.logical === undefined ? (record.shares ?? 0) : (record.hostShares?.[host] ?? 0);
+      if (mine > 0 && host === this.deps.host) {
         if (await addShare(this.deps, this.index, stored, -1))
           return void this.deps.log.info({ poolId }, 'a network left the pool it shares');
         continue;
@@ -135,9 +136,13 @@ export class Pools {
         if (!users.includes(host)) return; // not a user: released already
         const others = users.filter((u) => u !== host);
         if (others.length > 0) {
+          // A dead host reclaimed: its groups' shares go with it.
+          const { [host]: _gone, ...hostShares } = record.hostShares ?? {};
+          const { hostShares: _all, ...rest } = record;
+          const next = Object.keys(hostShares).length > 0 ? { ...rest, users: others, hostShares } : { ...rest, users: others };
           const res = await this.deps.store.txn({
             compares: [poolTxn.unchanged(poolId, stored.modRevision)],
-            success: [poolTxn.put({ ...record, users: others })],
+            success: [poolTxn.put(next)],
           });
           if (res.succeeded) {
             this.deps.log.info({ poolId, host, users: others }, 'left the shared pool of a logical network');

@@ -23,6 +23,11 @@ export interface PoolRecord {
   readonly users?: readonly string[];
   /** Endpoint groups sharing this one-host pool with its parent (group-pool.ts); the pool stays while any does. */
   readonly shares?: number;
+  /**
+   * Endpoint groups sharing a logical network's pool, per host (each host's groups share it with
+   * that host's network of the logical network): the host stays a user while any does.
+   */
+  readonly hostShares?: Readonly<Record<string, number>>;
 }
 
 /**

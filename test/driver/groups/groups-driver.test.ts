@@ -11,7 +11,7 @@ import t, { type Test } from 'tap';
 import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import type { GroupsApi, QosApi } from '../../../src/driver/effects/deps.js';
 import { FEATURE, cookieOf } from '../../../src/driver/ovs/cookies.js';
-import { groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/groups/group-flows.js';
 import { createLogger } from '../../../src/lib/log.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
 import { keys } from '../../../src/store/keys.js';

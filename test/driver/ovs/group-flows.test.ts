@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import t from 'tap';
 import { inScope } from '../../../src/driver/ovs/cookies.js';
-import { GroupFlows, groupCookie, groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/group-flows.js';
+import { GroupFlows, groupCookie, groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/groups/group-flows.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 import { meterId } from '../../../src/driver/ovs/qos-flows.js';
 

@@ -7,8 +7,8 @@
  * port: that port of its protocol only). The tables' final drops are group-flows.ts's, once for
  * both.
  */
-import type { GroupAllow } from '../model/group-options.js';
-import type { Qos } from '../model/qos-options.js';
+import type { GroupAllow } from '../../model/group-options.js';
+import type { Qos } from '../../model/qos-options.js';
 
 /** Above NORMAL (0), the gateway guard (100) and endpoint QoS (300). */
 export const PRIORITY = 400;

@@ -11,11 +11,11 @@
  * Neighbor Discovery taking ARP's place (group-flows6.ts).
  */
 import { readFile } from 'node:fs/promises';
-import { messageOf, OvsnetError } from '../../lib/errors.js';
-import { FEATURE, cookieOf, hex, scopeArg, type CookieScope } from './cookies.js';
-import { FlowSync } from './flow-sync.js';
-import { OpenFlow } from './openflow.js';
-import { meterId } from './qos-flows.js';
+import { messageOf, OvsnetError } from '../../../lib/errors.js';
+import { FEATURE, cookieOf, hex, scopeArg, type CookieScope } from '../cookies.js';
+import { FlowSync } from '../flow-sync.js';
+import { OpenFlow } from '../openflow.js';
+import { meterId } from '../qos-flows.js';
 import { groupFlows6 } from './group-flows6.js';
 import {
   ARP_TABLE,
