@@ -23,7 +23,7 @@ import { fileURLToPath } from 'node:url';
 import { Flows } from '../src/driver/ovs/flows.js';
 import { OpenFlow } from '../src/driver/ovs/openflow.js';
 import { QosFlows } from '../src/driver/ovs/qos-flows.js';
-import { GroupFlows } from '../src/driver/ovs/group-flows.js';
+import { GroupFlows } from '../src/driver/ovs/groups/group-flows.js';
 import { FlowSync } from '../src/driver/ovs/flow-sync.js';
 import { OpenFlowWatch } from '../src/driver/ovs/of-watch.js';
 import { Ovsdb } from '../src/driver/ovs/ovsdb.js';

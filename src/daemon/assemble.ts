@@ -8,6 +8,7 @@
  * (daemon.ts, after this returns); the metrics gauges read IPAM, the registry and the tunnels
  * (connected last, by readFrom), and the endpoints' counters the driver's records and the bridge.
  */
+import { messageOf } from '../lib/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { hostNameOf, type Config } from '../config/config.js';
 import { Flows } from '../driver/ovs/flows.js';
@@ -43,6 +44,7 @@ import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
 import { OvsWatch, mgmtSocket } from './ovs-watch.js';
 import { SwarmVips } from './swarm-vips.js';
+import { RemoteFamilies } from '../driver/groups/remote-family.js';
 import { hostResolvers } from '../host/resolvers.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
@@ -78,6 +80,8 @@ export interface Parts {
   readonly cni: CniFrontEnd | undefined;
   /** Swarm service VIPs (OVSNET_SCOPE=global only): swarm-vips.ts. */
   readonly swarmVips: SwarmVips | undefined;
+  /** The families of logical networks' groups on other hosts (with etcd): remote-family.ts. */
+  readonly remoteGroups: RemoteFamilies | undefined;
 }
 
 /** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment). */
@@ -138,6 +142,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     networks: () => driver.localNetworks(),
     vxlanPort: config.vxlanPort,
     ...(refreshDatapath === undefined ? {} : { afterAdding: refreshDatapath }),
+    onPortsChanged: () => remoteGroups?.tunnelsChanged(),
   });
   // Swarm's VIPs: dockerd balances them for its overlay driver only; ovsnet does it in OVS.
   const swarmVips: SwarmVips | undefined =
@@ -149,6 +154,21 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
           networks: (): Promise<readonly NetworkRecord[]> => driver.localNetworks(),
           syncFlows: (): Promise<unknown> => driver.upkeep.syncFlows(),
           liveVteps: () => new Set([vtepIp, ...[...registry.hosts().values()].map((h) => h.vtepIp)]),
+        });
+  // Groups of logical networks: every host's records, followed, make each host's plan (hosts
+  // share networks through etcd only).
+  const remoteGroups: RemoteFamilies | undefined =
+    config.store.kind !== 'etcd'
+      ? undefined
+      : new RemoteFamilies({
+          store,
+          log: log.child({ component: 'groups' }),
+          self: hostName,
+          onChange: () => {
+            driver.upkeep
+              .syncFlows()
+              .catch((err: unknown) => log.warn({ err }, `cannot apply the groups of logical networks: ${messageOf(err)}`));
+          },
         });
   const driver = new NetworkDriver({
     store,
@@ -174,6 +194,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     onNetworksChanged: () => tunnels.schedule(),
     scope: config.scope,
     ...(swarmVips === undefined ? {} : { vips: () => swarmVips.vips() }),
+    ...(remoteGroups === undefined ? {} : { remoteGroups }),
     resolvers: () => hostResolvers(),
   });
   const registry = new HostRegistry({
@@ -267,5 +288,6 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     app,
     cni,
     swarmVips,
+    remoteGroups,
   };
 }

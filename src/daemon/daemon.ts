@@ -152,6 +152,7 @@ export class Daemon {
     return [
       { name: 'load the IPAM index', start: () => ipam.start() },
       retried('follow logical networks', () => tunnels.start()),
+      retried("follow other hosts' networks (groups of logical networks)", async () => this.parts.remoteGroups?.start()),
       { name: 'follow Open vSwitch restarts', start: () => watch.start() },
       { name: "follow the Engine's swarm services (VIPs)", start: () => this.parts.swarmVips?.start() },
       {
@@ -206,6 +207,7 @@ export class Daemon {
       { name: 'Open vSwitch watch', close: () => this.parts.watch.stop() },
       { name: "the Engine's swarm services", close: () => this.parts.swarmVips?.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
+      { name: "other hosts' networks", close: () => this.parts.remoteGroups?.stop().catch(() => undefined) },
       // Deregistered at once: peers drop this host now, not at the TTL.
       { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },
       { name: 'driver calls in flight', close: () => driver.settled() },

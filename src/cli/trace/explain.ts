@@ -33,6 +33,8 @@ export interface TraceNames {
   readonly networkOfTag: (tag: number) => string;
   /** The datapath port number's port name. */
   readonly portOfOdp: (odp: number) => string | undefined;
+  /** A group on another host by the number a logical parent's plan gives it (reg4; group-remote.ts). */
+  readonly remoteGroup?: (n: number) => { readonly name: string; readonly host: string } | undefined;
 }
 
 const STEP = /^\s*(\d+)\.\s+(.*?),?\s*priority (\d+)(?:, cookie (0x[0-9a-f]+))?\s*$/;
@@ -43,8 +45,13 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
   let current: { table: number; priority: number; cookie: string; match: string; actions: string[] } | undefined;
   let datapathActions = '';
   let lastFlow = '';
+  // Registers the flows met since the last `Flow:` line loaded (e.g. a remote member's group in reg4).
+  let loaded: Record<string, string> = {};
   const flush = () => {
-    if (current !== undefined) steps.push({ ...current, meaning: meaningOf(current, names, fieldsOf(lastFlow)) });
+    if (current === undefined) return;
+    steps.push({ ...current, meaning: meaningOf(current, names, { ...fieldsOf(lastFlow), ...loaded }) });
+    for (const a of current.actions.join(',').matchAll(/load:(0x[0-9a-f]+|\d+)->NXM_NX_(REG\d+)\[\]/gi))
+      loaded[(a[2] ?? '').toLowerCase()] = a[1] ?? '';
     current = undefined;
   };
   for (const line of text.split('\n')) {
@@ -57,7 +64,10 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
     if (/^(Final flow|Megaflow|Datapath actions|Flow):/.test(line) || line.startsWith('=====') || line.trim() === '') {
       flush();
       if (line.startsWith('Datapath actions:')) datapathActions = line.slice('Datapath actions:'.length).trim();
-      if (line.startsWith('Flow:')) lastFlow = line;
+      if (line.startsWith('Flow:')) {
+        lastFlow = line;
+        loaded = {};
+      }
       continue;
     }
     if (current !== undefined && /^\s{4}\S/.test(line) && !line.trim().startsWith('->')) current.actions.push(line.trim());
@@ -84,6 +94,36 @@ function featureOf(cookie: string): { feature: bigint; low: number } {
  */
 const dropping = (actions: readonly string[]) =>
   (actions.length === 0 || actions.at(-1) === 'drop') && !actions.some((a) => /^ct\(.*table=/.test(a));
+
+/** Tables 44 and 45 in words: a connection to a member of a logical parent's family on another host. */
+function remoteMeaning(
+  step: { table: number; priority: number; actions: readonly string[] },
+  c: {
+    names: TraceNames;
+    inMatch: Readonly<Record<string, string>>;
+    stage: Readonly<Record<string, string>>;
+    on: string;
+    net: string;
+    drops: boolean;
+  },
+): string {
+  const number = c.inMatch.reg4 ?? c.stage.reg4;
+  const remote = number === undefined ? undefined : c.names.remoteGroup?.(Number(number));
+  const senderTag = c.inMatch.reg6 ?? c.stage.reg6;
+  const sender = senderTag === undefined ? undefined : c.names.networkOfTag(Number(senderTag));
+  const where = `endpoint groups of ${c.net}`;
+  if (step.table === 45) {
+    const port = step.actions.find((a) => a.startsWith('output:'))?.slice('output:'.length);
+    return `routed by the bridge to the member's host${remote === undefined ? '' : ` ${remote.host}`}, through the tunnel${port === undefined ? '' : ` (port ${port})`} (${where})`;
+  }
+  if (step.priority === 30) return `allowed: a reply or a packet of a connection already allowed (${where})`;
+  if (remote === undefined || sender === undefined)
+    return c.drops ? `dropped: the receiving group on another host does not allow the sender's (${where})` : `allowed (${where})`;
+  const option = `-o ovsnet.allow on network ${remote.name} of host ${remote.host}; ${where}`;
+  if (c.drops) return `dropped: ${remote.name} does not allow ${sender} (${option})`;
+  if (remote.name === sender) return `allowed: within group ${sender}, across hosts (${where})`;
+  return `allowed: ${remote.name} allows ${sender}${c.on} (${option})`;
+}
 
 /** A flow in words, by its cookie. */
 export function meaningOf(
@@ -112,6 +152,12 @@ export function meaningOf(
         ? "dropped: the gateway guard (each host's gateway answers for its own containers only, never across the tunnel)"
         : 'the gateway guard';
     case FEATURE.groups:
+      if (step.table >= 44 && step.table <= 45) return remoteMeaning(step, { names, inMatch, stage, on, net: net(), drops });
+      if (step.table === 43 && step.priority === 20) return `to a member of the family on another host (endpoint groups of ${net()})`;
+      if (step.table === 0 && inMatch.tun_id !== undefined)
+        return drops
+          ? `dropped: from another host, only what its bridge routed reaches a group's member (endpoint groups of ${net()})`
+          : `routed from another host's bridge to a member here (endpoint groups of ${net()})`;
       if (step.table === 42 && drops) {
         return receiver !== undefined && sender !== undefined
           ? `dropped: ${receiver} does not allow ${sender} (-o ovsnet.allow on network ${receiver}; endpoint groups of ${net()})`

@@ -15,7 +15,8 @@ import { containsAddress, parseAddress, parseCidr } from '../../lib/cidr.js';
 import { OvsnetError } from '../../lib/errors.js';
 import { hostNameOf } from '../../config/config.js';
 import { macFor } from '../../driver/model/addresses.js';
-import type { EndpointRecord, NetworkRecord } from '../../driver/model/records.js';
+import { parentName, type EndpointRecord, type NetworkRecord } from '../../driver/model/records.js';
+import { remotePart } from '../../driver/groups/remote-family.js';
 import { listEndpoints, listNetworks } from '../../driver/records/driver-records.js';
 import { OpenFlow } from '../../driver/ovs/openflow.js';
 import { QosFlows } from '../../driver/ovs/qos-flows.js';
@@ -75,7 +76,8 @@ export async function trace(s: Session, containerName: string, dest: Destination
   const container = await dockerContainer(s.dockerSocket, containerName);
   if (container === undefined)
     throw notFound(`Docker (${s.dockerSocket}) knows no container ${JSON.stringify(containerName)}: give a name or ID docker ps shows`);
-  const networks = (await listNetworks(s.store)).filter((n) => n.host === undefined || n.host === self);
+  const all = await listNetworks(s.store);
+  const networks = all.filter((n) => n.host === undefined || n.host === self);
   const byId = new Map(networks.map((n) => [n.networkId, n]));
   const mine = container.endpoints.filter((e) => byId.has(e.networkId));
   if (mine.length === 0) throw notFound(`container ${container.name} is on no ovsnet network of this host (${self})`);
@@ -134,7 +136,20 @@ export async function trace(s: Session, containerName: string, dest: Destination
   // for a destination outside the subnet, or of another endpoint group sharing it (the gateway
   // answers for those: proxy ARP); a VIP's own.
   const target = endpoints.find((e) => addressOf(e.address) === address || addressOf(e.addressV6) === address);
-  const viaGateway = !inside || (target !== undefined && target.networkId !== network.networkId && (target.host ?? self) === self);
+  // A logical parent's family on other hosts, as the daemon plans it (groups/remote-family.ts).
+  const family = networks.filter((n) => n.networkId === exit.networkId || n.group?.parent === exit.networkId);
+  const remote = remotePart({
+    self,
+    parent: exit,
+    networks: all,
+    endpointsOf: (id) => endpoints.filter((e) => e.networkId === id),
+    localTags: new Map(family.map((n) => [n.group?.name ?? parentName(exit) ?? '', n.tag])),
+    ofports,
+  });
+  const grouped = family.length > 1 || remote.groups;
+  const local = target !== undefined && (target.host ?? self) === self;
+  const viaGateway =
+    !inside || (target !== undefined && target.networkId !== network.networkId && local) || (grouped && (!local || target === undefined));
   const dmac = viaGateway ? gatewayMac(exit) : macOfAddress(endpoints, address);
   const vswitchd = Vswitchd.besideOvsdb(s.config.ovsdb, 10_000);
   if (vswitchd === undefined)
@@ -142,7 +157,10 @@ export async function trace(s: Session, containerName: string, dest: Destination
       'OVS_UNAVAILABLE',
       `OVSNET_OVSDB is ${s.config.ovsdb}: ovs-vswitchd's control socket is on another machine; run ovsnet trace there`,
     );
-  const names = await traceNames(vswitchd, s.config.bridge, networks, ofports);
+  const names = {
+    ...(await traceNames(vswitchd, s.config.bridge, networks, ofports)),
+    remoteGroup: (n: number) => remote.plan?.groups.get(n),
+  };
   const run = async (flow: string): Promise<BridgeTrace> =>
     parseTrace(
       await vswitchd.command('ofproto/trace', [s.config.bridge, flow, ...Array.from({ length: 8 }, () => ['--ct-next', 'trk,new']).flat()]),

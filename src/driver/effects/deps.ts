@@ -9,12 +9,13 @@ import type { Store } from '../../store/types.js';
 import type { VethSpec } from '../links/links.js';
 import type { SpareNames } from '../links/spare-ops.js';
 import type { DatapathType, OwnPort, PortOptions } from '../ovs/ovsdb.js';
-import type { PortBinding } from '../model/records.js';
+import type { NetworkRecord, PortBinding } from '../model/records.js';
 import type { TxnPart } from '../records/driver-records.js';
 import type { SubnetRules } from '../model/subnet-check.js';
 import type { GuardSegment } from '../ovs/flows.js';
 import type { Qos } from '../model/qos-options.js';
 import type { GroupPlan } from '../ovs/groups/group-flows.js';
+import type { RemotePart } from '../ovs/groups/group-remote.js';
 import type { CookieScope } from '../ovs/cookies.js';
 import type { Changes, Wanted } from '../ovs/flow-sync.js';
 import type { FailMode } from '../ovs/ovsdb.js';
@@ -153,6 +154,11 @@ export interface GroupsApi {
   mac(link: string): Promise<string>;
 }
 
+/** What the other hosts add to a logical parent's groups' plan, from the records they share. */
+export interface RemoteGroupsApi {
+  part(parent: NetworkRecord, localTags: ReadonlyMap<string, number>, ofports: ReadonlyMap<string, number>): RemotePart;
+}
+
 /** Endpoints' QoS on the bridge: OpenFlow meters and flows (ovs/qos-flows.ts), lost when ovs-vswitchd restarts. */
 export interface QosApi {
   /** The OpenFlow number of every port of the bridge, by port name. A read. */
@@ -237,6 +243,8 @@ export interface DriverDeps {
   readonly qos?: QosApi;
   /** Endpoint groups' flows (absent, or without `qos` for the OpenFlow port numbers: groups are refused). */
   readonly groups?: GroupsApi;
+  /** A logical parent's family on other hosts (groups/remote-family.ts; with etcd). */
+  readonly remoteGroups?: RemoteGroupsApi;
   /**
    * The bridge's whole OpenFlow state (openflow-state.ts). Absent (tests, tools without OpenFlow
    * access): the bridge is made standalone, a plain learning switch, and nothing is synced.

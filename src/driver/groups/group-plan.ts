@@ -7,6 +7,7 @@ import { formatPrefix, prefix } from '../../lib/cidr.js';
 import type { EndpointRecord } from '../model/records.js';
 import { effectiveQos, type Qos } from '../model/qos-options.js';
 import type { GroupMember, GroupPlan } from '../ovs/groups/group-flows.js';
+import type { RemotePlan } from '../ovs/groups/group-remote.js';
 import { resolveAllows, type AllowRule } from '../model/group-options.js';
 
 /** The parent or one of its groups: its name (the parent's is its ovsnet.network), tag, allows and endpoints. */
@@ -42,6 +43,7 @@ export function planGroups(
   gateway: ParentGateway,
   networks: readonly GroupNetwork[],
   ofports: ReadonlyMap<string, number>,
+  remote?: RemotePlan,
 ): PlannedGroups | undefined {
   const gwPort = ofports.get(gateway.port);
   if (gwPort === undefined) return undefined;
@@ -83,6 +85,7 @@ export function planGroups(
       groups: networks.map((n) => n.tag),
       members,
       allows,
+      ...(remote === undefined ? {} : { remote }),
     },
     skipped,
     unknown,

@@ -16,14 +16,13 @@ import type { CreateNetworkRequest } from '../model/requests.js';
 import { planGroups, type GroupNetwork } from './group-plan.js';
 import type { GroupPlan } from '../ovs/groups/group-flows.js';
 
-export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store'>;
+export type GroupWiringDeps = Pick<DriverDeps, 'groups' | 'qos' | 'log' | 'ovs' | 'store' | 'remoteGroups'>;
 type Records = Pick<DriverRecords, 'localNetworks' | 'endpointsOf' | 'network'>;
 
 /** The parent of a network's family: a group's parent, a named network itself; undefined for others. */
 function familyParent(n: NetworkRecord): string | undefined {
   return n.group?.parent ?? (parentName(n) === undefined ? undefined : n.networkId);
 }
-
 
 export class GroupWiring {
   constructor(
@@ -112,13 +111,18 @@ export class GroupWiring {
     const networks = await this.records.localNetworks();
     const parent = networks.find((n) => n.networkId === parentId);
     if (parent === undefined) return undefined;
-    const hasGroups = networks.some((n) => n.group?.parent === parentId);
-    if (!hasGroups && endpointOnly) return parent;
+    if (!this.hasGroups(parent, networks) && endpointOnly) return parent;
     await this.deps.ovs.waitApplied(); // a port just added has its OpenFlow number once applied
     const plan = await this.plan(parent, networks);
     if (plan === undefined) await api.remove(parent.bridge, parent.tag);
     else await api.apply(parent.bridge, plan);
     return parent;
+  }
+
+  /** Whether `parent` has groups: on this host, or (a logical parent) on another. */
+  hasGroups(parent: NetworkRecord, networks: readonly NetworkRecord[]): boolean {
+    if (networks.some((n) => n.group?.parent === parent.networkId)) return true;
+    return parent.vni !== undefined && this.deps.remoteGroups?.part(parent, new Map(), new Map()).groups === true;
   }
 
   /**
@@ -130,7 +134,7 @@ export class GroupWiring {
     if (api === undefined || qos === undefined) return undefined;
     const members = networks.filter((n) => n.group?.parent === parent.networkId);
     const gw = parent.ipv4.find((d) => d.gateway !== undefined)?.gateway;
-    if (members.length === 0 || parent.gatewayPort === undefined || gw === undefined) return undefined;
+    if (!this.hasGroups(parent, networks) || parent.gatewayPort === undefined || gw === undefined) return undefined;
     const family: GroupNetwork[] = await Promise.all(
       [parent, ...members].map(async (n) => ({
         name: n.group?.name ?? parentName(parent) ?? '',
@@ -147,7 +151,11 @@ export class GroupWiring {
       cidr: gw,
       ...(gw6 === undefined ? {} : { cidr6: gw6 }),
     };
-    const planned = planGroups(parent.tag, gateway, family, ofports ?? (await qos.ofports(parent.bridge)));
+    const ports = ofports ?? (await qos.ofports(parent.bridge));
+    const remote = this.deps.remoteGroups?.part(parent, new Map(family.map((n) => [n.name, n.tag])), ports);
+    if (remote !== undefined && remote.skipped.length > 0)
+      this.deps.log.debug({ skipped: remote.skipped }, 'endpoints of the family on other hosts without a tunnel to their host yet');
+    const planned = planGroups(parent.tag, gateway, family, ports, remote?.plan);
     if (planned === undefined) {
       throw new OvsnetError(
         'OVS_FAILED',

@@ -9,7 +9,9 @@
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { decodeAll, decodeRecord } from '../../store/decode.js';
-import { keys } from '../../store/keys.js';
+import { keys, unpart } from '../../store/keys.js';
+import { FollowedRecords } from '../../store/follow.js';
+import type { Logger } from '../../lib/log.js';
 import { absent, del, get, put, type Compare, type Op, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
 import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
@@ -35,6 +37,24 @@ export async function listNetworks(store: Store): Promise<NetworkRecord[]> {
 /** Every endpoint record in the store, of every network and host. */
 export async function listEndpoints(store: Store): Promise<EndpointRecord[]> {
   return decodeAll((await store.list(keys.allEndpoints)).kvs, (kv) => decodeRecord<EndpointRecord>(kv.key, kv.value));
+}
+
+/** Every host's network records, followed by NetworkID (groups of logical networks: groups/remote-family.ts). */
+export function followNetworks(store: Store, log: Logger, onChange: () => void): FollowedRecords<NetworkRecord> {
+  return new FollowedRecords<NetworkRecord>({ store, prefix: keys.networks, nameOf: unpart, log, what: 'network records', onChange });
+}
+
+/** One network's endpoint records, followed by EndpointID. */
+export function followEndpoints(store: Store, log: Logger, networkId: string, onChange: () => void): FollowedRecords<EndpointRecord> {
+  const prefix = keys.endpoints(networkId);
+  return new FollowedRecords<EndpointRecord>({
+    store,
+    prefix,
+    nameOf: unpart,
+    log,
+    what: `endpoints of network ${networkId.slice(0, 12)}`,
+    onChange,
+  });
 }
 
 const missingEndpoint = (networkId: string, endpointId: string) =>

@@ -42,7 +42,7 @@ export class OpenFlowState {
   constructor(
     private readonly deps: OpenFlowStateDeps,
     private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints'>,
-    private readonly groups: Pick<GroupWiring, 'plan'>,
+    private readonly groups: Pick<GroupWiring, 'plan' | 'hasGroups'>,
     private readonly icc: Pick<IccWiring, 'plan'>,
     private readonly egress: Pick<EgressWiring, 'flows'> = new EgressWiring(deps, records),
   ) {}
@@ -65,7 +65,7 @@ export class OpenFlowState {
       const spec = meterSpec(ofport, qos);
       if (spec !== undefined) meters.set(meterId(ofport), spec);
     }
-    for (const parent of networks.filter((n) => networks.some((g) => g.group?.parent === n.networkId))) {
+    for (const parent of networks.filter((n) => this.groups.hasGroups(n, networks))) {
       const plan = await this.groups.plan(parent, networks, ofports).catch((err: unknown) => {
         this.deps.log.warn({ err, network: parent.networkId }, 'cannot plan the endpoint groups of a network; its flows are left out');
         return undefined;

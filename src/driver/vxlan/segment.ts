@@ -39,7 +39,8 @@ export interface SegmentRequest {
 export async function joinSegment(deps: SegmentDeps, req: SegmentRequest, undo: Undo[]): Promise<Segment> {
   const name = req.opts.logical;
   if (name === undefined) {
-    for (const s of req.subnets) {
+    // A group of a logical network shares its parent's pool, on this host's segment of its own.
+    for (const s of req.opts.group === undefined ? req.subnets : []) {
       const other = deps.pools?.logicalOf(s);
       if (other !== undefined) {
         throw new OvsnetError(

@@ -73,6 +73,8 @@ export interface TunnelDeps {
    * for ovs-vswitchd to apply them and drops its cached flows (see Vswitchd.purgeFlows).
    */
   readonly afterAdding?: () => Promise<void>;
+  /** Told after tunnel ports came or went (the groups of logical networks route through them). */
+  readonly onPortsChanged?: () => void;
 }
 
 export class Tunnels {
@@ -156,6 +158,7 @@ export class Tunnels {
     }
     this.count = wanted.length;
     if (added.length + removed.length > 0) this.deps.log.info({ added, removed, tunnels: wanted.length }, 'VXLAN tunnels changed');
+    if (added.length + removed.length > 0) this.deps.onPortsChanged?.();
     if (added.length > 0) this.addedUnsettled = true;
     if (this.addedUnsettled && this.deps.afterAdding !== undefined) {
       await this.deps.afterAdding();

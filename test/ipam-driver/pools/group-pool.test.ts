@@ -91,3 +91,40 @@ t.test('refusals say what to give', async (t) => {
   });
   await t.rejects(ipam.requestPool(pool('10.62.0.0/24')), { code: 'IPAM_POOL_OVERLAP' }, 'without the option a repeat is still an overlap');
 });
+
+t.test("groups of a logical network share its pool on each host, each host's shares its own", async (t) => {
+  const file = path.join(dir, `s${n++}.db`);
+  const [s1, s2] = [new SqliteStore({ file }), new SqliteStore({ file })];
+  t.teardown(async () => {
+    await s1.close();
+    await s2.close();
+  });
+  const [h1, h2] = [makeIpam(s1, { host: 'h1' }), makeIpam(s2, { host: 'h2' })];
+  const create = async (ipam: typeof h1) => {
+    const { poolId } = await ipam.requestPool(pool('10.65.0.0/24'));
+    await ipam.requestAddress({ poolId, address: '', gateway: true });
+    t.equal(await ipam.bindLogical('10.65.0.0/24', 'shop'), poolId);
+    return poolId;
+  };
+  const poolId = await create(h1);
+  t.equal(await create(h2), poolId, 'one pool for the logical network');
+  t.equal((await h1.requestPool(group('10.65.0.0/24', 'web'))).poolId, poolId, "h1's group gets it");
+  t.equal((await h2.requestPool(group('10.65.0.0/24', 'db'))).poolId, poolId, "and h2's");
+  const got = new Set<string>();
+  for (let i = 0; i < 20; i++) got.add((await (i % 2 === 0 ? h1 : h2).requestAddress({ poolId, address: '', gateway: false })).address);
+  t.equal(got.size, 20, 'no address twice across the hosts and their groups');
+  for (const a of got) await (Number(a.split('.')[3]?.split('/')[0]) % 2 === 0 ? h1 : h2).releaseAddress(poolId, a.split('/')[0] ?? '');
+  const record = async () =>
+    JSON.parse((await s1.get(keys.pool(poolId)))?.value ?? '{}') as { users?: string[]; hostShares?: Record<string, number> };
+  t.same((await record()).hostShares, { h1: 1, h2: 1 });
+  // h1's network of the logical network leaves first, then its group: h1 stays a user until both went.
+  await h1.releasePool(poolId);
+  t.match(await record(), { users: ['h1', 'h2'], hostShares: { h2: 1 } }, "h1's share went, h1 still uses the pool");
+  t.notOk((await record()).hostShares?.h1);
+  await h1.releasePool(poolId);
+  t.same((await record()).users, ['h2'], 'h1 left with its last network');
+  t.same((await record()).hostShares, { h2: 1 }, "h2's share untouched");
+  await h2.releasePool(poolId);
+  await h2.releasePool(poolId);
+  t.equal(await s1.get(keys.pool(poolId)), undefined, 'gone with the last network of the last host');
+});

@@ -17,6 +17,7 @@ import { FlowSync } from '../flow-sync.js';
 import { OpenFlow } from '../openflow.js';
 import { meterId } from '../qos-flows.js';
 import { groupFlows6 } from './group-flows6.js';
+import { remoteFlows } from './group-remote.js';
 import {
   ARP_TABLE,
   PRIORITY,
@@ -87,6 +88,10 @@ export function groupFlows(plan: GroupPlan): string[] {
     ...conntrackFlows(plan, at, 'ip'),
   );
   flows.push(...groupFlows6(plan, { at, head, mark, qos }), `${at(TO_MEMBER_TABLE, 1)},actions=drop`);
+  if (plan.remote !== undefined) {
+    const locals = plan.members.map((m) => ({ ofport: m.ofport, mac: m.mac, group: m.group, v6: m.address6 !== undefined }));
+    flows.push(...remoteFlows(plan.remote, { at, head, parentTag: p, locals }));
+  }
   return flows;
 }
 

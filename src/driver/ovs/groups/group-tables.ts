@@ -46,6 +46,48 @@ export interface GroupPlan {
   readonly groups: readonly number[];
   readonly members: readonly GroupMember[];
   readonly allows: readonly GroupAllow[];
+  /** A logical parent's family on other hosts (group-remote.ts); absent for a one-host parent. */
+  readonly remote?: RemotePlan;
+}
+
+/* Groups across hosts (group-remote.ts's flows). */
+
+/** A member of the parent's family on another host. */
+export interface RemoteMember {
+  /** Its IPv4 address, and its IPv6 one on a dual-stack parent, without prefix length. */
+  readonly address?: string;
+  readonly address6?: string;
+  readonly mac: string;
+  /** The number this plan gives its group on its host (reg4); see RemotePlan.allows. */
+  readonly group: number;
+  /** The OpenFlow port of the tunnel to its host, on the parent's VNI. */
+  readonly tunnel: number;
+}
+
+/** What a parent's plan holds when the parent is a logical network with members elsewhere. */
+export interface RemotePlan {
+  /** The parent's VNI: the segment routed packets travel on. */
+  readonly vni: number;
+  /** The source MAC of routed packets: the parent's, the same on every host (routerMac). */
+  readonly routerMac: string;
+  readonly members: readonly RemoteMember[];
+  /**
+   * Who may open connections to whom: `from` a local group's tag (reg6, as group-flows.ts marks
+   * it), `to` a remote group's number (RemoteMember.group), a member's own group included.
+   */
+  readonly allows: readonly GroupAllow[];
+  /** Each remote group's number: its name and host (for ovsnet trace's words). */
+  readonly groups: ReadonlyMap<number, { readonly name: string; readonly host: string }>;
+}
+
+/** What the family on other hosts adds to a parent's plan (groups/remote-family.ts). */
+export interface RemotePart {
+  /** Undefined when no other host has a network of the parent. */
+  readonly plan: RemotePlan | undefined;
+  /** Whether another host has a group of the parent. */
+  readonly groups: boolean;
+  /** Remote endpoints left out: no tunnel to their host yet, or no address. */
+  readonly skipped: readonly string[];
 }
 
 /** The conntrack tables' rules of one family (`ip` or `ipv6`). Pure. */
