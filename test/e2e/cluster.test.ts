@@ -1,16 +1,18 @@
 /**
  * Three hosts, each with dockerd, Open vSwitch and ovsnet, sharing one etcd: the host registry,
  * logical networks over VXLAN (cross-host ping and 10 MiB over TCP, isolation between logical
- * networks, the MTU, full-size pings), enable_icc=false across hosts, 3 x 30 containers started in parallel, and a teardown
+ * networks, the MTU, full-size pings), enable_icc=false across hosts, endpoint groups across hosts
+ * (cluster-groups.ts), 3 x 30 containers started in parallel, and a teardown
  * that leaves nothing behind.
  */
 import fs from 'node:fs';
-import t from 'tap';
+import t, { type Test } from 'tap';
 import { CREATE_OVSNET, IMAGE, MAIN, run } from '../harness/host.js';
 import { tunnelName } from '../../src/driver/vxlan/tunnels.js';
 import { MultiHost, rootTraces, TTL_SECONDS, until } from './cluster-setup.js';
+import { groupsAcrossHosts } from './cluster-groups.js';
 
-const SUBNETS = ['10.210.0.', '10.211.0.', '10.212.0.', '10.213.0.', 'fd5e:212:'];
+const SUBNETS = ['10.210.0.', '10.211.0.', '10.212.0.', '10.213.0.', '10.214.0.', 'fd5e:212:', 'fd5e:214:'];
 const before = await rootTraces(SUBNETS);
 // The store bound as a correctness limit with a wide margin (the most it may be): in a CI run with
 // another test file beside it on 2 cores, one txn of the 3 x 30 storm took over the default 3 s
@@ -174,6 +176,11 @@ t.test(
   },
 );
 
+let groupsAfterRestart: ((t: Test) => Promise<void>) | undefined;
+t.test('endpoint groups of a logical network across hosts: what the receiving group allows, nothing else', async (t) => {
+  groupsAfterRestart = await groupsAcrossHosts(t, m);
+});
+
 t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', async (t) => {
   const names = (i: number) => Array.from({ length: 30 }, (_, k) => `p${i + 1}-${k}`);
   const t0 = Date.now();
@@ -212,6 +219,10 @@ t.test('ovs-vswitchd restarted: tunnels come back with it, the gateway guard wit
   const flows = await until(() => m.ping(0, 'b1', b2), 15_000);
   t.ok(flows < 15_000, `cross-host traffic flows again (${flows} ms after the guard)`);
   if (flows === Number.POSITIVE_INFINITY) t.comment(await m.diagnostics());
+  await t.test('endpoint groups across hosts, after the restart', async (t) => {
+    if (groupsAfterRestart === undefined) t.fail('the groups case did not get that far');
+    else await groupsAfterRestart(t);
+  });
 });
 
 t.test('a host killed is gone from its peers within the TTL, its tunnels with it', async (t) => {

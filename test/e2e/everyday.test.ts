@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { DockerHost, IMAGE, run, type Run } from '../harness/host.js';
+import { DockerHost, IMAGE, MAIN, run, type Run } from '../harness/host.js';
 
 const FAR = '198.19.0.10';
 const NO_DNS = ['--dns', '198.18.0.2'];
@@ -403,6 +403,27 @@ await t.test(
       0,
       'its ARP for the gateway does',
     );
+    // ovsnet trace gives the datapath's verdict with the option that made it.
+    const trace = async (dest: string) => {
+      const r = await host.exec([
+        'env',
+        'OVSNET_STORE=sqlite:/run/ovsnet/state.db',
+        process.execPath,
+        MAIN,
+        'trace',
+        'ic1',
+        dest,
+        '-o',
+        'json',
+      ]);
+      return r.code === 0 ? (JSON.parse(r.stdout) as { verdict: string }).verdict : r.stderr;
+    };
+    t.match(
+      await trace(`${ic2}:7000/tcp`),
+      /^dropped: enable_icc=false on network noicc/,
+      'ovsnet trace: ic1 -> ic2 dropped, by enable_icc=false',
+    );
+    t.notMatch(await trace(`${FAR}:9000/tcp`), /^dropped/, 'and ic1 -> the outside is not');
     await host.dockerOk(['rm', '-f', 'ic1', 'ic2']);
     await host.dockerOk(['network', 'rm', 'noicc']);
     const left = await sh(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-flows', 'ovsnet0', 'cookie=0x0f62000000000000/0xffff000000000000']);
