@@ -5,12 +5,17 @@
  * (OVSNET_SPARE_VETHS=0: every DeleteEndpoint deletes its veth, and the kernel's RCU grace
  * period under its link lock delays the next Join) and on (the default: a released pair is kept
  * and renamed for the next Join). Baseline: the first row (no spares, spaced), same run.
- * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns).
+ * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns), with
+ * ovsnet's event-loop delay idle and over its storms (loop-delay.ts).
  */
 import { DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
-import { cpuSeconds, storm, type Storm } from './storm.js';
+import { cpuSeconds, scrape, storm, type Storm } from './storm.js';
+import { LOOP_HEADERS, loopDelay, loopRow } from './loop-delay.js';
 import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
+
+/** Where test/harness/host.ts's startOvsnet serves ovsnet's metrics. */
+const METRICS_PORT = 9477;
 
 export async function benchChurn(): Promise<void> {
   const host = await DockerHost.up('benchchurn');
@@ -73,16 +78,28 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   const ovs: Storm[] = [];
   const br: Storm[] = [];
   const cpu: { start: number; stop: number }[] = [];
+  // ovsnet's loop delay idle (5 s, nothing asked of it), then over each of its storms' starts
+  // and removals: each scrape ends the window the previous one began (loop-delay.ts).
+  await scrape(host, METRICS_PORT);
+  await new Promise((r) => setTimeout(r, 5000));
+  const loopRows = [loopRow('idle, 5 s [baseline]', loopDelay(await scrape(host, METRICS_PORT)), false)];
   for (let r = 0; r < rounds; r++) {
     // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
     const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
     for (const which of order) {
       if (which === 'ovs') {
         // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
+        await scrape(host, METRICS_PORT);
         const u0 = cpuSeconds(ovsnet);
         let u1 = u0;
-        ovs.push(await storm(host, 'stormovs', n, `so${r}x`, () => Promise.resolve(void (u1 = cpuSeconds(ovsnet)))));
+        ovs.push(
+          await storm(host, 'stormovs', n, `so${r}x`, async () => {
+            u1 = cpuSeconds(ovsnet);
+            loopRows.push(loopRow(`round ${r + 1}: ${n} starts`, loopDelay(await scrape(host, METRICS_PORT)), true));
+          }),
+        );
         cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
+        loopRows.push(loopRow(`round ${r + 1}: ${n} removals`, loopDelay(await scrape(host, METRICS_PORT)), true));
       } else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
     }
   }
@@ -123,6 +140,8 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
     `ovsnet CPU per container in its storms, embedded store (no etcd), per round: start ${cpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${cpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms (with etcd: npm run bench -- cluster)`,
+    `\novsnet's event-loop delay, idle and over its storms (its nodejs_eventloop_lag_* gauges, beyond their 10 ms timer), embedded store\n`,
+    table(LOOP_HEADERS, loopRows),
     `\ndocker run --rm ... true, ${runs} runs each after 2 warm-up, alternating; target: ovsnet's cost over none <= 0.8x the bridge's\n`,
     table(
       ['network', 'median ms', 'cost over none ms', 'cost vs bridge'],
@@ -139,7 +158,7 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
 
 /** The sum and count of ovsnet's Docker call durations so far (its /metrics, in the host). */
 async function dockerCalls(host: DockerHost): Promise<{ seconds: number; count: number }> {
-  const text = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  const text = await scrape(host, METRICS_PORT);
   const total = (suffix: string) =>
     [...text.matchAll(new RegExp(`^ovsnet_docker_call_duration_seconds_${suffix}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce(
       (a, m) => a + Number(m[1]),
