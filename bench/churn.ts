@@ -10,7 +10,7 @@
  */
 import { DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
 import { cpuSeconds, scrape, storm, type Storm } from './storm.js';
-import { LOOP_HEADERS, loopDelay, loopRow } from './loop-delay.js';
+import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow } from './loop-delay.js';
 import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
 
@@ -78,30 +78,47 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   const ovs: Storm[] = [];
   const br: Storm[] = [];
   const cpu: { start: number; stop: number }[] = [];
-  // ovsnet's loop delay idle (5 s, nothing asked of it), then over each of its storms' starts
-  // and removals: each scrape ends the window the previous one began (loop-delay.ts).
-  await scrape(host, METRICS_PORT);
-  await new Promise((r) => setTimeout(r, 5000));
-  const loopRows = [loopRow('idle, 5 s [baseline]', loopDelay(await scrape(host, METRICS_PORT)), false)];
-  for (let r = 0; r < rounds; r++) {
-    // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
-    const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
-    for (const which of order) {
-      if (which === 'ovs') {
-        // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
-        await scrape(host, METRICS_PORT);
-        const u0 = cpuSeconds(ovsnet);
-        let u1 = u0;
-        ovs.push(
-          await storm(host, 'stormovs', n, `so${r}x`, async () => {
-            u1 = cpuSeconds(ovsnet);
-            loopRows.push(loopRow(`round ${r + 1}: ${n} starts`, loopDelay(await scrape(host, METRICS_PORT)), true));
-          }),
-        );
-        cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
-        loopRows.push(loopRow(`round ${r + 1}: ${n} removals`, loopDelay(await scrape(host, METRICS_PORT)), true));
-      } else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
+  // ovsnet's loop delay idle (5 s, nothing asked of it), over each of its storms' starts and
+  // removals, and over the bridge's starts (the machine as loaded, ovsnet asked nothing); a bare
+  // Node process's beside each. A scrape (a probe read) ends the window the previous one began.
+  const probe = await LoopProbe.start();
+  const loopRows: string[][] = [];
+  const begin = () => Promise.all([scrape(host, METRICS_PORT), probe.read()]);
+  const end = async (label: string, judged: boolean) => {
+    const [text, bare] = await begin();
+    loopRows.push(loopRow(label, loopDelay(text), bare, judged));
+  };
+  try {
+    await begin();
+    await new Promise((r) => setTimeout(r, 5000));
+    await end('idle, 5 s', false);
+    for (let r = 0; r < rounds; r++) {
+      // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
+      const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
+      for (const which of order) {
+        await begin();
+        if (which === 'ovs') {
+          // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
+          const u0 = cpuSeconds(ovsnet);
+          let u1 = u0;
+          ovs.push(
+            await storm(host, 'stormovs', n, `so${r}x`, async () => {
+              u1 = cpuSeconds(ovsnet);
+              await end(`round ${r + 1}: ${n} starts`, true);
+            }),
+          );
+          cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
+          await end(`round ${r + 1}: ${n} removals`, true);
+        } else
+          br.push(
+            await storm(host, 'stormbr', n, `sb${r}x`, () =>
+              end(`round ${r + 1}: ${n} starts on the bridge (ovsnet asked nothing)`, false),
+            ),
+          );
+      }
     }
+  } finally {
+    probe.stop();
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
   const wo = median(ovs.map((s) => s.wallMs));
@@ -140,7 +157,7 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
     `ovsnet CPU per container in its storms, embedded store (no etcd), per round: start ${cpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${cpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms (with etcd: npm run bench -- cluster)`,
-    `\novsnet's event-loop delay, idle and over its storms (its nodejs_eventloop_lag_* gauges, beyond their 10 ms timer), embedded store\n`,
+    `\novsnet's event-loop delay, idle and over the storms (its nodejs_eventloop_lag_* gauges, beyond their 10 ms timer), embedded store\n`,
     table(LOOP_HEADERS, loopRows),
     `\ndocker run --rm ... true, ${runs} runs each after 2 warm-up, alternating; target: ovsnet's cost over none <= 0.8x the bridge's\n`,
     table(

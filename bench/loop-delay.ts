@@ -3,8 +3,12 @@
  * perf_hooks monitorEventLoopDelay histogram and, at each scrape, publish its p50, p99 and max
  * as nodejs_eventloop_lag_{p50,p99,max}_seconds, then reset it: one scrape gives the delay over
  * the time since the previous one. The benches scrape at the edges of the windows they compare
- * (idle, a storm's starts, its removals), and nothing else scrapes the daemon meanwhile.
+ * (idle, a storm's starts, its removals), and nothing else scrapes the daemon meanwhile. Beside
+ * each window, a bare Node.js process's own delay over the same time (LoopProbe): the baseline,
+ * what the machine's load alone does to a loop.
  */
+import { fork, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
 import { fmt } from './stats.js';
 
 /**
@@ -13,6 +17,9 @@ import { fmt } from './stats.js';
  * print the delay beyond those 10 ms, which is what held the loop up.
  */
 export const LOOP_TIMER_MS = 10;
+
+/** The delay beyond the timer from nanosecond figures (monitorEventLoopDelay's unit). */
+const beyondTimer = (ns: number): number => Math.max(0, ns / 1e6 - LOOP_TIMER_MS);
 
 /** Issue 27's target for the loop delay's p99 in a 100-container storm. */
 export const LOOP_TARGET_P99_MS = 50;
@@ -27,15 +34,54 @@ export interface LoopDelay {
 export function loopDelay(metricsText: string): LoopDelay {
   const ms = (figure: string): number => {
     const m = new RegExp(`^nodejs_eventloop_lag_${figure}_seconds (\\S+)$`, 'm').exec(metricsText);
-    return m === null ? NaN : Math.max(0, Number(m[1]) * 1000 - LOOP_TIMER_MS);
+    return m === null ? NaN : beyondTimer(Number(m[1]) * 1e9);
   };
   return { p50Ms: ms('p50'), p99Ms: ms('p99'), maxMs: ms('max') };
 }
 
-export const LOOP_HEADERS = ['window', 'loop delay p50 ms', 'p99 ms', 'max ms', `p99 target <= ${LOOP_TARGET_P99_MS} ms`] as const;
+/** A bare Node.js process (loop-probe.ts) measuring its own loop, read at the benches' window edges. */
+export class LoopProbe {
+  private constructor(private readonly child: ChildProcess) {}
 
-/** One row of a loop-delay table; `judged` for the storm's windows (the target's), not the idle baseline. */
-export function loopRow(window: string, d: LoopDelay, judged: boolean): string[] {
-  const verdict = !judged ? '' : d.p99Ms <= LOOP_TARGET_P99_MS ? 'met' : 'NOT met';
-  return [window, fmt(d.p50Ms, 1), fmt(d.p99Ms, 1), fmt(d.maxMs, 1), verdict];
+  static async start(): Promise<LoopProbe> {
+    const child = fork(fileURLToPath(new URL('./loop-probe.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    await new Promise((resolve) => child.once('message', resolve));
+    return new LoopProbe(child);
+  }
+
+  /** Its delay since the previous read (or its start); a new window begins. */
+  async read(): Promise<LoopDelay> {
+    const answer = new Promise<{ p50: number; p99: number; max: number }>((resolve) =>
+      this.child.once('message', (m) => resolve(m as { p50: number; p99: number; max: number })),
+    );
+    this.child.send('read');
+    const { p50, p99, max } = await answer;
+    return { p50Ms: beyondTimer(p50), p99Ms: beyondTimer(p99), maxMs: beyondTimer(max) };
+  }
+
+  stop(): void {
+    this.child.disconnect();
+  }
+}
+
+export const LOOP_HEADERS = [
+  'window',
+  'ovsnet loop delay p50 ms',
+  'p99 ms',
+  'max ms',
+  'bare Node process, same window: p99 / max ms [baseline]',
+  `ovsnet p99 target <= ${LOOP_TARGET_P99_MS} ms`,
+] as const;
+
+/** One row of a loop-delay table; `judged` for the storm's windows (the target's), not the idle one. */
+export function loopRow(window: string, ovsnet: LoopDelay, bare: LoopDelay, judged: boolean): string[] {
+  const verdict = !judged ? '' : ovsnet.p99Ms <= LOOP_TARGET_P99_MS ? 'met' : 'NOT met';
+  return [
+    window,
+    fmt(ovsnet.p50Ms, 1),
+    fmt(ovsnet.p99Ms, 1),
+    fmt(ovsnet.maxMs, 1),
+    `${fmt(bare.p99Ms, 1)} / ${fmt(bare.maxMs, 1)}`,
+    verdict,
+  ];
 }
