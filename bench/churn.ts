@@ -5,12 +5,17 @@
  * (OVSNET_SPARE_VETHS=0: every DeleteEndpoint deletes its veth, and the kernel's RCU grace
  * period under its link lock delays the next Join) and on (the default: a released pair is kept
  * and renamed for the next Join). Baseline: the first row (no spares, spaced), same run.
- * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns).
+ * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns), with
+ * ovsnet's event-loop delay idle and over its storms (loop-delay.ts).
  */
 import { DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
-import { cpuSeconds, storm, type Storm } from './storm.js';
+import { cpuSeconds, scrape, storm, type Storm } from './storm.js';
+import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow } from './loop-delay.js';
 import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
+
+/** Where test/harness/host.ts's startOvsnet serves ovsnet's metrics. */
+const METRICS_PORT = 9477;
 
 export async function benchChurn(): Promise<void> {
   const host = await DockerHost.up('benchchurn');
@@ -73,18 +78,47 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   const ovs: Storm[] = [];
   const br: Storm[] = [];
   const cpu: { start: number; stop: number }[] = [];
-  for (let r = 0; r < rounds; r++) {
-    // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
-    const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
-    for (const which of order) {
-      if (which === 'ovs') {
-        // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
-        const u0 = cpuSeconds(ovsnet);
-        let u1 = u0;
-        ovs.push(await storm(host, 'stormovs', n, `so${r}x`, () => Promise.resolve(void (u1 = cpuSeconds(ovsnet)))));
-        cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
-      } else br.push(await storm(host, 'stormbr', n, `sb${r}x`));
+  // ovsnet's loop delay idle (5 s, nothing asked of it), over each of its storms' starts and
+  // removals, and over the bridge's starts (the machine as loaded, ovsnet asked nothing); a bare
+  // Node process's beside each. A scrape (a probe read) ends the window the previous one began.
+  const probe = await LoopProbe.start();
+  const loopRows: string[][] = [];
+  const begin = () => Promise.all([scrape(host, METRICS_PORT), probe.read()]);
+  const end = async (label: string, judged: boolean) => {
+    const [text, bare] = await begin();
+    loopRows.push(loopRow(label, loopDelay(text), bare, judged));
+  };
+  try {
+    await begin();
+    await new Promise((r) => setTimeout(r, 5000));
+    await end('idle, 5 s', false);
+    for (let r = 0; r < rounds; r++) {
+      // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
+      const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
+      for (const which of order) {
+        await begin();
+        if (which === 'ovs') {
+          // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
+          const u0 = cpuSeconds(ovsnet);
+          let u1 = u0;
+          ovs.push(
+            await storm(host, 'stormovs', n, `so${r}x`, async () => {
+              u1 = cpuSeconds(ovsnet);
+              await end(`round ${r + 1}: ${n} starts`, true);
+            }),
+          );
+          cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
+          await end(`round ${r + 1}: ${n} removals`, true);
+        } else
+          br.push(
+            await storm(host, 'stormbr', n, `sb${r}x`, () =>
+              end(`round ${r + 1}: ${n} starts on the bridge (ovsnet asked nothing)`, false),
+            ),
+          );
+      }
     }
+  } finally {
+    probe.stop();
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
   const wo = median(ovs.map((s) => s.wallMs));
@@ -123,6 +157,8 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
     `ovsnet CPU per container in its storms, embedded store (no etcd), per round: start ${cpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${cpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms (with etcd: npm run bench -- cluster)`,
+    `\novsnet's event-loop delay, idle and over the storms (its nodejs_eventloop_lag_* gauges, beyond their 10 ms timer), embedded store\n`,
+    table(LOOP_HEADERS, loopRows),
     `\ndocker run --rm ... true, ${runs} runs each after 2 warm-up, alternating; target: ovsnet's cost over none <= 0.8x the bridge's\n`,
     table(
       ['network', 'median ms', 'cost over none ms', 'cost vs bridge'],
@@ -139,7 +175,7 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
 
 /** The sum and count of ovsnet's Docker call durations so far (its /metrics, in the host). */
 async function dockerCalls(host: DockerHost): Promise<{ seconds: number; count: number }> {
-  const text = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  const text = await scrape(host, METRICS_PORT);
   const total = (suffix: string) =>
     [...text.matchAll(new RegExp(`^ovsnet_docker_call_duration_seconds_${suffix}(?:\\{[^}]*\\})? (\\S+)$`, 'gm'))].reduce(
       (a, m) => a + Number(m[1]),

@@ -1,6 +1,7 @@
 /**
  * Container storms for the churn and cluster benchmarks: `n` parallel `docker run -d` on one
- * host, timed; and what one ovsnet spent meanwhile (CPU from /proc, store calls from /metrics).
+ * host, timed; and what one ovsnet spent meanwhile (CPU from /proc, store calls and event-loop
+ * delay from /metrics).
  */
 import fs from 'node:fs';
 import { IMAGE, type DockerHost, type Ovsnet } from '../test/harness/host.js';
@@ -61,11 +62,15 @@ function servePid(pid: number): number {
   throw new Error(`no ovsnet serve process under pid ${pid}`);
 }
 
-/** Store round trips ovsnet made so far (get, range, list, txn: not watches or lease keep-alives), from its /metrics. */
-export async function storeCalls(host: DockerHost, port: number): Promise<Record<string, number>> {
-  const text = (await host.exec(['wget', '-q', '-O', '-', '-T', '5', `http://127.0.0.1:${port}/metrics`])).stdout;
+/** ovsnet's /metrics text, read from inside the host (each scrape also starts a new event-loop window: loop-delay.ts). */
+export async function scrape(host: DockerHost, port: number): Promise<string> {
+  return (await host.exec(['wget', '-q', '-O', '-', '-T', '5', `http://127.0.0.1:${port}/metrics`])).stdout;
+}
+
+/** Store round trips ovsnet made so far (get, range, list, txn: not watches or lease keep-alives), from a scrape. */
+export function storeCalls(metricsText: string): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^ovsnet_store_request_duration_seconds_count\{op="(\w+)",outcome="\w+"\} (\d+)/gm)) {
+  for (const m of metricsText.matchAll(/^ovsnet_store_request_duration_seconds_count\{op="(\w+)",outcome="\w+"\} (\d+)/gm)) {
     const op = m[1] ?? '';
     if (['get', 'range', 'list', 'txn'].includes(op)) out[op] = (out[op] ?? 0) + Number(m[2]);
   }

@@ -14,6 +14,8 @@ t.test('standard names, build info, the code label', async (t) => {
   t.match(text, /^process_cpu_seconds_total \d/m);
   t.match(text, /^process_resident_memory_bytes \d/m);
   t.match(text, /^nodejs_eventloop_lag_seconds \d/m);
+  // The loop delay's percentiles since the previous scrape, which the churn and cluster benches read.
+  for (const figure of ['p50', 'p99', 'max']) t.match(text, new RegExp(`^nodejs_eventloop_lag_${figure}_seconds \\d`, 'm'));
   t.match(text, /^nodejs_heap_size_used_bytes \d/m);
   t.notMatch(text, /^ovsnet_(process|nodejs)_/m, 'none renamed');
   t.match(text, `ovsnet_build_info{version="${VERSION}",nodejs="${process.version}"} 1`);

@@ -9,7 +9,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyError,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+  type onResponseHookHandler,
+} from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import { requestContext, type Logger } from '../lib/log.js';
@@ -66,11 +74,6 @@ export const SOCKET_LIMITS = {
   /** Connections open at once; more are refused (Docker uses a handful). */
   maxConnections: 256,
 } as const;
-
-/** Docker's methods (the routes), for the metrics label: anything else is `unknown`. */
-function methodLabel(routeUrl: string | undefined, status: number): string {
-  return routeUrl === undefined || status === 404 ? 'unknown' : routeUrl.slice(1);
-}
 
 /**
  * Runs `fn` at most once at a time: calls while it runs fold into one more run after it (a
@@ -203,17 +206,29 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     requestContext.run({ requestId: req.id }, done);
   });
 
-  app.addHook('onResponse', (req, reply, done) => {
-    // The CLI's reads of the admin endpoint are no Docker call: neither logged nor timed as one.
-    if (req.routeOptions.url === ADMIN_INFO_PATH) {
-      done();
-      return;
-    }
-    const method = methodLabel(req.routeOptions.url, reply.statusCode);
+  // One line and one observation per Docker call, once it is answered. Each route gets a hook of
+  // its own, its label made once when the route is registered, so a request costs no route
+  // lookup (Fastify's routeOptions builds an object at each read); what no route matched (a 404,
+  // a URL Fastify cannot decode) goes through the global hook as `unknown`. The CLI's reads of
+  // the admin endpoint are no Docker call: neither logged nor timed as one.
+  const answered = (label: string, req: FastifyRequest, reply: FastifyReply): void => {
+    const method = reply.statusCode === 404 ? 'unknown' : label;
     const url = req.url.length > 100 ? `${req.url.slice(0, 100)}...` : req.url;
     req.log.info({ method, url, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
     // The label is a route or `unknown`: a query string or a scanner's URLs make no new series.
     deps.metrics?.observeCall(method, reply.statusCode, reply.elapsedTime / 1000);
+  };
+  app.addHook('onRoute', (route) => {
+    if (route.url === ADMIN_INFO_PATH) return;
+    const label = route.url.slice(1);
+    const hook: onResponseHookHandler = (req, reply, done) => {
+      answered(label, req, reply);
+      done();
+    };
+    route.onResponse = [...(route.onResponse === undefined ? [] : [route.onResponse].flat()), hook];
+  });
+  app.addHook('onResponse', (req, reply, done) => {
+    if (req.is404) answered('unknown', req, reply);
     done();
   });
 

@@ -19,21 +19,22 @@ import { NAME_CANDIDATES, names, type EndpointRecord, type NetworkRecord } from 
  */
 export async function vethNames(links: DriverDeps['links'], ep: EndpointRecord): Promise<{ hostVeth: string; containerVeth: string }> {
   const mine = names.alias(ep.endpointId);
-  const candidates = [
-    { hostVeth: ep.hostVeth, containerVeth: ep.containerVeth },
-    ...Array.from({ length: NAME_CANDIDATES }, (_, k) => ({
-      hostVeth: names.hostVeth(ep.endpointId, k),
-      containerVeth: names.containerVeth(ep.endpointId, k),
-    })),
-  ];
-  for (const c of candidates) {
+  const tried: string[] = [];
+  // The record's names first (almost always free), then the derived ones: each candidate is
+  // made only when the one before it is taken (candidates past the first cost a SHA-256 each).
+  for (let k = -1; k < NAME_CANDIDATES; k++) {
+    const c =
+      k < 0
+        ? { hostVeth: ep.hostVeth, containerVeth: ep.containerVeth }
+        : { hostVeth: names.hostVeth(ep.endpointId, k), containerVeth: names.containerVeth(ep.endpointId, k) };
+    tried.push(c.hostVeth);
     // Both looked up at once: Join waits for one worker round trip, not two.
     const [host, container] = await Promise.all([links.alias(c.hostVeth), links.alias(c.containerVeth)]);
     if (host === mine || (host === undefined && container === undefined)) return c;
   }
   throw new OvsnetError(
     'LINK_FAILED',
-    `every interface name ovsnet derives from endpoint ${ep.endpointId.slice(0, 12)} (${candidates.map((c) => c.hostVeth).join(', ')}) is held by another link: remove the links that are not ovsnet's`,
+    `every interface name ovsnet derives from endpoint ${ep.endpointId.slice(0, 12)} (${tried.join(', ')}) is held by another link: remove the links that are not ovsnet's`,
   );
 }
 
