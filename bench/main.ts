@@ -4,6 +4,7 @@ import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
+import { benchPolicy } from './policy.js';
 import { benchRestart } from './restart.js';
 import { benchScale } from './scale.js';
 import { benchStartup } from './startup.js';
@@ -21,6 +22,7 @@ const suites: Record<string, () => Promise<void>> = {
   restart: benchRestart,
   startup: benchStartup,
   vip: benchVip,
+  policy: benchPolicy,
 };
 
 const name = process.argv[2];
