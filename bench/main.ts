@@ -5,6 +5,7 @@ import { benchDriver } from './driver.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
 import { benchRequests } from './requests.js';
+import { benchPolicy } from './policy.js';
 import { benchRestart } from './restart.js';
 import { benchScale } from './scale.js';
 import { benchStartup } from './startup.js';
@@ -23,6 +24,7 @@ const suites: Record<string, () => Promise<void>> = {
   startup: benchStartup,
   vip: benchVip,
   requests: benchRequests,
+  policy: benchPolicy,
 };
 
 const name = process.argv[2];
