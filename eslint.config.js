@@ -10,6 +10,7 @@ const KEY_OWNERS = [
   'src/ipam-driver/state/**',
   'src/cni/attachments.ts',
   'src/cluster/hosts.ts',
+  'src/cluster/traces.ts',
 ];
 const KEYS = [
   {

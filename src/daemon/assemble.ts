@@ -8,7 +8,6 @@
  * (daemon.ts, after this returns); the metrics gauges read IPAM, the registry and the tunnels
  * (connected last, by readFrom), and the endpoints' counters the driver's records and the bridge.
  */
-import { messageOf } from '../lib/errors.js';
 import type { FastifyInstance } from 'fastify';
 import { hostNameOf, type Config } from '../config/config.js';
 import { Flows } from '../driver/ovs/flows.js';
@@ -44,7 +43,9 @@ import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
 import { OvsWatch, mgmtSocket } from './ovs-watch.js';
 import { SwarmVips } from './swarm-vips.js';
-import { RemoteFamilies } from '../driver/groups/remote-family.js';
+import type { RemoteFamilies } from '../driver/groups/remote-family.js';
+import type { TraceAnswerer } from '../cluster/traces.js';
+import { peerParts } from './peer-parts.js';
 import { hostResolvers } from '../host/resolvers.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
@@ -80,6 +81,8 @@ export interface Parts {
   readonly cni: CniFrontEnd | undefined;
   /** Swarm service VIPs (OVSNET_SCOPE=global only): swarm-vips.ts. */
   readonly swarmVips: SwarmVips | undefined;
+  /** Answers peers' ovsnet trace requests (with etcd): src/cluster/traces.ts. */
+  readonly traces: TraceAnswerer | undefined;
   /** The families of logical networks' groups on other hosts (with etcd): remote-family.ts. */
   readonly remoteGroups: RemoteFamilies | undefined;
 }
@@ -155,21 +158,15 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
           syncFlows: (): Promise<unknown> => driver.upkeep.syncFlows(),
           liveVteps: () => new Set([vtepIp, ...[...registry.hosts().values()].map((h) => h.vtepIp)]),
         });
-  // Groups of logical networks: every host's records, followed, make each host's plan (hosts
-  // share networks through etcd only).
-  const remoteGroups: RemoteFamilies | undefined =
-    config.store.kind !== 'etcd'
-      ? undefined
-      : new RemoteFamilies({
-          store,
-          log: log.child({ component: 'groups' }),
-          self: hostName,
-          onChange: () => {
-            driver.upkeep
-              .syncFlows()
-              .catch((err: unknown) => log.warn({ err }, `cannot apply the groups of logical networks: ${messageOf(err)}`));
-          },
-        });
+  // What hosts sharing etcd do for each other: groups of logical networks, traces.
+  const { remoteGroups, traces } = peerParts({
+    config,
+    store,
+    log,
+    hostName,
+    vswitchd,
+    syncFlows: () => driver.upkeep.syncFlows(),
+  });
   const driver = new NetworkDriver({
     store,
     log: log.child({ component: 'driver' }),
@@ -289,5 +286,6 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     cni,
     swarmVips,
     remoteGroups,
+    traces,
   };
 }

@@ -153,6 +153,7 @@ export class Daemon {
       { name: 'load the IPAM index', start: () => ipam.start() },
       retried('follow logical networks', () => tunnels.start()),
       retried("follow other hosts' networks (groups of logical networks)", async () => this.parts.remoteGroups?.start()),
+      retried("answer peers' trace requests", async () => this.parts.traces?.start()),
       { name: 'follow Open vSwitch restarts', start: () => watch.start() },
       { name: "follow the Engine's swarm services (VIPs)", start: () => this.parts.swarmVips?.start() },
       {
@@ -208,6 +209,7 @@ export class Daemon {
       { name: "the Engine's swarm services", close: () => this.parts.swarmVips?.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
       { name: "other hosts' networks", close: () => this.parts.remoteGroups?.stop().catch(() => undefined) },
+      { name: 'trace requests', close: () => this.parts.traces?.stop().catch(() => undefined) },
       // Deregistered at once: peers drop this host now, not at the TTL.
       { name: 'host registration', close: () => registry.stop(true).catch(() => undefined) },
       { name: 'driver calls in flight', close: () => driver.settled() },

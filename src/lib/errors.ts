@@ -65,6 +65,9 @@ export const ERROR_CODES = {
   SOCKET_PATH_INVALID: 'InvalidParameter',
   STATE_FILE_UNSAFE: 'InvalidParameter',
   TRACE_TARGET_NOT_FOUND: 'NotFound',
+  TRACE_REQUEST_INVALID: 'InvalidParameter',
+  TRACE_PEER_SILENT: 'Unavailable',
+  TRACE_PEER_FAILED: 'System',
 } as const satisfies Record<string, ErrorKind>;
 
 export type ErrorCode = keyof typeof ERROR_CODES;

@@ -91,6 +91,10 @@ export const keys = {
   cniAttachments: (host: string) => `${ROOT}cni/${part(host)}/`,
   cniAttachment: (host: string, containerId: string, ifname: string) => `${ROOT}cni/${part(host)}/${part(containerId)}/${part(ifname)}`,
 
+  /** ovsnet trace across hosts (src/cluster/traces.ts): requests to a host, answers by request ID. */
+  traceRequests: (host: string) => `${ROOT}traces/requests/${part(host)}/`,
+  traceAnswer: (id: string) => `${ROOT}traces/answers/${part(id)}`,
+
   /** Hosts registered under a lease. */
   hosts: `${ROOT}hosts/`,
   host: (name: string) => `${ROOT}hosts/${part(name)}`,

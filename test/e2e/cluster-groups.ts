@@ -90,7 +90,14 @@ export async function groupsAcrossHosts(t: Test, m: MultiHost): Promise<(t: Test
   const trace = async (from: string, to: string) =>
     (await m.host(0).exec(['env', ...Object.entries(m.env(0)).map(([k, v]) => `${k}=${v}`), process.execPath, MAIN, 'trace', from, to]))
       .stdout;
-  t.match(await trace('gw1', `${d2}:7001/tcp`), /allowed: db allows web on 7001\/tcp/, 'trace: allowed, and by which option');
+  const allowed = await trace('gw1', `${d2}:7001/tcp`);
+  t.match(allowed, /allowed: db allows web on 7001\/tcp/, 'trace: allowed, and by which option');
+  t.match(
+    allowed,
+    /verdict .*; delivered to port ovh\S+ \(endpoint [0-9a-f]{12} on host h2\)/,
+    "and, traced by h2's ovsnet on its bridge, delivered to db's port there",
+  );
+  t.comment(`$ ovsnet trace gw1 ${d2}:7001/tcp\n${allowed}`);
   t.match(await trace('go1', `${d2}:7001/tcp`), /dropped: db does not allow other/, 'trace: dropped, and why');
 
   return async (t: Test) => {

@@ -44,6 +44,8 @@ export function parseDestination(text: string): Destination {
 
 export interface DockerEndpoint {
   readonly networkId: string;
+  /** Docker's name of the network, when it is one Docker allows (letters, digits, _ . -). */
+  readonly network?: string;
   readonly endpointId: string;
   readonly ip: string;
   readonly ip6: string;
@@ -70,9 +72,17 @@ export async function dockerContainer(socket: string, name: string): Promise<Doc
     return undefined;
   }
   if (!isObject(body) || !isObject(body.NetworkSettings) || !isObject(body.NetworkSettings.Networks)) return undefined;
-  const endpoints = Object.values(body.NetworkSettings.Networks).flatMap((n) =>
+  const endpoints = Object.entries(body.NetworkSettings.Networks).flatMap(([name, n]) =>
     isObject(n)
-      ? [{ networkId: str(n.NetworkID), endpointId: str(n.EndpointID), ip: str(n.IPAddress), ip6: str(n.GlobalIPv6Address) }]
+      ? [
+          {
+            networkId: str(n.NetworkID),
+            ...(/^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/.test(name) ? { network: name } : {}),
+            endpointId: str(n.EndpointID),
+            ip: str(n.IPAddress),
+            ip6: str(n.GlobalIPv6Address),
+          },
+        ]
       : [],
   );
   return { id: str(body.Id), name: str(body.Name).replace(/^\//, ''), endpoints };

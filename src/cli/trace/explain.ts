@@ -4,6 +4,7 @@
  * and the network its low bits name, and the verdict the datapath gave (its "Datapath actions").
  * Nothing here decides what happens to a packet: the switch did, this only says it. Pure.
  */
+import type { EndpointRecord, NetworkRecord } from '../../driver/model/records.js';
 import { FEATURE } from '../../driver/ovs/cookies.js';
 
 /** One flow the packet met. */
@@ -25,6 +26,8 @@ export interface BridgeTrace {
   readonly datapathActions: string;
   /** Registers and conntrack fields of the last stage's flow, e.g. reg6=0xb. */
   readonly fields: Readonly<Record<string, string>>;
+  /** The packet's Ethernet addresses as it left the bridge (the last `Final flow:`). */
+  readonly leaving: { readonly dl_src?: string; readonly dl_dst?: string };
 }
 
 /** What the names of things on the bridge are, for the words. */
@@ -45,6 +48,7 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
   let current: { table: number; priority: number; cookie: string; match: string; actions: string[] } | undefined;
   let datapathActions = '';
   let lastFlow = '';
+  let finalFlow = '';
   // Registers the flows met since the last `Flow:` line loaded (e.g. a remote member's group in reg4).
   let loaded: Record<string, string> = {};
   const flush = () => {
@@ -64,6 +68,7 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
     if (/^(Final flow|Megaflow|Datapath actions|Flow):/.test(line) || line.startsWith('=====') || line.trim() === '') {
       flush();
       if (line.startsWith('Datapath actions:')) datapathActions = line.slice('Datapath actions:'.length).trim();
+      if (line.startsWith('Final flow:')) finalFlow = line;
       if (line.startsWith('Flow:')) {
         lastFlow = line;
         loaded = {};
@@ -73,7 +78,14 @@ export function parseTrace(text: string, names: TraceNames): BridgeTrace {
     if (current !== undefined && /^\s{4}\S/.test(line) && !line.trim().startsWith('->')) current.actions.push(line.trim());
   }
   flush();
-  return { steps, datapathActions, fields: fieldsOf(lastFlow) };
+  const mac = (field: string) => new RegExp(`\\b${field}=([0-9a-f:]{17})\\b`).exec(finalFlow)?.[1];
+  const [src, dst] = [mac('dl_src'), mac('dl_dst')];
+  return {
+    steps,
+    datapathActions,
+    fields: fieldsOf(lastFlow),
+    leaving: { ...(src === undefined ? {} : { dl_src: src }), ...(dst === undefined ? {} : { dl_dst: dst }) },
+  };
 }
 
 /** Registers and conntrack fields of a trace's `Flow:` line (or a flow's match). */
@@ -203,6 +215,8 @@ export interface Outcome {
   readonly kind: 'delivered' | 'gateway' | 'tunnel' | 'dropped' | 'load-balanced' | 'refused' | 'other';
   readonly ports: readonly string[];
   readonly detail: string;
+  /** The tunnel's far end (kind tunnel). */
+  readonly remote?: string;
 }
 
 export function outcomeOf(trace: BridgeTrace, names: TraceNames): Outcome {
@@ -226,7 +240,47 @@ export function outcomeOf(trace: BridgeTrace, names: TraceNames): Outcome {
   const ports = [...a.replace(/set\([^)]*\)\)?/g, '').matchAll(/(?:^|,)(\d+)(?=,|$)/g)].map(
     (m) => names.portOfOdp(Number(m[1])) ?? `datapath port ${m[1]}`,
   );
-  if (tunnel !== undefined) return { kind: 'tunnel', ports, detail: `leaves through the VXLAN tunnel to ${tunnel}` };
+  if (tunnel !== undefined) return { kind: 'tunnel', ports, detail: `leaves through the VXLAN tunnel to ${tunnel}`, remote: tunnel };
   if (ports.length === 0) return { kind: 'other', ports, detail: `datapath actions: ${a}` };
   return { kind: ports.some((p) => p.startsWith('ovg')) ? 'gateway' : 'delivered', ports, detail: '' };
+}
+
+/** The verdict in one line: the last decision's words and where the packet ends up. */
+export function verdictOf(
+  passes: readonly { readonly steps: readonly TraceStep[]; readonly outcome: Outcome }[],
+  endpoints: readonly EndpointRecord[],
+  network: NetworkRecord,
+  self: string,
+  note: string | undefined,
+): string {
+  const last = passes.at(-1)?.outcome;
+  const reasons = passes.flatMap((p) =>
+    p.steps.filter((s) => /^(allowed|dropped|refused|load-balanced)/.test(s.meaning)).map((s) => s.meaning),
+  );
+  // The peer's "from outside the groups" is the sender host's decision arriving: that one says why.
+  const reason = reasons.filter((r) => !r.includes('from outside the endpoint groups')).at(-1) ?? reasons.at(-1);
+  const why = reason === undefined ? '' : `${reason}; `;
+  if (last === undefined) return 'no trace';
+  switch (last.kind) {
+    case 'dropped':
+    case 'refused':
+    case 'load-balanced':
+      return last.detail;
+    case 'tunnel':
+      return `${why}${last.detail} (${note ?? "the rest of its way is the peer's: ovsnet trace there"})`;
+    case 'gateway':
+      return `${why}leaves through the gateway ${last.ports.join(' ')} to the host${network.masquerade === false ? '' : ' (masqueraded on the way out)'}`;
+    case 'delivered': {
+      const to = last.ports
+        .map((p) => {
+          const e = endpoints.find((x) => x.hostVeth === p);
+          const where = e?.host === undefined || e.host === self ? '' : ` on host ${e.host}`;
+          return e === undefined ? `port ${p}` : `port ${p} (endpoint ${e.endpointId.slice(0, 12)}${where})`;
+        })
+        .join(', ');
+      return `${why}delivered to ${to}`;
+    }
+    case 'other':
+      return last.detail;
+  }
 }

@@ -21,9 +21,12 @@ import { listEndpoints, listNetworks } from '../../driver/records/driver-records
 import { OpenFlow } from '../../driver/ovs/openflow.js';
 import { QosFlows } from '../../driver/ovs/qos-flows.js';
 import { Vswitchd } from '../../driver/ovs/vswitchd.js';
+import { CT_NEXT } from '../../cluster/traces.js';
 import { dockerContainer, type Destination, type DockerEndpoint, type Proto } from './destination.js';
-import { outcomeOf, parseTrace, type BridgeTrace, type Outcome, type TraceNames, type TraceStep } from './explain.js';
+import { outcomeOf, parseTrace, verdictOf, type BridgeTrace, type Outcome, type TraceStep } from './explain.js';
 import type { Session } from '../session.js';
+import { namesFrom } from './names.js';
+import { peerPass } from './peer.js';
 
 export interface TraceReport {
   readonly from: { readonly container: string; readonly network: string; readonly port: string; readonly address: string };
@@ -54,19 +57,23 @@ function inSubnets(address: string, pools: readonly { pool: string }[]): boolean
   });
 }
 
+/** Docker's names of the container's networks, by NetworkID. */
+const dockerNames = (endpoints: readonly DockerEndpoint[]) =>
+  new Map(endpoints.flatMap((e) => (e.network === undefined ? [] : [[e.networkId, e.network] as const])));
+
+/** The packet's protocol part: a ping, or a new TCP connection or UDP datagram to `port`. */
+function l4Of(proto: Proto, six: boolean, port: number | undefined): string {
+  if (proto === 'icmp') return six ? 'icmp6,icmp_type=128,icmp_code=0' : 'icmp,icmp_type=8,icmp_code=0';
+  return `${proto}${six ? '6' : ''},tp_src=40000,tp_dst=${port ?? 0}${proto === 'tcp' ? ',tcp_flags=syn' : ''}`;
+}
+
 function flowOf(
   proto: Proto,
   six: boolean,
   f: { ofport: number; smac: string; dmac: string; src: string; dst: string; port?: number; mark?: string },
 ): string {
   const l3 = six ? `ipv6_src=${f.src},ipv6_dst=${f.dst}` : `nw_src=${f.src},nw_dst=${f.dst}`;
-  const l4 =
-    proto === 'icmp'
-      ? six
-        ? 'icmp6,icmp_type=128,icmp_code=0'
-        : 'icmp,icmp_type=8,icmp_code=0'
-      : `${proto}${six ? '6' : ''},tp_src=40000,tp_dst=${f.port ?? 0}${proto === 'tcp' ? ',tcp_flags=syn' : ''}`;
-  return `${l4},${f.mark === undefined ? '' : `ct_mark=${f.mark},`}in_port=${f.ofport},dl_src=${f.smac},dl_dst=${f.dmac},${l3}`;
+  return `${l4Of(proto, six, f.port)},${f.mark === undefined ? '' : `ct_mark=${f.mark},`}in_port=${f.ofport},dl_src=${f.smac},dl_dst=${f.dmac},${l3}`;
 }
 
 /** Traces a packet from `containerName` to `dest` (see the header). */
@@ -157,15 +164,13 @@ export async function trace(s: Session, containerName: string, dest: Destination
       'OVS_UNAVAILABLE',
       `OVSNET_OVSDB is ${s.config.ovsdb}: ovs-vswitchd's control socket is on another machine; run ovsnet trace there`,
     );
+  const shown = await vswitchd.command('dpif/show').catch(() => '');
   const names = {
-    ...(await traceNames(vswitchd, s.config.bridge, networks, ofports)),
+    ...namesFrom(shown, s.config.bridge, networks, (p) => ofports.has(p), dockerNames(container.endpoints)),
     remoteGroup: (n: number) => remote.plan?.groups.get(n),
   };
   const run = async (flow: string): Promise<BridgeTrace> =>
-    parseTrace(
-      await vswitchd.command('ofproto/trace', [s.config.bridge, flow, ...Array.from({ length: 8 }, () => ['--ct-next', 'trk,new']).flat()]),
-      names,
-    );
+    parseTrace(await vswitchd.command('ofproto/trace', [s.config.bridge, flow, ...CT_NEXT]), names);
 
   const first = flowOf(dest.proto, six, {
     ofport,
@@ -175,7 +180,8 @@ export async function trace(s: Session, containerName: string, dest: Destination
     dst: address,
     ...(dest.port === undefined ? {} : { port: dest.port }),
   });
-  const one = await run(first);
+  let last = await run(first);
+  const one = last;
   const passes: TraceReport['passes'][number][] = [
     { from: `port ${ep.hostVeth} of ${container.name}`, flow: first, steps: one.steps, outcome: outcomeOf(one, names) },
   ];
@@ -195,6 +201,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
         ...(mark === undefined ? {} : { mark }),
       });
       const two = await run(flow);
+      last = two;
       passes.push({
         from: `the gateway ${back.network.gatewayPort ?? ''} (routed by the host)`,
         flow,
@@ -203,11 +210,31 @@ export async function trace(s: Session, containerName: string, dest: Destination
       });
     }
   }
+  // Out through a tunnel: the peer traces its half (its ovsnet, asked through the store).
+  const out = passes.at(-1)?.outcome;
+  let note: string | undefined;
+  if (out?.kind === 'tunnel') {
+    const peer = await peerPass({
+      store: s.store,
+      self,
+      network: exit.vni === undefined ? network : exit,
+      pass: last,
+      outcome: out,
+      proto: dest.proto,
+      six,
+      src,
+      dst: address,
+      networks: all,
+      l4: l4Of(dest.proto, six, dest.port),
+    });
+    if ('note' in peer) note = peer.note;
+    else passes.push(peer);
+  }
   return {
     from: { container: container.name, network: names.networkOfTag(network.tag), port: ep.hostVeth, address: src },
     to: { destination: dest.host, address, mac: dmac, proto: dest.proto, ...(dest.port === undefined ? {} : { port: dest.port }) },
     passes,
-    verdict: verdictOf(passes, endpoints, exit),
+    verdict: verdictOf(passes, endpoints, exit, self, note),
   };
 }
 
@@ -240,59 +267,4 @@ function routedBack(
   // An endpoint group's gateway is its parent's.
   const network = own?.group === undefined ? own : networks.find((n) => n.networkId === own.group?.parent);
   return endpoint === undefined || network === undefined || network.gatewayPort === undefined ? undefined : { network, endpoint };
-}
-
-async function traceNames(
-  vswitchd: Vswitchd,
-  bridge: string,
-  networks: readonly NetworkRecord[],
-  ofports: ReadonlyMap<string, number>,
-): Promise<TraceNames> {
-  // dpif/show: "    NAME OFPORT/ODPPORT: (type)" under each bridge.
-  const shown = await vswitchd.command('dpif/show').catch(() => '');
-  const odp = new Map<number, string>();
-  let inBridge = false;
-  for (const line of shown.split('\n')) {
-    if (/^\s{2}\S.*:$/.test(line)) inBridge = line.trim() === `${bridge}:`;
-    const m = /^\s{4}(\S+) (\d+)\/(\d+):/.exec(line);
-    if (inBridge && m !== null && ofports.has(m[1] ?? '')) odp.set(Number(m[3]), m[1] ?? '');
-  }
-  const byTag = new Map(networks.map((n) => [n.tag, n]));
-  return {
-    networkOfTag: (tag) => {
-      const n = byTag.get(tag);
-      return n === undefined ? `of tag ${tag}` : (n.group?.name ?? n.logical ?? n.groupsName ?? n.networkId.slice(0, 12));
-    },
-    portOfOdp: (p) => odp.get(p),
-  };
-}
-
-function verdictOf(passes: TraceReport['passes'], endpoints: readonly EndpointRecord[], network: NetworkRecord): string {
-  const last = passes.at(-1)?.outcome;
-  const reasons = passes.flatMap((p) =>
-    p.steps.filter((s) => /^(allowed|dropped|refused|load-balanced)/.test(s.meaning)).map((s) => s.meaning),
-  );
-  const why = reasons.length === 0 ? '' : `${reasons.at(-1) ?? ''}; `;
-  if (last === undefined) return 'no trace';
-  switch (last.kind) {
-    case 'dropped':
-    case 'refused':
-    case 'load-balanced':
-      return last.detail;
-    case 'tunnel':
-      return `${why}${last.detail} (the rest of its way is the peer's: ovsnet trace there)`;
-    case 'gateway':
-      return `${why}leaves through the gateway ${last.ports.join(' ')} to the host${network.masquerade === false ? '' : ' (masqueraded on the way out)'}`;
-    case 'delivered': {
-      const to = last.ports
-        .map((p) => {
-          const e = endpoints.find((x) => x.hostVeth === p);
-          return e === undefined ? `port ${p}` : `port ${p} (endpoint ${e.endpointId.slice(0, 12)})`;
-        })
-        .join(', ');
-      return `${why}delivered to ${to}`;
-    }
-    case 'other':
-      return last.detail;
-  }
 }
