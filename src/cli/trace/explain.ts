@@ -166,7 +166,7 @@ export function meaningOf(
     case FEATURE.groups:
       if (step.table >= 44 && step.table <= 45) return remoteMeaning(step, { names, inMatch, stage, on, net: net(), drops });
       if (step.table === 43 && step.priority === 20) return `to a member of the family on another host (endpoint groups of ${net()})`;
-      if (step.table === 0 && inMatch.tun_id !== undefined)
+      if (step.table === 0 && /\btun_id=/.test(step.match ?? ''))
         return drops
           ? `dropped: from another host, only what its bridge routed reaches a group's member (endpoint groups of ${net()})`
           : `routed from another host's bridge to a member here (endpoint groups of ${net()})`;
