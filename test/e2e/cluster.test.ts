@@ -85,6 +85,13 @@ t.test('containers on different hosts: ping, 10 MiB over TCP, full-MTU pings; lo
   t.ok(await m.ping(0, 'b1', b2, 1522), 'full-MTU pings with DF cross hosts');
   t.notOk(await m.ping(1, 'b2', r2), 'blue -> red on one host: isolated');
   t.notOk(await m.ping(0, 'b1', r3), 'blue -> red across hosts: isolated');
+  // ovsnet trace on h1 follows the packet into h2's bridge (h2's ovsnet traces its half).
+  const traced = await m
+    .host(0)
+    .exec(['env', ...Object.entries(m.env(0)).map(([k, v]) => `${k}=${v}`), process.execPath, MAIN, 'trace', 'b1', b2, '-o', 'json']);
+  const report = JSON.parse(traced.stdout || '{}') as { passes?: { from: string }[]; verdict?: string };
+  t.match(report.passes?.at(-1)?.from ?? traced.stderr, /the tunnel from h1, on host h2/, 'trace: a second pass on h2');
+  t.match(report.verdict ?? '', /delivered to port ovh\S+ \(endpoint [0-9a-f]{12} on host h2\)/, "trace: delivered to b2's port on h2");
 
   const size = 10 * 1024 * 1024;
   await m.dockerOk(1, ['exec', '-d', 'b2', 'sh', '-c', 'sleep 30 | nc -l -p 5000 > /tmp/got']);
