@@ -5,17 +5,16 @@
  * forwards from one to another, so a full mesh floods without loops (split horizon).
  *
  * Tunnels follow three inputs: the host registry (peers come and go with their leases), the
- * logical network records (members), and this host's networks. Every change schedules one
+ * logical network records and their members' keys, and this host's networks. Every change schedules one
  * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
  */
 import { createHash } from 'node:crypto';
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { HostRecord } from '../../cluster/hosts.js';
-import type { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
 import type { LogicalNetwork, NetworkRecord } from '../model/records.js';
-import { followLogical } from '../records/logical-records.js';
+import { FollowedLogical } from '../records/logical-follow.js';
 import type { OvsApi } from '../effects/deps.js';
 import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
 
@@ -78,7 +77,7 @@ export interface TunnelDeps {
 }
 
 export class Tunnels {
-  private readonly logical: FollowedRecords<LogicalNetwork>;
+  private readonly logical: FollowedLogical;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
@@ -90,7 +89,7 @@ export class Tunnels {
   settled: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: TunnelDeps) {
-    this.logical = followLogical(deps.store, deps.log, () => this.schedule());
+    this.logical = new FollowedLogical(deps.store, deps.log, () => this.schedule());
   }
 
   /** Loads the logical networks and follows them (again after a lost watch). */
