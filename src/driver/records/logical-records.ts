@@ -60,7 +60,7 @@ function keyedMembers(name: string, kvs: readonly KeyValue[]): { members: Map<st
 }
 
 /** A record and its keyed members, put together (keys win over layout 1's members). */
-export function assemble(record: StoredLogical, keyed: ReadonlyMap<string, LogicalMember>): LogicalNetwork {
+function assemble(record: StoredLogical, keyed: ReadonlyMap<string, LogicalMember>): LogicalNetwork {
   return { ...record, members: { ...(record.members ?? {}), ...Object.fromEntries(keyed) } };
 }
 

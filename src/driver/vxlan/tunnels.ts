@@ -27,9 +27,19 @@ export interface Tunnel {
   readonly remoteIp: string;
 }
 
+/** Names made so far (a host syncs every tunnel on every change: one SHA-1 per peer each time). */
+const names = new Map<string, string>();
+
 /** `ovx` + the VNI in hex + 6 hex of the peer's name: 15 characters, unique per (VNI, peer). */
 export function tunnelName(vni: number, peer: string): string {
-  return `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
+  const key = `${vni}/${peer}`;
+  let name = names.get(key);
+  if (name === undefined) {
+    if (names.size >= 100_000) names.clear(); // bounded: peers come and go
+    name = `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
+    names.set(key, name);
+  }
+  return name;
 }
 
 /** The tunnels this host should have. Pure. */
