@@ -47,6 +47,8 @@ export interface Agent<O extends OvsApi = OvsApi> {
   readonly name: string;
   readonly ovs: O;
   readonly seen: Seen;
+  /** Starts the tunnels of an agent made with `tunnelsLater` (else they run already). */
+  readonly startTunnels: () => Promise<void>;
   readonly stop: () => Promise<void>;
 }
 
@@ -59,6 +61,8 @@ export interface AgentSpec<O extends OvsApi> {
   readonly ovs: O;
   /** As the daemon's on the userspace datapath: wait until applied, drop cached flows. */
   readonly afterAdding?: () => Promise<void>;
+  /** Registers and joins only; the tunnels start with startTunnels(). */
+  readonly tunnelsLater?: boolean;
 }
 
 /** Registers the host, joins the logical network with a network on br0 (which must exist), starts its tunnels. */
@@ -109,11 +113,15 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
   try {
     await registry.start();
     await joinLogical(store, { name: logical, vni, subnets: [], internal: false, host: name, networkId, now: new Date() });
-    await tunnels.start();
+    if (spec.tunnelsLater !== true) await tunnels.start();
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;
   }
-  tunnels.schedule();
-  return { name, ovs, seen, stop };
+  const startTunnels = async () => {
+    await tunnels.start();
+    tunnels.schedule();
+  };
+  if (spec.tunnelsLater !== true) tunnels.schedule();
+  return { name, ovs, seen, startTunnels, stop };
 }

@@ -2,6 +2,7 @@
 import { benchChurn } from './churn.js';
 import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
+import { benchHosts } from './hosts.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
 import { benchRequests } from './requests.js';
@@ -20,6 +21,8 @@ const suites: Record<string, () => Promise<void>> = {
   cluster: benchCluster,
   churn: benchChurn,
   scale: benchScale,
+  // The many-hosts part of scale alone (BENCH_HOSTS agents, BENCH_FULL_HOST=0 without the full host).
+  hosts: () => benchHosts(process.env.TEST_ETCD_ENDPOINTS?.split(',').map((e) => `http://${e}`) ?? []),
   restart: benchRestart,
   startup: benchStartup,
   vip: benchVip,

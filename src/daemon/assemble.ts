@@ -38,6 +38,7 @@ import { cniFrontEnd, type CniFrontEnd } from '../cni/front-end.js';
 import { HostRegistry } from '../cluster/hosts.js';
 import { skippedRecords } from '../store/decode.js';
 import { checkLayout } from '../store/layout.js';
+import { storeUpgrade } from './store-upgrade.js';
 import { describeStore, openStore } from '../store/open.js';
 import { effectiveSettings, type Settings } from '../config/settings-view.js';
 import { about } from './about.js';
@@ -236,7 +237,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     info: about(raw, describeStore(config.store), settings, swarmVips === undefined ? undefined : () => swarmVips.info()),
     // Never on a store of a newer layout (src/store/layout.ts): its OVS ports are not ours to remove.
     onActivate: () =>
-      checkLayout(raw)
+      checkLayout(raw, storeUpgrade(raw))
         .then(() => driver.reconcile())
         .then((r) => observed?.observeRepairs(r.repaired.length, r.removed.length)),
   });

@@ -15,6 +15,7 @@ import { describeStore } from '../store/open.js';
 import type { Settings } from '../config/settings-view.js';
 import { VERSION } from '../lib/version.js';
 import { assemble, type Parts } from './assemble.js';
+import { storeUpgrade } from './store-upgrade.js';
 import { reapIntervalMs } from './reaper.js';
 
 /**
@@ -128,6 +129,7 @@ export class Daemon {
       () =>
         layoutChecked(raw, fatal, {
           signal: this.retries.signal,
+          upgrade: storeUpgrade(raw),
           onFailure: (err) => log.warn({ err }, `cannot check the store's layout yet (${messageOf(err)}); retrying`),
         }),
       () => false,

@@ -79,9 +79,16 @@ export const keys = {
   tag: (kind: 'vni' | 'uplink-vlan', tag: number) => `${ROOT}tags/${kind}/${tag}`,
   clusterTags: (kind: 'vni' | 'uplink-vlan') => `${ROOT}tags/${kind}/`,
 
-  /** Logical networks (-o ovsnet.network=NAME): one record each, members included. */
+  /** Logical networks (-o ovsnet.network=NAME): one record each, what every host agrees on. */
   logicalNetworks: `${ROOT}logical/`,
   logicalNetwork: (name: string) => `${ROOT}logical/${part(name)}`,
+  /**
+   * Their members, a small key each (layout 2; layout 1 kept them inside the record): a join
+   * or leave writes one of these, so every host receives a few hundred bytes per change.
+   */
+  allLogicalMembers: `${ROOT}logical-members/`,
+  logicalMembers: (name: string) => `${ROOT}logical-members/${part(name)}/`,
+  logicalMember: (name: string, host: string) => `${ROOT}logical-members/${part(name)}/${part(host)}`,
 
   /** Hosts whose registration vanished, with when a peer first saw it gone (reclaim grace). */
   departed: `${ROOT}departed/`,

@@ -112,8 +112,15 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
       subnets: listOf(cidr),
       internal: bool,
       icc: optional(bool),
-      members: mapOf(objectWith({ networkId: str }, 'a member with a networkId')),
+      // Layout 1 kept the members here; layout 2 keeps them as keys of their own (below).
+      members: optional(mapOf(objectWith({ networkId: str }, 'a member with a networkId'))),
+      closing: optional(str),
     }),
+  },
+  {
+    family: 'logical network members',
+    prefix: keys.allLogicalMembers,
+    check: check({ networkId: str, since: str }),
   },
   {
     family: 'networks',

@@ -18,8 +18,8 @@ import { claimTag } from '../../src/driver/records/tags.js';
 import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
-import type { LogicalNetwork } from '../../src/driver/model/records.js';
 import { fakeOpenFlow, fakeSideEffects } from '../helpers/driver-fakes.js';
+import { readLogical } from '../../src/driver/records/logical-records.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-reconcile-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -168,8 +168,7 @@ t.test(
     await records.createNetwork(network({ logical: 'blue', vni: 42 }));
     const res = await driver.reconcile();
     t.same(res.repaired, ['bridge br0', 'member of logical network blue', `gateway ${GW}`, '2 OpenFlow changes']);
-    const kv = await store.get(keys.logicalNetwork('blue'));
-    t.match(JSON.parse(kv?.value ?? '{}') as LogicalNetwork, { vni: 42, subnets: ['10.1.0.0/24'], members: { h1: { networkId: NET } } });
+    t.match((await readLogical(store, 'blue'))?.record, { vni: 42, subnets: ['10.1.0.0/24'], members: { h1: { networkId: NET } } });
     t.equal(ovs.failModes.get('br0'), 'secure', 'with OpenFlow access the bridge is made secure');
     const guard = guardFlows({ vni: 42 }, ['10.1.0.1']);
     t.same(openflow.flowsOf('br0').sort(), [...BASE_FLOWS, ...guard].sort(), 'the base flow, and the gateway guard');

@@ -1,8 +1,10 @@
 /**
  * Records no ovsnet writes, put into the store by hand: `etcdctl put
  * /ovsnet/v1/hosts/x nojson`, a pool record with "pool":"bogus", a reservation key naming no
- * address, a count that is not a number. Each is skipped and noted; the IPAM index still loads
- * and becomes ready, the watch goes on, the host registry follows the other hosts. Run against
+ * address, a count that is not a number, a logical network member that is not JSON or names no
+ * network. Each is skipped and noted; the IPAM index still loads and becomes ready, the watch
+ * goes on, the host registry follows the other hosts, the logical networks are followed with
+ * their good members, and a host joins over its own malformed member key. Run against
  * the embedded store and a real etcd; every key written here is deleted after.
  */
 import { randomUUID } from 'node:crypto';
@@ -11,6 +13,9 @@ import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
 import { recordsCheck } from '../../src/cli/doctor/doctor.js';
+import { FollowedLogical } from '../../src/driver/records/logical-follow.js';
+import { readLogical } from '../../src/driver/records/logical-records.js';
+import { joinLogical } from '../../src/driver/vxlan/logical.js';
 import { createLogger } from '../../src/lib/log.js';
 import { Metrics } from '../../src/metrics.js';
 import { skippedRecords } from '../../src/store/decode.js';
@@ -26,6 +31,16 @@ import { waitFor } from '../helpers/wait.js';
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-hostile-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
 const log = createLogger('silent');
+
+const logicalRecord = (name: string) => ({
+  name,
+  encap: 'vxlan',
+  vni: 16_000_000,
+  subnets: ['10.254.0.0/24'],
+  internal: false,
+  createdBy: 'good',
+  createdAt: 'then',
+});
 
 /** Hostile keys, unique to this run (the etcd is shared by the run's other test files). */
 function hostile(run: string) {
@@ -48,6 +63,10 @@ function hostile(run: string) {
     count: [keys.poolCount(`${run}-fine`), 'many'] as const,
     later: [keys.pool(`${run}-later`), '{"poolId":7}'] as const,
     laterHost: [keys.host(`${run}-y`), '[1,2]'] as const,
+    logical: [keys.logicalNetwork(`${run}-net`), JSON.stringify(logicalRecord(`${run}-net`))] as const,
+    memberGood: [keys.logicalMember(`${run}-net`, 'good'), '{"networkId":"n1","since":"then"}'] as const,
+    memberBad: [keys.logicalMember(`${run}-net`, 'bad'), 'nojson'] as const,
+    memberNoId: [keys.logicalMember(`${run}-net`, 'noid'), '{"since":"then"}'] as const,
   };
 }
 
@@ -63,7 +82,8 @@ async function scenario(t: Test, store: Store): Promise<void> {
 }
 
 async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof hostile>, stops: (() => Promise<unknown>)[]): Promise<void> {
-  await store.txn({ compares: [], success: [h.host, h.pool, h.fine, h.address, h.count].map(([k, v]) => put(k, v)) });
+  const first = [h.host, h.pool, h.fine, h.address, h.count, h.logical, h.memberGood, h.memberBad, h.memberNoId];
+  await store.txn({ compares: [], success: first.map(([k, v]) => put(k, v)) });
 
   const ipam = makeIpam(store, { host: `${run}-h1` });
   stops.push(() => ipam.stop());
@@ -112,6 +132,28 @@ async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof ho
   t.match(check.detail, /\(its pool is "bogus", not a CIDR such as 10\.1\.0\.0\/24 or fd00::\/64\)/);
   t.match(check.detail, /hosts\/[0-9a-f]{8}-x \(not JSON: "nojson"\)/);
   t.match(check.fix, /delete or rewrite each key named/);
+  for (const [key] of [h.memberBad, h.memberNoId]) t.ok(check.detail.includes(key), `doctor names the member ${key}`);
+  t.match(check.detail, /logical-members\/[0-9a-f]{8}-net\/noid \(its networkId is absent, not a string\)/);
+
+  await logicalSteps(t, store, `${run}-net`, h, stops);
+}
+
+/** The logical networks: the bad members skipped by followers and readers; a join replaces one. */
+async function logicalSteps(t: Test, store: Store, name: string, h: ReturnType<typeof hostile>, stops: (() => Promise<unknown>)[]) {
+  const followed = new FollowedLogical(store, log, () => undefined);
+  stops.push(() => followed.stop());
+  await followed.start();
+  t.same(Object.keys(followed.records.get(name)?.members ?? {}), ['good'], 'followed with its good member only');
+  for (const [key] of [h.memberBad, h.memberNoId]) t.ok(skippedRecords.keys().includes(key), `${key} noted as skipped`);
+  t.ok((skippedRecords.byFamily.get('logical network members') ?? 0) >= 2, 'counted by family');
+  const req = { name, vni: undefined, subnets: ['10.254.0.0/24'], internal: false, networkId: 'n2', now: new Date() };
+  await joinLogical(store, { ...req, host: 'bad' });
+  t.same(
+    Object.keys((await readLogical(store, name))?.record.members ?? {}).sort(),
+    ['bad', 'good'],
+    'a host joins over its malformed key',
+  );
+  await waitFor(() => followed.records.get(name)?.members.bad?.networkId === 'n2', 5000, 'followers see it');
 }
 
 t.test('embedded store: hostile records are skipped, IPAM ready, hosts followed', async (t) => {

@@ -109,7 +109,10 @@ export interface LogicalMember {
 
 export type Encap = 'vxlan' | 'vlan';
 
-/** A logical network's record (vxlan/logical.ts): one network across hosts, members included. */
+/**
+ * A logical network (vxlan/logical.ts): one network across hosts. Its record in the store holds
+ * all but `members`, which are keys of their own (records/logical-records.ts puts them together).
+ */
 export interface LogicalNetwork {
   readonly name: string;
   readonly encap: Encap;
@@ -130,6 +133,11 @@ export interface LogicalNetwork {
   readonly swarm?: boolean;
   /** When FreeNetwork freed it (its members still leaving). */
   readonly freedAt?: string;
+  /**
+   * Set (to the host's name) while a host checks that no member is left before deleting it: a
+   * join that finds it set clears it, which makes that delete fail (logical-records.ts).
+   */
+  readonly closing?: string;
 }
 
 /** swarmkit's network IDs (identity.NewID); Docker's own are 64 hex. */

@@ -4,8 +4,9 @@
  * record in the shared store (Docker outside swarm keeps a network per host, with its own ID).
  * The first host creates the record and its VNI (claimed once for the cluster, like a VLAN tag);
  * the others must agree with it on subnets, encapsulation, --internal, enable_icc and any VNI
- * asked for. The record, members included, is one key changed by compare-and-swap; the last
- * member to leave deletes it and frees the VNI.
+ * asked for. The record is one key changed by compare-and-swap, each member a small key of its
+ * own (records/logical-records.ts says how the two stay coherent); the last member to leave
+ * deletes the record and frees the VNI.
  * With -o ovsnet.encap=vlan instead, the network goes onto the physical network through each
  * host's uplink (uplink/uplink.ts): the record holds its VLAN tag, claimed for the cluster in the
  * same way, and every member uses that tag on its bridge.
@@ -14,7 +15,15 @@ import { OvsnetError } from '../../lib/errors.js';
 import type { Store } from '../../store/types.js';
 import { MAX_VNI } from '../model/options.js';
 import type { Encap, LogicalMember, LogicalNetwork } from '../model/records.js';
-import { clusterIds, createLogical, deleteLogical, readLogical, replaceLogical } from '../records/logical-records.js';
+import {
+  addMember,
+  clusterIds,
+  createLogical,
+  deleteIfEmpty,
+  readLogical,
+  removeMember,
+  replaceLogical,
+} from '../records/logical-records.js';
 
 export interface JoinRequest {
   readonly name: string;
@@ -106,6 +115,11 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
       continue;
     }
     const current = read.record;
+    // Members still inside the record (a layout-1 daemon's): to keys of their own first.
+    if (read.inRecord.length > 0) {
+      await replaceLogical(store, read, current);
+      continue;
+    }
     const why = mismatch(current, req);
     if (why !== '') throw new OvsnetError('LOGICAL_NETWORK_MISMATCH', `${describeLogical(current)}; ${why}`);
     const mine = current.members[req.host];
@@ -116,8 +130,10 @@ export async function joinLogical(store: Store, req: JoinRequest): Promise<Logic
         `this host already takes part in logical network ${req.name} with network ${mine.networkId.slice(0, 12)}: one Docker network per host joins it; use that one`,
       );
     }
-    const record: LogicalNetwork = { ...current, members: { ...current.members, [req.host]: member } };
-    if (await replaceLogical(store, read, record)) return record;
+    if (await addMember(store, read, req.host, member)) {
+      const { closing: _closing, ...open } = current;
+      return { ...open, members: { ...current.members, [req.host]: member } };
+    }
   }
   throw new OvsnetError('NOT_READY', `logical network ${req.name} is changing too fast on other hosts; retry`);
 }
@@ -130,11 +146,16 @@ export async function leaveLogical(store: Store, name: string, host: string, net
     const current = read.record;
     const mine = current.members[host];
     if (mine === undefined || (networkId !== undefined && mine.networkId !== networkId)) return;
-    const members = Object.fromEntries(Object.entries(current.members).filter(([h]) => h !== host));
+    if (read.inRecord.length > 0) {
+      await replaceLogical(store, read, current); // a layout-1 daemon's members, to keys first
+      continue;
+    }
+    const other = Object.keys(current.members).find((h) => h !== host);
     // A swarm network stays allocated with no member until FreeNetwork (swarm.ts).
-    const last = Object.keys(members).length === 0 && (current.swarm !== true || current.freedAt !== undefined);
-    const done = last ? await deleteLogical(store, read) : await replaceLogical(store, read, { ...current, members });
-    if (done) return;
+    const kept = current.swarm === true && current.freedAt === undefined;
+    if (other !== undefined || kept) {
+      if (await removeMember(store, read, host, other)) return;
+    } else if ((await deleteIfEmpty(store, read, host)) === 'deleted') return;
   }
   throw new OvsnetError('NOT_READY', `logical network ${name} is changing too fast on other hosts; retry`);
 }

@@ -15,7 +15,7 @@ import { formatPrefix, parseCidr } from '../../lib/cidr.js';
 import type { Store } from '../../store/types.js';
 import { GENERIC, MAX_VNI } from '../model/options.js';
 import { isSwarmNetworkId, type LogicalNetwork } from '../model/records.js';
-import { createLogical, deleteLogical, readLogical, replaceLogical, vniHolder } from '../records/logical-records.js';
+import { createLogical, deleteIfEmpty, readLogical, replaceLogical, vniHolder } from '../records/logical-records.js';
 import { freeId } from './logical.js';
 
 const MTU_OPTION = 'com.docker.network.driver.mtu';
@@ -146,10 +146,12 @@ export async function freeSwarmNetwork(store: Store, networkId: string, now: Dat
     const read = await readLogical(store, swarmLogicalName(networkId));
     if (read === undefined) return;
     const current = read.record;
-    if (current.freedAt !== undefined) return;
-    const gone = Object.keys(current.members).length === 0;
-    const done = gone ? await deleteLogical(store, read) : await replaceLogical(store, read, { ...current, freedAt: now.toISOString() });
-    if (done) return;
+    // Freed, and then read again: a node's network that left meanwhile (its leave did not see
+    // the mark) leaves it to this call to delete.
+    if (Object.keys(current.members).length === 0) {
+      if ((await deleteIfEmpty(store, read)) === 'deleted') return;
+    } else if (current.freedAt !== undefined) return;
+    else await replaceLogical(store, read, { ...current, freedAt: now.toISOString() });
   }
   throw new OvsnetError('NOT_READY', `swarm network ${networkId} is changing too fast on other hosts; the manager retries`);
 }

@@ -5,17 +5,16 @@
  * forwards from one to another, so a full mesh floods without loops (split horizon).
  *
  * Tunnels follow three inputs: the host registry (peers come and go with their leases), the
- * logical network records (members), and this host's networks. Every change schedules one
+ * logical network records and their members' keys, and this host's networks. Every change schedules one
  * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
  */
 import { createHash } from 'node:crypto';
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { HostRecord } from '../../cluster/hosts.js';
-import type { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
 import type { LogicalNetwork, NetworkRecord } from '../model/records.js';
-import { followLogical } from '../records/logical-records.js';
+import { FollowedLogical } from '../records/logical-follow.js';
 import type { OvsApi } from '../effects/deps.js';
 import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
 
@@ -28,9 +27,19 @@ export interface Tunnel {
   readonly remoteIp: string;
 }
 
+/** Names made so far (a host syncs every tunnel on every change: one SHA-1 per peer each time). */
+const names = new Map<string, string>();
+
 /** `ovx` + the VNI in hex + 6 hex of the peer's name: 15 characters, unique per (VNI, peer). */
 export function tunnelName(vni: number, peer: string): string {
-  return `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
+  const key = `${vni}/${peer}`;
+  let name = names.get(key);
+  if (name === undefined) {
+    if (names.size >= 100_000) names.clear(); // bounded: peers come and go
+    name = `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
+    names.set(key, name);
+  }
+  return name;
 }
 
 /** The tunnels this host should have. Pure. */
@@ -78,7 +87,7 @@ export interface TunnelDeps {
 }
 
 export class Tunnels {
-  private readonly logical: FollowedRecords<LogicalNetwork>;
+  private readonly logical: FollowedLogical;
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
@@ -90,7 +99,7 @@ export class Tunnels {
   settled: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: TunnelDeps) {
-    this.logical = followLogical(deps.store, deps.log, () => this.schedule());
+    this.logical = new FollowedLogical(deps.store, deps.log, () => this.schedule());
   }
 
   /** Loads the logical networks and follows them (again after a lost watch). */

@@ -18,17 +18,24 @@ export async function listDeparted(store: Store): Promise<Map<string, Departed>>
   return new Map(kvs.map((kv) => [unpart(kv.key.slice(keys.departed.length)), decodeRecord<Departed>(kv.key, kv.value)]));
 }
 
-/** The members of a logical network record (only their names matter here). */
-function membersOf(kv: KeyValue): Record<string, unknown> {
-  return decodeRecord<{ members: Record<string, unknown> }>(kv.key, kv.value, (v) =>
-    typeof v.members === 'object' && v.members !== null ? undefined : 'it has no members',
-  ).members;
+/** Members inside a logical network record (layout 1's form; only their names matter here). */
+function membersOf(kv: KeyValue): string[] {
+  const record = decodeRecord<{ members?: Record<string, unknown> }>(kv.key, kv.value);
+  return Object.keys(typeof record.members === 'object' && record.members !== null ? record.members : {});
 }
 
-/** Every logical network with the hosts that are its members. */
+/** Every logical network with the hosts that are its members (their keys, and layout 1's). */
 export async function listLogicalMembers(store: Store): Promise<{ name: string; members: string[] }[]> {
-  const { kvs } = await store.list(keys.logicalNetworks);
-  return kvs.map((kv) => ({ name: unpart(kv.key.slice(keys.logicalNetworks.length)), members: Object.keys(membersOf(kv)) }));
+  const [records, keyed] = await Promise.all([store.list(keys.logicalNetworks), store.list(keys.allLogicalMembers)]);
+  const byName = new Map<string, Set<string>>();
+  for (const kv of records.kvs) byName.set(unpart(kv.key.slice(keys.logicalNetworks.length)), new Set(membersOf(kv)));
+  for (const kv of keyed.kvs) {
+    const [name, host] = kv.key.slice(keys.allLogicalMembers.length).split('/');
+    if (name === undefined || host === undefined) continue;
+    const of = byName.get(unpart(name)) ?? new Set<string>();
+    byName.set(unpart(name), of.add(unpart(host)));
+  }
+  return [...byName].map(([name, members]) => ({ name, members: [...members] }));
 }
 
 export const departedTxn = {

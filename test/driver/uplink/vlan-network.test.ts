@@ -9,6 +9,7 @@ import type { UplinkApi } from '../../../src/driver/effects/deps.js';
 import { keys } from '../../../src/store/keys.js';
 import type { HostRecord } from '../../../src/cluster/hosts.js';
 import { cluster, create, generic, id, tunnelPorts } from '../../helpers/logical-hosts.js';
+import { readLogical } from '../../../src/driver/records/logical-records.js';
 
 /** An uplink that records the tags the trunk is told to carry. */
 class FakeUplink implements UplinkApi {
@@ -83,10 +84,7 @@ t.test('refusals: a host without an uplink, a tag taken on the host, a host mixi
     message:
       /logical network vblue is VLAN tag 1 on the physical network, and on this host that tag is taken \(VLAN tag 1 is used by network x{12}/,
   });
-  t.notOk(
-    (JSON.parse((await h1.store.get(keys.logicalNetwork('vblue')))?.value ?? '{}') as { members: Record<string, unknown> }).members.h2,
-    'the refused host is no member',
-  );
+  t.notOk((await readLogical(h1.store, 'vblue'))?.record.members.h2, 'the refused host is no member');
   await t.rejects(create(h2, id('v'), '10.91.0.0/24', { 'ovsnet.encap': 'vxlan', 'ovsnet.network': 'vblue' }), {
     code: 'LOGICAL_NETWORK_MISMATCH',
     message: /logical network vblue is vlan VLAN tag 1 .*this request asks for -o ovsnet\.encap=vxlan: pass -o ovsnet\.encap=vlan/,

@@ -19,6 +19,7 @@ import { FakeFlows, FakeHostPorts, FakeLinks, FakeNat, FakeOvs } from '../../hel
 import { pool } from '../../helpers/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
 import { cluster, create, generic, id, tunnelPorts } from '../../helpers/logical-hosts.js';
+import { readLogical } from '../../../src/driver/records/logical-records.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-logical-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -42,11 +43,7 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
     now: new Date(),
   });
   await create(h1, id('a'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' });
-  t.match(
-    JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}'),
-    { members: { h1: { networkId: id('a') } } },
-    'the leftover member was replaced',
-  );
+  t.match((await readLogical(h1.store, 'blue'))?.record, { members: { h1: { networkId: id('a') } } }, 'the leftover member was replaced');
   const rec = JSON.parse((await h1.store.get(keys.network(id('a'))))?.value ?? '{}') as {
     vni: number;
     mtu: number;
@@ -70,9 +67,7 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   });
   await create(h2, id('b'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan' });
   await create(h3, id('c'), '10.80.0.0/24', { 'ovsnet.network': 'blue', 'ovsnet.encap': 'vxlan', 'ovsnet.tag': '1' });
-  const members = Object.keys(
-    (JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: object }).members,
-  );
+  const members = Object.keys((await readLogical(h1.store, 'blue'))?.record.members ?? {});
   t.same(members.sort(), ['h1', 'h2', 'h3']);
   t.same(h3.flows.guards.get('br0/1'), ['10.80.0.1'], 'one gateway address on every host');
 
@@ -96,10 +91,7 @@ t.test('three hosts join one logical network: VNI once, tunnels to every member,
   // Reclaimed by its peers after a long absence, a host joins again at its next reconcile.
   await leaveLogical(h2.store, 'blue', 'h2', undefined);
   t.match(await h2.driver.reconcile(), { repaired: ['member of logical network blue'] });
-  t.ok(
-    (JSON.parse((await h1.store.get(keys.logicalNetwork('blue')))?.value ?? '{}') as { members: Record<string, unknown> }).members.h2,
-    'h2 is a member again',
-  );
+  t.ok((await readLogical(h1.store, 'blue'))?.record.members.h2, 'h2 is a member again');
 
   // A peer gone from the registry loses its tunnels; back, it gets them again.
   alive.delete('h3');

@@ -13,6 +13,7 @@ import { createLogger } from '../../../src/lib/log.js';
 import { keys } from '../../../src/store/keys.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
 import { makeIpam, pool } from '../../helpers/ipam.js';
+import { readLogical } from '../../../src/driver/records/logical-records.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-reclaim-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -92,11 +93,7 @@ t.test('a dead host is reclaimed after the grace period, not before', async (t) 
     'b owns no block',
   );
   t.same((JSON.parse((await sa.get(keys.pool(poolId)))?.value ?? '{}') as { users: string[] }).users, ['a'], 'b left the pool');
-  t.same(
-    Object.keys((JSON.parse((await sa.get(keys.logicalNetwork('net')))?.value ?? '{}') as { members: object }).members),
-    ['a'],
-    'and the logical network',
-  );
+  t.same(Object.keys((await readLogical(sa, 'net'))?.record.members ?? {}), ['a'], 'and the logical network');
   t.equal(await sa.get(keys.departedHost('b')), undefined);
   const again: string[] = [];
   for (let i = 0; i < 3; i++) again.push((await a.requestAddress({ poolId, address: '', gateway: false })).address.split('/')[0] ?? '');
