@@ -9,9 +9,12 @@ import path from 'node:path';
 import fc from 'fast-check';
 import t, { type Test } from 'tap';
 import { checkTraceFlow, TraceAnswerer, tracePeer } from '../../src/cluster/traces.js';
+import { peerPass } from '../../src/cli/trace/peer.js';
+import type { NetworkRecord } from '../../src/driver/model/records.js';
 import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
+import { put } from '../../src/store/types.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-traces-'));
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
@@ -146,5 +149,57 @@ t.test('fuzz: no generated flow with a character outside the fields passes, nor 
       return /^[A-Za-z0-9_.:=,-]+$/.test(flow) && new Set(keys).size === keys.length;
     }),
     { numRuns: 3000 },
+  );
+});
+
+t.test("the CLI's peer pass: the packet as it left (as sent, when no flow rewrote it), traced on the peer", async (t) => {
+  const calls: string[][] = [];
+  const { store, answerer } = setup(t, calls);
+  await answerer.start();
+  for (const [name, vtepIp] of [
+    ['h1', '10.200.6.1'],
+    ['h2', '10.200.6.2'],
+  ] as const)
+    await store.txn({ compares: [], success: [put(keys.host(name), JSON.stringify({ name, vtepIp, machineId: name, startedAt: '' }))] });
+  const network = { networkId: 'n1', host: 'h1', logical: 'blue', vni: 7, tag: 1 } as unknown as NetworkRecord;
+  const base = {
+    store,
+    self: 'h1',
+    network,
+    outcome: { kind: 'tunnel' as const, ports: [], detail: '', remote: '10.200.6.2' },
+    proto: 'tcp' as const,
+    six: false,
+    src: '10.210.0.2',
+    dst: '10.210.0.3',
+    networks: [],
+    l4: 'tcp,tp_src=40000,tp_dst=80,tcp_flags=syn',
+    sent: { dl_src: '02:42:0a:d2:00:02', dl_dst: '02:42:0a:d2:00:03' },
+  };
+  const unchanged = await peerPass({ ...base, pass: { steps: [], datapathActions: '', fields: {}, leaving: {} } });
+  t.notOk('note' in unchanged, 'traced on the peer');
+  const asked = calls.find((c) => c[0] === 'ofproto/trace')?.[2] ?? '';
+  t.match(
+    asked,
+    /in_port=ovx[0-9a-f]+,tun_id=7,tun_src=10\.200\.6\.1,tun_dst=10\.200\.6\.2,dl_src=02:42:0a:d2:00:02,dl_dst=02:42:0a:d2:00:03,nw_src=10\.210\.0\.2/,
+  );
+  calls.length = 0;
+  await peerPass({
+    ...base,
+    pass: { steps: [], datapathActions: '', fields: {}, leaving: { dl_src: '02:0f:00:00:00:07', dl_dst: '02:42:0a:d2:00:09' } },
+  });
+  t.match(
+    calls.find((c) => c[0] === 'ofproto/trace')?.[2] ?? '',
+    /dl_src=02:0f:00:00:00:07,dl_dst=02:42:0a:d2:00:09/,
+    'rewritten MACs as they left',
+  );
+  const unknown = await peerPass({
+    ...base,
+    outcome: { ...base.outcome, remote: '10.9.9.9' },
+    pass: { steps: [], datapathActions: '', fields: {}, leaving: {} },
+  });
+  t.match(
+    unknown,
+    { note: /the rest of its way is the peer's \(10\.9\.9\.9\): ovsnet trace there/ },
+    'a tunnel to no registered host: said',
   );
 });

@@ -28,6 +28,8 @@ export interface PeerRequest {
   readonly network: NetworkRecord;
   /** This host's last pass, ending in the tunnel, and its outcome. */
   readonly pass: BridgeTrace;
+  /** The MACs the last pass's packet was sent into the bridge with. */
+  readonly sent: { readonly dl_src: string; readonly dl_dst: string };
   readonly outcome: Outcome;
   readonly proto: Proto;
   readonly six: boolean;
@@ -45,7 +47,9 @@ export async function peerPass(r: PeerRequest): Promise<PeerPass | { readonly no
   const hosts = await registeredHosts(r.store);
   const peer = hosts.find((h) => h.vtepIp === r.outcome.remote);
   const me = hosts.find((h) => h.name === r.self);
-  const { dl_src: smac, dl_dst: dmac } = r.pass.leaving;
+  // ofproto/trace prints "Final flow: unchanged" when no flow rewrote the packet: it left as sent.
+  const smac = r.pass.leaving.dl_src ?? r.sent.dl_src;
+  const dmac = r.pass.leaving.dl_dst ?? r.sent.dl_dst;
   if (peer === undefined || me === undefined || r.network.vni === undefined || smac === undefined || dmac === undefined)
     return { note: `the rest of its way is the peer's (${r.outcome.remote ?? 'unknown'}): ovsnet trace there` };
   const l3 = r.six ? `ipv6_src=${r.src},ipv6_dst=${r.dst}` : `nw_src=${r.src},nw_dst=${r.dst}`;

@@ -181,6 +181,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
     ...(dest.port === undefined ? {} : { port: dest.port }),
   });
   let last = await run(first);
+  let sent = { dl_src: ep.mac, dl_dst: dmac };
   const one = last;
   const passes: TraceReport['passes'][number][] = [
     { from: `port ${ep.hostVeth} of ${container.name}`, flow: first, steps: one.steps, outcome: outcomeOf(one, names) },
@@ -191,10 +192,11 @@ export async function trace(s: Session, containerName: string, dest: Destination
     const gw = ofports.get(back.network.gatewayPort ?? '');
     if (gw !== undefined) {
       const mark = one.fields.reg6;
+      sent = { dl_src: gatewayMac(back.network), dl_dst: back.endpoint.mac };
       const flow = flowOf(dest.proto, six, {
         ofport: gw,
-        smac: gatewayMac(back.network),
-        dmac: back.endpoint.mac,
+        smac: sent.dl_src,
+        dmac: sent.dl_dst,
         src,
         dst: address,
         ...(dest.port === undefined ? {} : { port: dest.port }),
@@ -219,6 +221,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
       self,
       network: exit.vni === undefined ? network : exit,
       pass: last,
+      sent,
       outcome: out,
       proto: dest.proto,
       six,
