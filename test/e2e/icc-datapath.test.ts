@@ -42,11 +42,16 @@ const nat = new Nat(async (cmd, args, input) => {
   return { ...r, code: r.code ?? -1 };
 }, flavour(''));
 
-/** Whether `from` gets an answer to a ping of `to` (neighbour caches flushed first: each check starts from ARP or ND). */
+/**
+ * Whether `from` gets an answer to a ping of `to` (neighbour caches flushed first: each check
+ * starts from ARP or ND). Three pings, one answer enough (busybox's exit code): a loaded machine
+ * can take longer than a second over ND and the first upcalls, and a dropped path answers none
+ * of the three, so the negative checks only grow stricter.
+ */
 async function pings(from: { ns: string }, to: string, flush = true): Promise<boolean> {
   if (flush) for (const ns of [...members.map((m) => m.ns), sw.ns]) await run('ip', ['-n', ns, 'neigh', 'flush', 'all']);
   const six = to.includes(':') ? ['-6'] : [];
-  return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', ...six, '-c', '1', '-W', '1', to])).code === 0;
+  return (await run('ip', ['netns', 'exec', from.ns, 'busybox', 'ping', ...six, '-c', '3', '-i', '0.3', '-W', '1', to])).code === 0;
 }
 
 /** What tcpdump on `on`'s eth0 saw (`filter`) while `act` ran. */
