@@ -26,6 +26,7 @@ import { InfraPorts } from './network/infra.js';
 import { NetworkRules } from './network/rules.js';
 import { undoAll, type Undo } from './model/undo.js';
 import { DriverRecords } from './records/driver-records.js';
+import { releaseOf } from './records/txn-parts.js';
 import { networkRecord } from './records/network-record.js';
 import { endpointRecord } from './records/endpoint-record.js';
 import { gatewayName, vethNames } from './effects/naming.js';
@@ -245,7 +246,7 @@ export class NetworkDriver {
     await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
     await this.bestEffort('remove QoS', async () => this.qos.remove(network, ep));
     await this.deps.ovs.deletePort(hostVeth);
-    await this.records.deleteEndpoint(networkId, endpointId);
+    await this.records.deleteEndpoint(networkId, endpointId, releaseOf(this.deps.pools, ep));
     await Promise.all([this.groups.endpointGone(network), this.rules.endpointGone(network)]);
     // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
     // the next Join waits for). The veth is off the bridge and no record names it any more: it

@@ -26,6 +26,7 @@ import { IndexSync } from './index/index-sync.js';
 import { settleDoubt, type SettleDeps } from './recovery/settle-unconfirmed.js';
 import { RecentReservations, bindReservation, type BindOps } from './allocation/bind-endpoint.js';
 import { poolUsage, type PoolUsage } from './index/usage.js';
+import { EndpointRelease, type ReleaseOps } from './allocation/endpoint-release.js';
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools/pools.js';
 export type { AddressRequest } from './allocation/allocator.js';
@@ -54,6 +55,7 @@ export class Ipam {
   private readonly shared: SharedPools;
   private readonly local: OneHostPools;
   private readonly doubts: Doubts;
+  private readonly endpointRelease: EndpointRelease;
 
   constructor(private readonly deps: IpamDeps) {
     this.sync = new IndexSync(this.index, deps, this.holders);
@@ -85,15 +87,30 @@ export class Ipam {
       releaseAddress: async (poolId, address, onlyIf) => void (await this.releaseIf(poolId, address, onlyIf)),
     };
     this.doubts = new Doubts((d) => settleDoubt(settle, d), deps.log, deps.journal, deps.doubtConfirmMs);
+    this.endpointRelease = new EndpointRelease({
+      ...keyedDeps,
+      log: deps.log,
+      recent: this.recent,
+      poolsHolding: (a) => this.poolsHolding(a)?.flatMap((id) => this.index.pools.get(id) ?? []),
+    });
   }
 
   /** Takes up the journal, loads the index and follows the store in the background; requests wait for it. */
   start(): void {
     this.doubts.load();
     this.sync.start();
+    // This host's tombstones, once the index is in (the first release after a failed read tries again).
+    this.sync
+      .ready()
+      .then(
+        () => this.endpointRelease.load(),
+        () => undefined,
+      )
+      .catch(() => undefined);
   }
 
   async stop(): Promise<void> {
+    await this.endpointRelease.stop();
     await this.doubts.stop();
     await this.sync.stop();
   }
@@ -118,6 +135,7 @@ export class Ipam {
   async releasePool(poolId: string): Promise<void> {
     await this.ready();
     await this.pools.release(poolId);
+    this.endpointRelease.forgetPool(poolId);
   }
 
   /** A dead host leaves a logical network's pool (dead-host-reclaim.ts); the last user removes it. */
@@ -140,6 +158,7 @@ export class Ipam {
   async releaseAddress(poolId: string, address: string): Promise<void> {
     const at = this.now();
     try {
+      if (await this.endpointRelease.consume(poolId, address)) return; // DeleteEndpoint freed it
       await this.releaseIf(poolId, address);
     } catch (err) {
       // Docker only logs a failed release: do it again once the store answers.
@@ -172,20 +191,13 @@ export class Ipam {
     return this.release.byAddress(poolId, address, onlyIf);
   }
 
-  /**
-   * Releases what the holder key holds (a CNI DEL, or GC of an attachment the runtime no
-   * longer has), in `poolId` only when given; a key that holds nothing frees nothing. Returns
-   * the addresses freed. Idempotent.
-   */
+  /** Releases what the holder key holds (CNI DEL or GC), in `poolId` only when given; the addresses freed. Idempotent. */
   async releaseHolder(holder: string, poolId?: string): Promise<string[]> {
     await this.ready();
     return this.release.byHolder(holder, poolId);
   }
 
-  /**
-   * The holders of a pool whose key starts with `prefix`, with their addresses (CNI GC: every
-   * `cni/` holder of the network's pool the runtime no longer lists is released). A read.
-   */
+  /** The holders of a pool whose key starts with `prefix`, with their addresses (CNI GC). A read. */
   async holdersIn(poolId: string, prefix: string): Promise<{ holder: string; address: string }[]> {
     await this.ready();
     return this.holders.inPool(poolId, prefix);
@@ -197,12 +209,7 @@ export class Ipam {
     return this.keyed.adopt(this.poolsHolding(address) ?? [], address, holder, from, name);
   }
 
-  /**
-   * Makes the ovsnet pool `cidr` the shared pool of logical network `name` (idempotent): from
-   * now on its addresses come from per-host blocks. Its reservations so far (the gateway, aux
-   * addresses) move from the pool's count into unowned blocks, in one transaction. Returns the
-   * PoolID, or undefined when no ovsnet pool is `cidr` (the network uses another IPAM).
-   */
+  /** Makes the ovsnet pool `cidr` logical network `name`'s, shared in blocks (bind-logical.ts); undefined if no ovsnet pool is `cidr`. */
   async bindLogical(cidr: string, name: string): Promise<string | undefined> {
     await this.ready();
     return bindLogicalPool(() => [...this.index.pools.values()].find((p) => p.record.pool === cidr), this.shared, this.deps, cidr, name);
@@ -232,20 +239,14 @@ export class Ipam {
     return [...this.index.pools.values()].find((p) => p.record.pool === cidr && p.record.logical !== undefined)?.record.logical;
   }
 
-  /**
-   * The pools whose subnet holds `address` (plain form), from the index: no store round trip.
-   * Undefined while the index is not loaded (the caller then asks the store).
-   */
+  /** The pools whose subnet holds `address` (plain form), from the index; undefined while it is not loaded. */
   poolsHolding(address: string): string[] | undefined {
     if (!this.sync.isReady) return undefined;
     const { family, value } = parseAddress(address);
     return [...this.index.pools.values()].filter((p) => containsAddress(p.prefix, family, value)).map((p) => p.record.poolId);
   }
 
-  /**
-   * Marks the reservation of `address` (plain or CIDR form) with the endpoint using it; false
-   * when no ovsnet reservation holds it (Docker's default IPAM gave it). Idempotent.
-   */
+  /** Marks the reservation of `address` with the endpoint using it; false when ovsnet holds none. Idempotent. */
   bindEndpoint(address: string, endpointId: string): Promise<boolean> {
     return bindReservation(this.deps.store, address, endpointId, this.poolsHolding(address.split('/')[0] ?? ''));
   }
@@ -253,6 +254,11 @@ export class Ipam {
   /** bindEndpoint as ops of the caller's transaction, when this process wrote the reservation (bind-endpoint.ts). */
   bindOps(address: string, endpointId: string): BindOps | undefined {
     return this.recent.bindOps(address, endpointId);
+  }
+
+  /** DeleteEndpoint's release of the endpoint's address, in the driver's transaction (endpoint-release.ts). */
+  releaseOps(address: string, endpointId: string): ReleaseOps | undefined {
+    return this.endpointRelease.ops(address, endpointId);
   }
 
   /** Pool usage, for status output and tests. */

@@ -57,6 +57,15 @@ export const keys = {
   stickyKey: (poolId: string, holder: string) => `${ROOT}ipam/sticky/${part(poolId)}/${part(holder)}`,
   allSticky: `${ROOT}ipam/sticky/`,
 
+  /**
+   * Tombstones: an address DeleteEndpoint freed with the endpoint's record, until Docker's
+   * ReleaseAddress of it (ipam-driver/state/tombstones.ts): one key per endpoint and address.
+   */
+  tombstones: (poolId: string) => `${ROOT}ipam/tombstones/${part(poolId)}/`,
+  tombstone: (poolId: string, address: string, endpointId: string) =>
+    `${ROOT}ipam/tombstones/${part(poolId)}/${part(address)}/${part(endpointId)}`,
+  allTombstones: `${ROOT}ipam/tombstones/`,
+
   /** Everything of IPAM, watched as one prefix. */
   ipam: `${ROOT}ipam/`,
   /** Bumped by every pool creation or release in an address space: serialises overlap checks. */

@@ -182,6 +182,17 @@ export const FAMILIES: readonly { readonly family: string; readonly prefix: stri
   },
   { family: 'reservations', prefix: keys.allAddresses, check: check({ address, poolId: str, host: str, endpoint: optional(str) }) },
   { family: 'blocks', prefix: keys.allBlocks, check: check({ host: str, count }) },
+  {
+    family: 'tombstones',
+    prefix: keys.allTombstones,
+    check: check({
+      poolId: str,
+      address,
+      endpoint: str,
+      host: str,
+      at: { ok: (v) => typeof v === 'string' && Number.isFinite(Date.parse(v)), what: 'a time such as 2026-12-02T04:00:00.000Z' },
+    }),
+  },
   { family: 'departed hosts', prefix: keys.departed, check: check({ host: str, since: str }) },
 ];
 

@@ -67,6 +67,12 @@ function hostile(run: string) {
     memberGood: [keys.logicalMember(`${run}-net`, 'good'), '{"networkId":"n1","since":"then"}'] as const,
     memberBad: [keys.logicalMember(`${run}-net`, 'bad'), 'nojson'] as const,
     memberNoId: [keys.logicalMember(`${run}-net`, 'noid'), '{"since":"then"}'] as const,
+    // Tombstones (ipam-driver/state/tombstones.ts) not JSON, and naming no time.
+    tombBad: [keys.tombstone(`${run}-fine`, '10.251.0.9', 'e1'), 'nojson'] as const,
+    tombNoTime: [
+      keys.tombstone(`${run}-fine`, '10.251.0.10', 'e2'),
+      JSON.stringify({ poolId: `${run}-fine`, address: '10.251.0.10', endpoint: 'e2', host: `${run}-h1`, at: 'yesterday' }),
+    ] as const,
   };
 }
 
@@ -82,7 +88,7 @@ async function scenario(t: Test, store: Store): Promise<void> {
 }
 
 async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof hostile>, stops: (() => Promise<unknown>)[]): Promise<void> {
-  const first = [h.host, h.pool, h.fine, h.address, h.count, h.logical, h.memberGood, h.memberBad, h.memberNoId];
+  const first = [h.host, h.pool, h.fine, h.address, h.count, h.logical, h.memberGood, h.memberBad, h.memberNoId, h.tombBad, h.tombNoTime];
   await store.txn({ compares: [], success: first.map(([k, v]) => put(k, v)) });
 
   const ipam = makeIpam(store, { host: `${run}-h1` });
@@ -98,6 +104,10 @@ async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof ho
     'the pool whose reservation key and count are garbage is still indexed',
   );
   for (const key of [h.pool[0], h.address[0], h.count[0]]) t.ok(skippedRecords.keys().includes(key), `${key} noted as skipped`);
+  // Docker's release reads this host's tombstones first: the bad ones are skipped, the release done.
+  await ipam.releaseAddress(poolId, address.split('/')[0] ?? '');
+  t.equal(await store.get(keys.address(poolId, address.split('/')[0] ?? '')), undefined, 'released past the bad tombstones');
+  for (const key of [h.tombBad[0], h.tombNoTime[0]]) t.ok(skippedRecords.keys().includes(key), `${key} noted as skipped`);
 
   // The watch goes on through a bad record arriving later.
   await store.txn({ compares: [], success: [put(...h.later)] });
@@ -128,7 +138,8 @@ async function steps(t: Test, store: Store, run: string, h: ReturnType<typeof ho
   // ovsnet doctor names every bad key, with the fix.
   const check = await recordsCheck(store);
   t.equal(check.ok, false);
-  for (const [key] of [h.host, h.pool, h.count, h.later, h.laterHost]) t.ok(check.detail.includes(key), `doctor names ${key}`);
+  for (const [key] of [h.host, h.pool, h.count, h.later, h.laterHost, h.tombBad, h.tombNoTime])
+    t.ok(check.detail.includes(key), `doctor names ${key}`);
   t.match(check.detail, /\(its pool is "bogus", not a CIDR such as 10\.1\.0\.0\/24 or fd00::\/64\)/);
   t.match(check.detail, /hosts\/[0-9a-f]{8}-x \(not JSON: "nojson"\)/);
   t.match(check.fix, /delete or rewrite each key named/);

@@ -10,7 +10,7 @@ import type { VethSpec } from '../links/links.js';
 import type { SpareNames } from '../links/spare-ops.js';
 import type { DatapathType, OwnPort, PortOptions } from '../ovs/ovsdb.js';
 import type { NetworkRecord, PortBinding } from '../model/records.js';
-import type { TxnPart } from '../records/driver-records.js';
+import type { TxnPart, TxnPartDone } from '../records/txn-parts.js';
 import type { SubnetRules } from '../model/subnet-check.js';
 import type { GuardSegment } from '../ovs/flows.js';
 import type { Qos } from '../model/qos-options.js';
@@ -201,6 +201,12 @@ export interface SharedPoolsApi {
    * nothing was bound: the caller uses bindEndpoint.
    */
   bindOps?(address: string, endpointId: string): TxnPart | undefined;
+  /**
+   * The release of ovsnet's reservation of `address`, bound to `endpointId`, as compares and
+   * writes for DeleteEndpoint's own transaction (Docker's ReleaseAddress then has nothing to
+   * do); `done` with its outcome. Undefined when it cannot ride there: ReleaseAddress releases.
+   */
+  releaseOps?(address: string, endpointId: string): TxnPartDone | undefined;
   /**
    * Reserves an address of the ovsnet pool `cidr` for the host itself (an infra port: infra.ts)
    * under `name`; undefined if ovsnet has no such pool. releaseHostAddress undoes it.

@@ -12,20 +12,10 @@ import { decodeAll, decodeRecord } from '../../store/decode.js';
 import { keys, unpart } from '../../store/keys.js';
 import { FollowedRecords } from '../../store/follow.js';
 import type { Logger } from '../../lib/log.js';
-import { absent, del, get, put, type Compare, type Op, type Store } from '../../store/types.js';
+import { absent, del, get, put, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
 import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
-
-/** Compares and writes another module adds to one of these transactions. */
-export interface TxnPart {
-  readonly compares: readonly Compare[];
-  readonly success: readonly Op[];
-}
-
-export const joinParts = (parts: readonly TxnPart[]): TxnPart => ({
-  compares: parts.flatMap((p) => p.compares),
-  success: parts.flatMap((p) => p.success),
-});
+import { joinParts, type TxnPart, type TxnPartDone } from './txn-parts.js';
 
 /** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
 
@@ -246,9 +236,19 @@ export class DriverRecords {
     this.endpoints.set(key, record);
   }
 
-  async deleteEndpoint(networkId: string, endpointId: string): Promise<void> {
+  /**
+   * Deletes the endpoint's record; `also`: more compares and writes for the same transaction
+   * (the release of its addresses, Ipam.releaseOps), told the outcome. When one of its compares
+   * fails, the record is deleted alone.
+   */
+  async deleteEndpoint(networkId: string, endpointId: string, also?: TxnPartDone): Promise<void> {
     const key = keys.endpoint(this.recordId(networkId), endpointId);
     this.endpoints.forget(key);
+    if (also !== undefined) {
+      const res = await this.store.txn({ compares: also.compares, success: [del(key), ...also.success] });
+      also.done(res.succeeded, res.revision);
+      if (res.succeeded) return;
+    }
     await this.store.txn({ compares: [], success: [del(key)] });
   }
 

@@ -80,6 +80,11 @@ export class RecentReservations {
     return { compares: [reservationTxn.valueIs(at.poolId, at.address, json)], success: [reservationTxn.put(bound)] };
   }
 
+  /** The JSON this process last wrote for the reservation, kept. */
+  peek(poolId: string, address: string): string | undefined {
+    return this.byKey.get(idOf(poolId, address));
+  }
+
   /** The JSON this process last wrote for the reservation (forgotten once taken: the release is its last use). */
   take(poolId: string, address: string): string | undefined {
     const id = idOf(poolId, address);

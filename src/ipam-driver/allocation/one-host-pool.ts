@@ -7,7 +7,7 @@
  * do the same per block.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import type { Store } from '../../store/types.js';
+import type { Compare, Op, Store } from '../../store/types.js';
 import { formatAddress } from '../../lib/cidr.js';
 import { refreshCount, type PoolState } from '../index/pool-index.js';
 import type { Reservation } from '../state/records.js';
@@ -24,6 +24,19 @@ export interface AddressStrategy {
   allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined>;
   /** Releases; with `onlyIf`, only a reservation that passes it. Idempotent. */
   release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void>;
+  /**
+   * The release of a reservation stored exactly as `json` (what this process wrote) as compares
+   * and writes for the caller's transaction; `applied` once it succeeded. Undefined when this
+   * strategy would not release it (another host's, a kept gateway).
+   */
+  releasePart(pool: PoolState, value: bigint, json: string): StrategyPart | undefined;
+}
+
+/** A release as part of another transaction (DeleteEndpoint's: tombstones.ts). */
+export interface StrategyPart {
+  readonly compares: readonly Compare[];
+  readonly success: readonly Op[];
+  applied(revision: number): void;
 }
 
 function setCount(pool: PoolState, count: number, revision: number): void {
@@ -71,6 +84,20 @@ export class OneHostPools implements AddressStrategy {
       refreshCount(pool, countTxn.read(res.gets[1]));
     }
     throw new OvsnetError('NOT_READY', `pool ${pool.record.pool} is under heavy contention; retry`);
+  }
+
+  releasePart(pool: PoolState, value: bigint, json: string): StrategyPart {
+    const { poolId } = pool.record;
+    const address = formatAddress(pool.prefix.family, value);
+    const next = pool.count - 1;
+    return {
+      compares: [reservationTxn.valueIs(poolId, address, json), countTxn.unchanged(poolId, pool.countRevision)],
+      success: [reservationTxn.del(poolId, address), countTxn.put(poolId, next)],
+      applied: (revision) => {
+        pool.mark(value, false);
+        setCount(pool, next, revision);
+      },
+    };
   }
 
   async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {

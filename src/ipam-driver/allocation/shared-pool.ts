@@ -9,9 +9,9 @@
  * with a new reservation or a real release. docs/multi-host.md, "How it works", says more.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import type { KeyValue, Op, Store } from '../../store/types.js';
+import type { Compare, KeyValue, Store } from '../../store/types.js';
 import { formatAddress, parseAddress } from '../../lib/cidr.js';
-import type { AddressStrategy } from './one-host-pool.js';
+import type { AddressStrategy, StrategyPart } from './one-host-pool.js';
 import type { PoolState } from '../index/pool-index.js';
 import type { BlockRecord, PoolRecord, Reservation } from '../state/records.js';
 import { blockTxn, countTxn, poolTxn, reservationTxn, type Stored } from '../state/ipam-txn.js';
@@ -163,30 +163,23 @@ export class SharedPools implements AddressStrategy {
         return; // not reserved: a second release moves nothing
       }
       const r = held === undefined ? (JSON.parse(known ?? '{}') as Reservation) : held.record;
-      if (r.host !== this.deps.host || (onlyIf !== undefined && !onlyIf(r))) return;
-      if (r.kind === 'gateway' && keepsGateway(pool.record, this.deps.host)) return;
-      const state = pool.blocks.get(start);
-      const current = state?.record;
-      const count = Math.max((current?.count ?? 1) - 1, 0);
-      const goesBack = count === 0 && (current?.host === this.deps.host || current?.host === '' || current === undefined);
-      const next: BlockRecord | undefined = goesBack || current === undefined ? undefined : { ...current, count };
-      const ops: Op[] = [
-        reservationTxn.del(poolId, address),
-        next === undefined ? blockTxn.del(poolId, blockStart) : blockTxn.put(poolId, blockStart, next),
-      ];
+      if (onlyIf !== undefined && !onlyIf(r)) return;
+      const part = this.partOf(
+        pool,
+        value,
+        r,
+        held === undefined
+          ? reservationTxn.valueIs(poolId, address, known ?? '')
+          : reservationTxn.unchanged(poolId, address, held.modRevision),
+      );
+      if (part === undefined) return;
       const res = await this.deps.store.txn({
-        compares: [
-          held === undefined
-            ? reservationTxn.valueIs(poolId, address, known ?? '')
-            : reservationTxn.unchanged(poolId, address, held.modRevision),
-          this.blockIs(poolId, blockStart, state?.modRevision, current),
-        ],
-        success: ops,
+        compares: part.compares,
+        success: part.success,
         failure: [reservationTxn.get(poolId, address), blockTxn.get(poolId, blockStart)],
       });
       if (res.succeeded) {
-        pool.mark(value, false);
-        pool.setBlock(start, next, res.revision);
+        part.applied(res.revision);
         return;
       }
       held = reservationTxn.read(res.gets[0]);
@@ -197,6 +190,40 @@ export class SharedPools implements AddressStrategy {
       this.refresh(pool, start, res.gets[1], res.revision);
     }
     throw new OvsnetError('NOT_READY', `address ${address} of pool ${pool.record.pool} could not be released under contention; retry`);
+  }
+
+  releasePart(pool: PoolState, value: bigint, json: string): StrategyPart | undefined {
+    const address = formatAddress(pool.prefix.family, value);
+    return this.partOf(pool, value, JSON.parse(json) as Reservation, reservationTxn.valueIs(pool.record.poolId, address, json));
+  }
+
+  /**
+   * Deleting reservation `r` (as `unchanged` compares it) and moving its block's count, as one
+   * transaction's parts; undefined when this host does not release it (another host's, a kept
+   * gateway). An emptied block of ours goes back.
+   */
+  private partOf(pool: PoolState, value: bigint, r: Reservation, unchanged: Compare): StrategyPart | undefined {
+    if (r.host !== this.deps.host) return undefined;
+    if (r.kind === 'gateway' && keepsGateway(pool.record, this.deps.host)) return undefined;
+    const { poolId } = pool.record;
+    const start = pool.blockOf(value);
+    const blockStart = formatAddress(pool.prefix.family, start);
+    const state = pool.blocks.get(start);
+    const current = state?.record;
+    const count = Math.max((current?.count ?? 1) - 1, 0);
+    const goesBack = count === 0 && (current?.host === this.deps.host || current?.host === '' || current === undefined);
+    const next: BlockRecord | undefined = goesBack || current === undefined ? undefined : { ...current, count };
+    return {
+      compares: [unchanged, this.blockIs(poolId, blockStart, state?.modRevision, current)],
+      success: [
+        reservationTxn.del(poolId, formatAddress(pool.prefix.family, value)),
+        next === undefined ? blockTxn.del(poolId, blockStart) : blockTxn.put(poolId, blockStart, next),
+      ],
+      applied: (revision) => {
+        pool.mark(value, false);
+        pool.setBlock(start, next, revision);
+      },
+    };
   }
 
   /** This host's blocks with room first, then an unclaimed block, then any block with room. */

@@ -25,6 +25,9 @@ export const ipamKeys = {
   allSticky: keys.allSticky,
   space: keys.space,
   cursor: keys.poolCursor,
+  tombstones: keys.tombstones,
+  tombstone: keys.tombstone,
+  allTombstones: keys.allTombstones,
 } as const;
 
 /** What a key under IPAM_PREFIX names. */

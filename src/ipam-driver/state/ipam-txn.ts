@@ -42,6 +42,7 @@ export const poolTxn = {
     { type: 'deletePrefix', prefix: ipamKeys.reservations(poolId) },
     { type: 'deletePrefix', prefix: ipamKeys.blocks(poolId) },
     { type: 'deletePrefix', prefix: ipamKeys.sticky(poolId) },
+    { type: 'deletePrefix', prefix: ipamKeys.tombstones(poolId) },
     del(ipamKeys.count(poolId)),
   ],
   /** The store's view of a pool record this process just wrote, for the pool index. */
