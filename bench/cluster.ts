@@ -265,7 +265,7 @@ export async function benchCluster(): Promise<void> {
   );
   const life = st.perStart + st.perStop;
   console.log(
-    `\nStorm: ${st.n} parallel docker run -d on host 1's logical network (${fmt(st.wallMs, 0)} ms, ${st.failures} failures), then all removed; targets: <= 3 store round trips per container lifecycle, <= 10 ms ovsnet CPU per start`,
+    `\nStorm: ${st.n} parallel docker run -d on host 1's logical network (${fmt(st.wallMs, 0)} ms, ${st.failures} failures), then all removed; targets: <= 3 store round trips per container lifecycle, <= 8 ms ovsnet CPU per start (issue 27; was 10)`,
   );
   console.log(
     table(
@@ -278,9 +278,9 @@ export async function benchCluster(): Promise<void> {
           'ovsnet CPU ms per container start',
           fmt(st.cpuMsPerStart),
           `${fmt(st.idleCpuMsPerS)} ms/s idle`,
-          st.cpuMsPerStart <= 10 ? 'met' : 'NOT met',
+          st.cpuMsPerStart <= 8 ? 'met' : 'NOT met',
         ],
-        ['the same, idle CPU of that time taken off', fmt(st.netCpuMsPerStart), '', st.netCpuMsPerStart <= 10 ? 'met' : 'NOT met'],
+        ['the same, idle CPU of that time taken off', fmt(st.netCpuMsPerStart), '', st.netCpuMsPerStart <= 8 ? 'met' : 'NOT met'],
       ],
     ),
   );

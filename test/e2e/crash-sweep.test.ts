@@ -1,10 +1,10 @@
 /**
- * Crash consistency with real Docker: container lifecycles on two ovsnet networks
- * while ovsnet is SIGKILLed inside Docker's calls and restarted on the same state, as systemd or
- * the managed plugin would. Then every container and both networks are removed and, without
- * another restart of ovsnet (whose reconcile would tidy up), nothing of ovsnet's may be left:
- * no OVS port, no veth carrying its alias, no endpoint record, no address reservation; and no
- * address was handed out twice meanwhile.
+ * Crash consistency with real Docker: container lifecycles on two ovsnet networks while ovsnet
+ * is SIGKILLed inside Docker's calls (the driver's, and the IPAM's requests and releases) and
+ * restarted on the same state, as systemd or the managed plugin would. Then every container and
+ * both networks are removed and, without another restart of ovsnet (whose reconcile would tidy
+ * up), nothing of ovsnet's may be left: no OVS port, no veth carrying its alias, no endpoint
+ * record, no address reservation, no tombstone; and no address was handed out twice meanwhile.
  *
  * Docker's calls go through a proxy (test/helpers/plugin-proxy.ts) that shows which call ovsnet
  * is handling, so that a kill lands inside one. A kill during DeleteEndpoint is what left ports
@@ -19,7 +19,8 @@ import { DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
 import { PluginProxy } from '../helpers/plugin-proxy.js';
 
 const LIFECYCLES = 40; // 20 on each network
-const KILLS = 10;
+const KILLS = 10; // inside the driver's calls
+const IPAM_KILLS = 3; // as the IPAM's RequestAddress or ReleaseAddress arrives
 const LIVE = 3; // containers kept running per network, so that a duplicate address would show
 
 // A seeded generator: a failure can be replayed with the seed it printed.
@@ -36,19 +37,25 @@ const realSocket = path.join(host.dir, 'run', 'ovsnet', 'real.sock');
 let ovsnet: Ovsnet | undefined;
 let restarting: Promise<void> | undefined;
 let killing = true; // off for the final removal: ovsnet is not restarted after it
-const kills: { during: string; afterMs: number }[] = [];
+const kills: { during: string; afterMs: number; ipam: boolean }[] = [];
 
 // Kill inside a call of the driver's (more often in those that create or remove veths and
-// ports), a random few milliseconds after ovsnet got it; at most one kill in flight.
+// ports), a random few milliseconds after ovsnet got it; at most one kill in flight. And in
+// the IPAM's RequestAddress and ReleaseAddress: a kill as ReleaseAddress arrives falls between
+// DeleteEndpoint (which freed the address and left a tombstone) and the release that consumes
+// it; one as CreateEndpoint arrives, between RequestAddress and the endpoint's record.
+const dockerCall = /^(NetworkDriver\.|IpamDriver\.(RequestAddress|ReleaseAddress)$)/;
 const proxy = new PluginProxy(path.join(host.pluginDir, 'ovsnet.sock'), realSocket, (method) => {
-  if (!killing || !method.startsWith('NetworkDriver.') || restarting !== undefined || ovsnet === undefined || kills.length >= KILLS) return;
-  const odds = /Join|DeleteEndpoint|Leave/.test(method) ? 0.3 : 0.08;
+  if (!killing || !dockerCall.test(method) || restarting !== undefined || ovsnet === undefined) return;
+  const ipam = method.startsWith('IpamDriver.');
+  if (kills.filter((k) => k.ipam === ipam).length >= (ipam ? IPAM_KILLS : KILLS)) return;
+  const odds = /Join|DeleteEndpoint|Leave/.test(method) ? 0.3 : /ReleaseAddress/.test(method) ? 0.2 : 0.08;
   if (random() > odds) return;
-  const afterMs = Math.floor(random() * 25);
+  const afterMs = Math.floor(random() * (ipam ? 3 : 25));
   const victim = ovsnet;
   restarting = (async () => {
     await new Promise((r) => setTimeout(r, afterMs));
-    kills.push({ during: proxy.calls().join('+') || `none (${method} answered)`, afterMs });
+    kills.push({ during: proxy.calls().join('+') || `none (${method} answered)`, afterMs, ipam });
     await victim.kill('SIGKILL');
     ovsnet = await startOvsnet();
   })().finally(() => (restarting = undefined));
@@ -124,6 +131,10 @@ await t.test(`${LIFECYCLES} container lifecycles on two networks, ovsnet SIGKILL
   t.comment(`${LIFECYCLES} lifecycles in ${Math.round((Date.now() - started) / 1000)} s, ${runFailures} docker run refused meanwhile`);
   t.comment(`${kills.length} kills: ${kills.map((k) => `${k.during} (+${k.afterMs} ms)`).join(', ')}`);
   t.ok(kills.length >= 5, `ovsnet was killed ${kills.length} times`);
+  t.ok(
+    kills.some((k) => k.ipam),
+    `at least once as the IPAM's request or release arrived (${kills.filter((k) => k.ipam).length})`,
+  );
   t.equal(duplicates, 0, `no address handed out twice ${seenDuplicates.join('; ')}`);
 
   // Everything removed, ovsnet not restarted again.
@@ -141,6 +152,7 @@ await t.test(`${LIFECYCLES} container lifecycles on two networks, ovsnet SIGKILL
   const store = new SqliteStore({ file: host.storeFile });
   t.same((await store.list(`${keys.root}endpoints/`)).kvs, [], 'no endpoint record');
   t.same((await store.list(keys.allAddresses)).kvs, [], 'no address reservation');
+  t.same((await store.list(keys.allTombstones)).kvs, [], 'no tombstone (of DeleteEndpoint, for ReleaseAddress)');
   t.same((await store.list(keys.networks)).kvs, [], 'no network record');
   await store.close();
 });
