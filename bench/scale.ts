@@ -12,10 +12,18 @@
  * 4. 200 hosts as light agents, and one full host among them on a real Open vSwitch (bench/hosts.ts).
  */
 import fs from 'node:fs';
+import os from 'node:os';
 import { EtcdStore } from '../src/store/etcd/etcd.js';
 import { put } from '../src/store/types.js';
 import { offsetSetFor, type Bitmap } from '../src/ipam-driver/index/offsets.js';
+import { RecordCache } from '../src/driver/records/record-cache.js';
+import { endpointCodec } from '../src/driver/records/endpoint-pack.js';
+import { macFor } from '../src/driver/model/addresses.js';
+import { names, type EndpointRecord } from '../src/driver/model/records.js';
+import { keys } from '../src/store/keys.js';
+import { HEAP_CHECK_MS } from '../src/daemon/memory.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
+import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
 import { fmt, percentile, table } from './stats.js';
 
@@ -46,6 +54,48 @@ function poolMemory(): string[][] {
   return rows;
 }
 
+/** This process's copies of 10k endpoint records (records/record-cache.ts): packed (endpoint-pack.ts), against the objects JSON.parse makes of them under their keys. */
+function recordCopies(): string[][] {
+  const heap = () => {
+    global.gc?.();
+    return process.memoryUsage().heapUsed;
+  };
+  const network = 'ab'.repeat(32);
+  const record = (i: number): EndpointRecord => {
+    const endpointId = `f${i.toString(16).padStart(63, '0')}`;
+    const address = `10.${(i >> 16) & 255}.${(i >> 8) & 255}.${i & 255}/8`;
+    return {
+      networkId: network,
+      endpointId,
+      address,
+      mac: macFor(address),
+      host: 'bench-host',
+      hostVeth: names.hostVeth(endpointId),
+      containerVeth: names.containerVeth(endpointId),
+      portmap: [],
+      createdAt: new Date(1_700_000_000_000 + i).toISOString(),
+    };
+  };
+  const sizeOf = (fill: (key: string, r: EndpointRecord) => void) => {
+    const before = heap();
+    for (let i = 0; i < 10_000; i++) {
+      const r = record(i);
+      fill(keys.endpoint(network, r.endpointId), r);
+    }
+    return (heap() - before) / 1024;
+  };
+  const objects = new Map<string, unknown>();
+  const objectsKiB = sizeOf((key, r) => objects.set(key, JSON.parse(JSON.stringify(r))));
+  const packed = new RecordCache<EndpointRecord>(() => {
+    throw new Error('not read');
+  }, endpointCodec('bench-host'));
+  const packedKiB = sizeOf((key, r) => packed.set(key, r));
+  return [
+    ['10k endpoint records as objects under their keys [baseline]', String(objects.size), fmt(objectsKiB, 0)],
+    ['10k endpoint records packed (record-cache.ts)', String(packed.size), fmt(packedKiB, 0), `${fmt(packedKiB / objectsKiB)}x`],
+  ];
+}
+
 interface Figures {
   rssMiB: number;
   /** V8's live heap (after a collection only if one ran: nodejs_heap_size_used_bytes), beside RSS, which V8 does not give back at once. */
@@ -67,17 +117,18 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
   const req: number[] = [];
   for (let i = 0; i < 200; i++) {
     const t0 = process.hrtime.bigint();
-    const r = await pluginCall(socket, 'IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: {} });
+    const request = () => pluginCall(socket, 'IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: {} });
+    const r = await request().catch(request); // a loaded machine's rare 5 s stall (the p50 is what is kept)
     req.push(ms(t0));
     const address = (r.body as { Address?: string }).Address ?? '';
-    await pluginCall(socket, 'IpamDriver.ReleaseAddress', { PoolID: poolId, Address: address.split('/')[0] });
+    const release = () => pluginCall(socket, 'IpamDriver.ReleaseAddress', { PoolID: poolId, Address: address.split('/')[0] });
+    await release().catch(release);
   }
   req.sort((a, b) => a - b);
-  const rss = /VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${servePid(ovsnet)}/status`, 'utf8'))?.[1];
   const metrics = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
   const heap = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1]);
   return {
-    rssMiB: Number(rss) / 1024,
+    rssMiB: rssMiB(ovsnet),
     heapMiB: heap / 2 ** 20,
     reconcileMs,
     ipamCliMs: await cli(['ipam']),
@@ -93,20 +144,34 @@ function servePid(o: Ovsnet): number {
   return Number(child);
 }
 
+/** A build of ovsnet to measure: its entry point and the node flags it is started with (its plugin/config.json's). */
+interface Daemon {
+  readonly label: string;
+  readonly main: string;
+  readonly flags: readonly string[];
+}
+
 /** Starts ovsnet; resolves with it and the ms until its start-up reconcile was logged. */
-async function start(host: DockerHost): Promise<{ ovsnet: Ovsnet; reconcileMs: number }> {
+async function start(host: DockerHost, daemon: Daemon): Promise<{ ovsnet: Ovsnet; reconcileMs: number }> {
   const t0 = process.hrtime.bigint();
-  const ovsnet = await host.startOvsnet({ OVSNET_LOG_LEVEL: 'info' }); // the reconcile line is at info
+  const ovsnet = await host.startOvsnet({ OVSNET_LOG_LEVEL: 'info' }, daemon.main, daemon.flags); // the reconcile line is at info
   for (let i = 0; i < 600 && !ovsnet.log.includes('reconciled the store with OVS'); i++) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 500)); // what follows the reconcile (the collection after start-up: src/daemon/memory.ts)
   return { ovsnet, reconcileMs: ms(t0) };
 }
 
-async function tenThousand(): Promise<{ rows: string[][]; n: number; fabricateS: number }> {
-  const n = Number(process.env.BENCH_SCALE ?? 10_000);
+const rssMiB = (o: Ovsnet) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${servePid(o)}/status`, 'utf8'))?.[1]) / 1024;
+
+/**
+ * One build, on a simulated host: figures with the store empty, then with each count of records
+ * in `counts` (made over the socket, the next count's on top of the last): RSS right after
+ * making them (its copies of them full, no restart), then every figure after a restart.
+ */
+async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows: string[][]; fabricateS: number[] }> {
   const host = await DockerHost.up('benchscale');
   let current: Ovsnet | undefined;
   try {
-    let s = await start(host);
+    let s = await start(host, daemon);
     current = s.ovsnet;
     const call = async (method: string, body: unknown) => {
       // The first CreateNetwork makes the bridge: on a loaded machine it can outlast the
@@ -135,55 +200,74 @@ async function tenThousand(): Promise<{ rows: string[][]; n: number; fabricateS:
       IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: '10.0.0.0/8', Gateway: gw.Address }],
       IPv6Data: [],
     });
+    await s.ovsnet.kill('SIGTERM');
+    s = await start(host, daemon);
+    current = s.ovsnet;
     const empty = await figures(host, s.ovsnet, s.reconcileMs, poolId);
-    await s.ovsnet.kill('SIGTERM');
-    s = await start(host);
-    current = s.ovsnet;
-    const emptyReconcile = s.reconcileMs;
-    const t0 = process.hrtime.bigint();
+    const made: number[] = [];
+    const idle: number[] = [];
+    const full: Figures[] = [];
+    const fabricateS: number[] = [];
     let next = 0;
-    const worker = async () => {
-      for (let i = next++; i < n; i = next++) {
-        const { Address = '' } = await call('IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: {} });
-        await call('NetworkDriver.CreateEndpoint', {
-          NetworkID,
-          EndpointID: `f${i.toString(16).padStart(63, '0')}`,
-          Interface: { Address, AddressIPv6: '', MacAddress: '' },
-          Options: {},
-        });
-      }
-    };
-    await Promise.all(Array.from({ length: 8 }, worker));
-    const fabricateS = ms(t0) / 1000;
-    await s.ovsnet.kill('SIGTERM');
-    s = await start(host);
-    current = s.ovsnet;
-    const full = await figures(host, s.ovsnet, s.reconcileMs, poolId);
-    const row = (label: string, unit: string, e: number, f: number, target: string, ok: boolean) => [
+    for (const n of counts) {
+      console.error(`[${new Date().toISOString()}] ${daemon.label}: making ${n} endpoints`);
+      const t0 = process.hrtime.bigint();
+      const worker = async () => {
+        for (let i = next++; i < n; i = next++) {
+          const { Address = '' } = await call('IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: {} });
+          await call('NetworkDriver.CreateEndpoint', {
+            NetworkID,
+            EndpointID: `f${i.toString(16).padStart(63, '0')}`,
+            Interface: { Address, AddressIPv6: '', MacAddress: '' },
+            Options: {},
+          });
+        }
+      };
+      await Promise.all(Array.from({ length: 8 }, worker));
+      next = n;
+      fabricateS.push(ms(t0) / 1000);
+      await new Promise((r) => setTimeout(r, 1000));
+      made.push(rssMiB(s.ovsnet));
+      await new Promise((r) => setTimeout(r, HEAP_CHECK_MS + 2000)); // the heap's check between bursts (src/daemon/memory.ts)
+      idle.push(rssMiB(s.ovsnet));
+      await s.ovsnet.kill('SIGTERM');
+      s = await start(host, daemon);
+      current = s.ovsnet;
+      full.push(await figures(host, s.ovsnet, s.reconcileMs, poolId));
+    }
+    const row = (label: string, unit: string, e: number, fs: readonly number[], target: string, ok: (f: number, n: number) => boolean) => [
       label,
       `${fmt(e, 1)} ${unit}`,
-      `${fmt(f, 1)} ${unit}`,
-      `${fmt(f / e)}x`,
+      ...fs.map((f) => `${fmt(f, 1)} ${unit} (${fmt(f / e)}x)`),
       target,
-      target === '' ? '' : ok ? 'met' : 'NOT met',
+      target === '' ? '' : fs.every((f, i) => ok(f, counts[i] ?? 0)) ? 'met' : 'NOT met',
+    ];
+    /** Each figure of figures(): its label, unit, target and test. */
+    const each: [string, string, keyof Figures, string, (f: number, n: number) => boolean][] = [
+      // The RSS target is the 10k's (issue 27); more records have none.
+      ['daemon RSS', 'MiB', 'rssMiB', 'empty <= 80, 10k <= 110 MiB', (f, n) => empty.rssMiB <= 80 && (n > 10_000 || f <= 110)],
+      ['daemon V8 heap used (of that RSS)', 'MiB', 'heapMiB', '', () => true],
+      ['start-up to reconcile done', 'ms', 'reconcileMs', '<= 5 s', (f) => f <= 5000],
+      ['ovsnet ipam', 'ms', 'ipamCliMs', '<= 1 s', (f) => f <= 1000],
+      ['ovsnet endpoints --json', 'ms', 'endpointsCliMs', '<= 1 s', (f) => f <= 1000],
+      ['RequestAddress p50 (200)', 'ms', 'requestP50Ms', 'unchanged', (f) => f <= empty.requestP50Ms * 1.25],
     ];
     return {
-      n,
       fabricateS,
       rows: [
-        row('daemon RSS', 'MiB', empty.rssMiB, full.rssMiB, '<= 100 MB', full.rssMiB * 1.048576 <= 100),
-        row('daemon V8 heap used (of that RSS)', 'MiB', empty.heapMiB, full.heapMiB, '', true),
-        row('start-up to reconcile done', 'ms', emptyReconcile, full.reconcileMs, '<= 5 s', full.reconcileMs <= 5000),
-        row('ovsnet ipam', 'ms', empty.ipamCliMs, full.ipamCliMs, '<= 1 s', full.ipamCliMs <= 1000),
-        row('ovsnet endpoints --json', 'ms', empty.endpointsCliMs, full.endpointsCliMs, '<= 1 s', full.endpointsCliMs <= 1000),
-        row(
-          'RequestAddress p50 (200)',
-          'ms',
-          empty.requestP50Ms,
-          full.requestP50Ms,
-          'unchanged',
-          full.requestP50Ms <= empty.requestP50Ms * 1.25,
+        [daemon.label, '', ...counts.map(() => ''), '', ''],
+        ...each.map(([label, unit, k, target, ok]) =>
+          row(
+            label,
+            unit,
+            empty[k],
+            full.map((f) => f[k]),
+            target,
+            ok,
+          ),
         ),
+        row('daemon RSS right after making them (no restart)', 'MiB', empty.rssMiB, made, '', () => true),
+        row('the same, idle 32 s later', 'MiB', empty.rssMiB, idle, '', () => true),
       ],
     };
   } finally {
@@ -218,6 +302,8 @@ async function etcdCapacity(): Promise<number> {
 export async function benchScale(): Promise<void> {
   console.log('Pool memory, in process (offsets.ts); target: a /8 at 1% <= 1 MiB\n');
   console.log(table(['pool', 'chunks', 'KiB', 'verdict'], poolMemory()));
+  console.log('\nThe record copies, in process (record-cache.ts), keys and Map included\n');
+  console.log(table(['copies', 'records', 'KiB', 'vs objects'], recordCopies()));
   const capacity = await etcdCapacity();
   // Per container start with ovsnet's IPAM: RequestAddress (1 write) + CreateEndpoint (1); stop:
   // DeleteEndpoint (1) + ReleaseAddress (1).
@@ -227,7 +313,25 @@ export async function benchScale(): Promise<void> {
     `the cluster's IPAM at 200 hosts x 10 starts/s (and as many stops): ${needed} writes/s = ${fmt(needed / capacity)}x etcd's measured capacity`,
   );
   if (process.env.BENCH_HOSTS !== '0') await benchHosts(process.env.TEST_ETCD_ENDPOINTS?.split(',').map((e) => `http://${e}`) ?? []);
-  const { rows, n, fabricateS } = await tenThousand();
-  console.log(`\n${n} endpoints and reservations in one /8 on the embedded store (made over the socket in ${fmt(fabricateS, 1)} s)\n`);
-  console.log(table(['figure', 'empty store [baseline]', `${n} endpoints`, 'vs empty', 'target', 'verdict'], rows));
+  const counts = (process.env.BENCH_SCALE ?? '10000').split(',').map(Number);
+  if (counts.some((n, i) => !Number.isInteger(n) || n < 1 || n <= (counts[i - 1] ?? 0)))
+    throw new Error(`BENCH_SCALE=${process.env.BENCH_SCALE}: expected counts of records, rising, e.g. 10000 or 10000,50000`);
+  const daemons: Daemon[] = [{ label: 'this build', main: MAIN, flags: process.env.BENCH_DAEMON_FLAGS?.split(' ') ?? launchFlags(MAIN) }];
+  const baseline = process.env.BENCH_BASELINE_MAIN;
+  if (baseline !== undefined) daemons.unshift({ label: `baseline: ${baseline}`, main: baseline, flags: launchFlags(baseline) });
+  const rows: string[][] = [];
+  for (const daemon of daemons) {
+    const r = await scaled(daemon, counts);
+    console.log(
+      `\n${daemon.label} (node ${daemon.flags.join(' ')}): records made over the socket in ${r.fabricateS.map((f) => `${fmt(f, 1)} s`).join(', ')}`,
+    );
+    rows.push(...r.rows);
+  }
+  console.log(
+    `\nendpoints and reservations in one /8 on the embedded store, load ${os
+      .loadavg()
+      .map((l) => fmt(l, 1))
+      .join(' ')}\n`,
+  );
+  console.log(table(['figure', 'empty store [baseline]', ...counts.map((n) => `${n} endpoints`), 'target', 'verdict'], rows));
 }

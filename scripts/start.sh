@@ -33,4 +33,5 @@ fi
 # The CNI plugin, for podman and other CNI runtimes on this host (docs/cni.md); CNI_BIN_DIR
 # names another directory than /opt/cni/bin.
 if [ "$(id -u)" = 0 ]; then bash scripts/cni-install.sh "${CNI_BIN_DIR:-/opt/cni/bin}" >&2; else say "not root: the CNI plugin is not installed"; fi
-exec node dist/src/main.js serve
+# The V8 heap settings of plugin/config.json's entrypoint (src/daemon/memory.ts says why).
+exec node --max-semi-space-size=1 --expose-gc dist/src/main.js serve

@@ -17,6 +17,7 @@ import { VERSION } from '../lib/version.js';
 import { assemble, type Parts } from './assemble.js';
 import { storeUpgrade } from './store-upgrade.js';
 import { reapIntervalMs } from './reaper.js';
+import { exposedCollector, HeapWatch, settleAfterStart } from './memory.js';
 
 /**
  * How often the bridge's OpenFlow state is compared with the records and put right: a safety net
@@ -46,6 +47,8 @@ export class Daemon {
   /** Aborted when stopping: the background tasks' retries end. */
   private readonly retries = new AbortController();
   private flowChecks: NodeJS.Timeout | undefined;
+  /** Collections between bursts (memory.ts). */
+  private readonly heapWatch = new HeapWatch(exposedCollector());
   private metricsServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
 
@@ -187,6 +190,8 @@ export class Daemon {
           .reconcile()
           .then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))
           .then(() => watch.afterReconcile())
+          .then(() => settleAfterStart(exposedCollector(), log))
+          .then(() => this.heapWatch.start())
           .catch((err: unknown) => {
             // An OVSNET_UPLINK that cannot be the uplink refuses the start, with the reason.
             if (!(err instanceof OvsnetError) || err.code !== 'UPLINK_INVALID') throw err;
@@ -207,6 +212,7 @@ export class Daemon {
       { name: 'reclaimer', close: () => reclaimer.stop() },
       { name: 'reaper', close: () => reaper.stop() },
       { name: 'OpenFlow checks', close: () => clearInterval(this.flowChecks) },
+      { name: 'heap checks', close: () => this.heapWatch.stop() },
       { name: 'Open vSwitch watch', close: () => this.parts.watch.stop() },
       { name: "the Engine's swarm services", close: () => this.parts.swarmVips?.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },

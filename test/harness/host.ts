@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { launchFlags } from './launch.js';
 
 export const SCRIPT = fileURLToPath(new URL('../../../test/harness/host.sh', import.meta.url));
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -97,9 +98,10 @@ export class DockerHost {
   /**
    * Starts ovsnet inside the host (its network and mount namespaces), serving the host's
    * plugin directory, with the embedded store in the host's /run unless `env` says otherwise.
-   * `main`: another build's entry point (an earlier version, for upgrades).
+   * `main`: another build's entry point (an earlier version, for upgrades); `flags`: node's
+   * (the ones its plugin/config.json gives unless said).
    */
-  startOvsnet(env: Record<string, string> = {}, main = MAIN): Promise<Ovsnet> {
+  startOvsnet(env: Record<string, string> = {}, main = MAIN, flags?: readonly string[]): Promise<Ovsnet> {
     return Ovsnet.start(
       path.join(this.pluginDir, 'ovsnet.sock'),
       {
@@ -113,6 +115,7 @@ export class DockerHost {
       },
       ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
       main,
+      flags,
     );
   }
 
@@ -174,8 +177,14 @@ export class Ovsnet {
    * Starts ovsnet and waits until it answers Plugin.Activate on `socket` (a path as seen from
    * here; env may give OVSNET_SOCKET as seen from inside `wrap`).
    */
-  static async start(socket: string, env: Record<string, string>, wrap: readonly string[] = [], main = MAIN): Promise<Ovsnet> {
-    const [cmd, ...args] = [...wrap, process.execPath, main, 'serve'];
+  static async start(
+    socket: string,
+    env: Record<string, string>,
+    wrap: readonly string[] = [],
+    main = MAIN,
+    flags: readonly string[] = launchFlags(main),
+  ): Promise<Ovsnet> {
+    const [cmd, ...args] = [...wrap, process.execPath, ...flags, main, 'serve'];
     const child = spawn(cmd ?? process.execPath, args, {
       // The journal beside the socket, in the test's own directory (its default is the machine's /var/lib).
       env: {

@@ -23,6 +23,16 @@ type Pending = (reply: LinkReply) => void;
 /** Bound on a link request: RTNL waits under load are tens of ms, a Docker call's own budget seconds. */
 const LINK_TIMEOUT_MS = 10_000;
 
+/**
+ * The worker's own V8 heap, kept small: it holds one request and its netlink messages at a time.
+ * Its young generation is what it would otherwise commit (Node's default lets each isolate's
+ * grow to 3 x 16 MiB); 2 MiB is scavenged more often, each time cheaply. The old generation is
+ * bounded far above anything it keeps (a dump of every link, aliased(), is some hundreds of
+ * bytes per link): a worker over it ends with ERR_WORKER_OUT_OF_MEMORY, its request fails, and
+ * the next request starts a new one (thread()).
+ */
+export const LINK_WORKER_LIMITS = { maxYoungGenerationSizeMb: 2, maxOldGenerationSizeMb: 128 } as const;
+
 export interface LinksOptions {
   /** Bound on each request (LINK_TIMEOUT_MS unless said). */
   readonly timeoutMs?: number;
@@ -118,7 +128,7 @@ export class Links {
 
   private thread() {
     if (this.worker !== undefined) return this.worker;
-    const thread = new Worker(this.options.worker ?? new URL('./link-worker.js', import.meta.url));
+    const thread = new Worker(this.options.worker ?? new URL('./link-worker.js', import.meta.url), { resourceLimits: LINK_WORKER_LIMITS });
     const w = { thread, pending: new Map<number, Pending>(), nextId: 1 };
     thread.on('message', (reply: LinkReply) => {
       w.pending.get(reply.id)?.(reply);

@@ -14,6 +14,7 @@ import { FollowedRecords } from '../../store/follow.js';
 import type { Logger } from '../../lib/log.js';
 import { absent, del, get, put, type Store } from '../../store/types.js';
 import { RecordCache } from './record-cache.js';
+import { endpointCodec } from './endpoint-pack.js';
 import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 import { joinParts, type TxnPart, type TxnPartDone } from './txn-parts.js';
 
@@ -54,14 +55,16 @@ const missingEndpoint = (networkId: string, endpointId: string) =>
   );
 
 export class DriverRecords {
-  private readonly networks = new RecordCache<NetworkRecord>();
-  private readonly endpoints = new RecordCache<EndpointRecord>();
+  private readonly networks = new RecordCache<NetworkRecord>((key, text) => decodeRecord<NetworkRecord>(key, text));
+  private readonly endpoints: RecordCache<EndpointRecord>;
 
   constructor(
     private readonly store: Store,
     /** This host: hosts sharing etcd see each other's network records. */
     private readonly host: string,
-  ) {}
+  ) {
+    this.endpoints = new RecordCache<EndpointRecord>((key, text) => decodeRecord<EndpointRecord>(key, text), endpointCodec(host));
+  }
 
   /**
    * This host's network record. Another host's (hosts sharing etcd see each other's records)
@@ -69,7 +72,7 @@ export class DriverRecords {
    */
   async network(networkId: string): Promise<NetworkRecord | undefined> {
     const key = keys.network(this.recordId(networkId));
-    const record = await this.networks.read(key, () => this.load<NetworkRecord>(key));
+    const record = await this.networks.read(key, () => this.load(key));
     return record !== undefined && this.owns(record) ? record : undefined;
   }
 
@@ -152,7 +155,8 @@ export class DriverRecords {
    */
   async createNetwork(record: NetworkRecord): Promise<boolean> {
     const key = keys.network(this.recordId(record.networkId));
-    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, JSON.stringify(record))], failure: [get(key)] });
+    const text = JSON.stringify(record);
+    const res = await this.store.txn({ compares: [absent(key)], success: [put(key, text)], failure: [get(key)] });
     if (res.succeeded) {
       this.networks.set(key, record);
       return true;
@@ -182,9 +186,10 @@ export class DriverRecords {
    */
   async createEndpoint(record: EndpointRecord, also?: TxnPart): Promise<{ standing: EndpointRecord; withDone: boolean }> {
     const key = keys.endpoint(this.recordId(record.networkId), record.endpointId);
+    const text = JSON.stringify(record);
     const res = await this.store.txn({
       compares: [absent(key), ...(also?.compares ?? [])],
-      success: [put(key, JSON.stringify(record)), ...(also?.success ?? [])],
+      success: [put(key, text), ...(also?.success ?? [])],
       failure: [get(key)],
     });
     if (res.succeeded) {
@@ -231,8 +236,9 @@ export class DriverRecords {
 
   async updateEndpoint(record: EndpointRecord): Promise<void> {
     const key = keys.endpoint(this.recordId(record.networkId), record.endpointId);
+    const text = JSON.stringify(record);
     this.endpoints.forget(key);
-    await this.store.txn({ compares: [], success: [put(key, JSON.stringify(record))] });
+    await this.store.txn({ compares: [], success: [put(key, text)] });
     this.endpoints.set(key, record);
   }
 
@@ -262,11 +268,11 @@ export class DriverRecords {
 
   private readEndpoint(networkId: string, endpointId: string): Promise<EndpointRecord | undefined> {
     const key = keys.endpoint(this.recordId(networkId), endpointId);
-    return this.endpoints.read(key, () => this.load<EndpointRecord>(key));
+    return this.endpoints.read(key, () => this.load(key));
   }
 
-  private async load<T>(key: string): Promise<T | undefined> {
-    const kv = await this.store.get(key);
-    return kv === undefined ? undefined : decodeRecord<T>(key, kv.value);
+  /** The text of the record at `key` in the store (the cache decodes it). */
+  private async load(key: string): Promise<string | undefined> {
+    return (await this.store.get(key))?.value;
   }
 }

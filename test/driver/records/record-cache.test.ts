@@ -1,8 +1,20 @@
-import t from 'tap';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t, { type Test } from 'tap';
 import { RecordCache } from '../../../src/driver/records/record-cache.js';
+import { DriverRecords } from '../../../src/driver/records/driver-records.js';
+import type { NetworkRecord } from '../../../src/driver/model/records.js';
+import { everyEndpointField } from '../../helpers/endpoint-records.js';
+import { decodeRecord } from '../../../src/store/decode.js';
+import { keys } from '../../../src/store/keys.js';
+import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
+import type { Store } from '../../../src/store/types.js';
+
+const textCache = () => new RecordCache<string>((_key, text) => text);
 
 t.test('a record read once is served from the copy; forget and forgetPrefix drop it', async (t) => {
-  const c = new RecordCache<string>();
+  const c = textCache();
   let loads = 0;
   const load = (v: string | undefined) => async () => {
     loads++;
@@ -24,7 +36,7 @@ t.test('a record read once is served from the copy; forget and forgetPrefix drop
 });
 
 t.test('a read that overlapped a change does not keep its (maybe stale) result', async (t) => {
-  const c = new RecordCache<string>();
+  const c = textCache();
   let finish: (v: string) => void = () => undefined;
   const slow = c.read('/e/x', () => new Promise<string>((r) => (finish = r)));
   c.forget('/e/x'); // e.g. DeleteEndpoint while a Join was reading
@@ -32,3 +44,72 @@ t.test('a read that overlapped a change does not keep its (maybe stale) result',
   t.equal(await slow, 'before the delete', 'the reader gets what it read');
   t.equal(await c.read('/e/x', async () => undefined), undefined, 'but it was not kept');
 });
+
+t.test('a record whose text does not decode is refused and not kept; a hit is a fresh object', async (t) => {
+  const c = new RecordCache<{ a: number }>((key, text) => decodeRecord<{ a: number }>(key, text));
+  await t.rejects(
+    c.read('/x/bad', async () => 'not json'),
+    { code: 'STORE_RECORD_INVALID' },
+  );
+  t.equal(c.size, 0, 'not kept');
+  const first = await c.read('/x/good', async () => '{"a":1}');
+  const second = await c.read('/x/good', async () => '{"a":2}');
+  t.same(second, { a: 1 }, 'from the copy');
+  t.not(first, second, 'each hit decodes the text again: no caller shares (or can change) the copy');
+});
+
+const everyNetworkField: NetworkRecord = {
+  networkId: 'ab'.repeat(32),
+  host: 'h1',
+  logical: 'blue',
+  vni: 5001,
+  uplink: 'eth1',
+  bridge: 'ovsnet0',
+  tag: 12,
+  mtu: 1450,
+  internal: false,
+  ipv4: [{ pool: '10.1.0.0/24', gateway: '10.1.0.1/24' }],
+  ipv6: [{ pool: 'fd00::/64' }],
+  masquerade: false,
+  hostBinding: '127.0.0.1',
+  icc: false,
+  infra: { port: 'ovi0', addresses: ['10.1.0.2/24'] },
+  gatewayPort: 'ovgabababab',
+  qos: { rateKbps: 2000 },
+  groupsName: 'web',
+  group: { name: 'front', parent: 'ef'.repeat(32), allow: [{ group: 'back', port: { number: 443, proto: 'tcp' } }] },
+  allow: [{ group: 'front' }],
+  egress: [{ cidr: '10.9.0.0/16', port: { number: 53, proto: 'udp' } }],
+  ingress: [],
+  createdAt: '2026-01-02T03:04:05.678Z',
+};
+
+async function withStore(t: Test, fn: (store: Store) => Promise<void>): Promise<void> {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-record-cache-'));
+  const store = new SqliteStore({ file: path.join(dir, 'state.db') });
+  t.teardown(async () => {
+    await store.close();
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
+  await fn(store);
+}
+
+t.test('every field of a network and an endpoint record round-trips through the compact copy', (t) =>
+  withStore(t, async (store) => {
+    const records = new DriverRecords(store, 'h1');
+    t.ok(await records.createNetwork(everyNetworkField));
+    await records.createBound(everyEndpointField, undefined, async (_what, fn) => fn());
+    t.same(await records.network(everyNetworkField.networkId), everyNetworkField, 'the network, from the copy');
+    t.same(await records.endpoint(everyEndpointField.networkId, everyEndpointField.endpointId), everyEndpointField, 'the endpoint');
+    const changed = { ...everyEndpointField, ifname: 'eth9', published: [] };
+    await records.updateEndpoint(changed);
+    t.same(await records.endpoint(changed.networkId, changed.endpointId), changed, 'an update replaces the copy');
+    // Read by a fresh process (nothing copied yet): the copy loaded from the store answers the same.
+    const fresh = new DriverRecords(store, 'h1');
+    t.same(await fresh.pair(changed.networkId, changed.endpointId), { network: everyNetworkField, endpoint: changed });
+    t.same(await fresh.pair(changed.networkId, changed.endpointId), { network: everyNetworkField, endpoint: changed }, 'and a hit');
+    await records.deleteEndpoint(changed.networkId, changed.endpointId);
+    t.equal(await records.endpoint(changed.networkId, changed.endpointId), undefined, 'a deleted endpoint is gone from the copy');
+    t.ok((await store.get(keys.network(everyNetworkField.networkId))) !== undefined);
+  }),
+);
