@@ -21,6 +21,7 @@ import { Keyed, type AddressRequest, type KeyedDeps } from './allocation/allocat
 import { Release } from './allocation/release.js';
 import { SharedPools } from './allocation/shared-pool.js';
 import { OneHostPools, type AddressStrategy } from './allocation/one-host-pool.js';
+import { inTurn } from './allocation/one-at-a-time.js';
 import { Doubts } from './recovery/unconfirmed.js';
 import { IndexSync } from './index/index-sync.js';
 import { settleDoubt, type SettleDeps } from './recovery/settle-unconfirmed.js';
@@ -53,7 +54,8 @@ export class Ipam {
 
   private readonly pools: Pools;
   private readonly shared: SharedPools;
-  private readonly local: OneHostPools;
+  /** Each pool's reservations and releases in turn (one-at-a-time.ts). */
+  private readonly inTurn: { shared: AddressStrategy; local: AddressStrategy };
   private readonly doubts: Doubts;
   private readonly endpointRelease: EndpointRelease;
 
@@ -66,7 +68,7 @@ export class Ipam {
       now: this.now,
       written: (poolId, address) => this.recent.take(poolId, address),
     });
-    this.local = new OneHostPools(deps.store);
+    this.inTurn = inTurn(this.shared, new OneHostPools(deps.store));
     const keyedDeps: KeyedDeps = {
       store: deps.store,
       host: deps.host,
@@ -266,11 +268,9 @@ export class Ipam {
     return [...this.index.pools.values()].map(poolUsage);
   }
 
-  // --- internals -------------------------------------------------------------------------
-
   /** How a pool's addresses are reserved: per-host blocks when shared, else the pool's count. */
   private strategy(pool: PoolState): AddressStrategy {
-    return pool.shared ? this.shared : this.local;
+    return pool.shared ? this.inTurn.shared : this.inTurn.local;
   }
 
   /** The pool, if this host may use it (poolUsableBy): another host's one-host pool is not found. */

@@ -106,3 +106,33 @@ t.test(
     }
   },
 );
+
+t.test('50 containers at once, in a one-host and in a shared pool: still one transaction per call, 3 per lifecycle', async (t) => {
+  for (const shared of [false, true]) {
+    const { ipam, driver, poolId, calls } = await driverWithIpam(t);
+    if (shared) await ipam.bindLogical('10.77.0.0/24', 'burst');
+    const n = 50;
+    const id = (i: number) => i.toString(16).padStart(64, '0');
+    const perCall = async (f: () => Promise<unknown>) => {
+      calls.length = 0;
+      await f();
+      return calls.length / n;
+    };
+    let addresses: { address: string }[] = [];
+    const requests = await perCall(
+      async () =>
+        (addresses = await Promise.all(Array.from({ length: n }, () => ipam.requestAddress({ poolId, address: '', gateway: false })))),
+    );
+    t.equal(new Set(addresses.map((a) => a.address)).size, n, 'no address twice');
+    const creates = await perCall(() => Promise.all(addresses.map((a, i) => driver.createEndpoint(ep(id(i), a.address)))));
+    const stops = await perCall(() =>
+      Promise.all(
+        addresses.map(async (a, i) => {
+          await driver.deleteEndpoint(NET, id(i));
+          await ipam.releaseAddress(poolId, a.address);
+        }),
+      ),
+    );
+    t.same({ requests, creates, stops }, { requests: 1, creates: 1, stops: 1 }, `${shared ? 'shared' : 'one-host'} pool`);
+  }
+});
