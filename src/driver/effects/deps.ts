@@ -157,6 +157,8 @@ export interface GroupsApi {
 /** What the other hosts add to a logical parent's groups' plan, from the records they share. */
 export interface RemoteGroupsApi {
   part(parent: NetworkRecord, localTags: ReadonlyMap<string, number>, ofports: ReadonlyMap<string, number>): RemotePart;
+  /** Moves whenever any host's network records change. */
+  readonly generation: number;
 }
 
 /** Endpoints' QoS on the bridge: OpenFlow meters and flows (ovs/qos-flows.ts), lost when ovs-vswitchd restarts. */

@@ -25,6 +25,14 @@ function familyParent(n: NetworkRecord): string | undefined {
 }
 
 export class GroupWiring {
+  /**
+   * Families found without groups on any host, with the network records' state they were found
+   * in (this host's changes, RemoteFamilies' generation): an endpoint coming or going in such a
+   * family has no rules to refresh, and its Join and DeleteEndpoint read no network record.
+   */
+  private readonly groupless = new Map<string, string>();
+  private localChanges = 0;
+
   constructor(
     private readonly deps: GroupWiringDeps,
     private readonly records: Records,
@@ -36,6 +44,7 @@ export class GroupWiring {
    * that is no group). Throws with what to give instead.
    */
   async resolve(req: CreateNetworkRequest, opts: NetworkOptions): Promise<NetworkOptions> {
+    this.localChanges++; // a network is being made: families are looked at afresh
     const named = opts.groupsName;
     // The likely slip: a host's network meant to join a logical network, its -o ovsnet.encap forgotten.
     if (named !== undefined && (await logicalExists(this.deps.store, named))) {
@@ -108,15 +117,26 @@ export class GroupWiring {
   async refresh(parentId: string, endpointOnly = false): Promise<NetworkRecord | undefined> {
     const { groups: api, qos } = this.deps;
     if (api === undefined || qos === undefined) return undefined;
+    if (!endpointOnly) this.localChanges++;
+    else if (this.groupless.get(parentId) === this.state()) return this.records.network(parentId);
+    const seen = this.state();
     const networks = await this.records.localNetworks();
     const parent = networks.find((n) => n.networkId === parentId);
     if (parent === undefined) return undefined;
-    if (!this.hasGroups(parent, networks) && endpointOnly) return parent;
+    const grouped = this.hasGroups(parent, networks);
+    if (grouped) this.groupless.delete(parentId);
+    else if (seen === this.state()) this.groupless.set(parentId, seen);
+    if (!grouped && endpointOnly) return parent;
     await this.deps.ovs.waitApplied(); // a port just added has its OpenFlow number once applied
     const plan = await this.plan(parent, networks);
     if (plan === undefined) await api.remove(parent.bridge, parent.tag);
     else await api.apply(parent.bridge, plan);
     return parent;
+  }
+
+  /** The network records' state the memo of families without groups is valid for. */
+  private state(): string {
+    return `${this.localChanges}/${this.deps.remoteGroups?.generation ?? 0}`;
   }
 
   /** Whether `parent` has groups: on this host, or (a logical parent) on another. */
@@ -193,6 +213,7 @@ export class GroupWiring {
 
   /** DeleteNetwork's step: a group leaves its parent's rules; a parent takes them with it, orphaning groups left (logged). */
   async leave(record: NetworkRecord): Promise<void> {
+    this.localChanges++;
     if (record.group !== undefined) return this.refreshLogged(record.group.parent);
     const name = parentName(record);
     if (name === undefined) return;

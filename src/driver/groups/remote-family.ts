@@ -141,11 +141,16 @@ export interface RemoteFamiliesDeps {
 export class RemoteFamilies {
   private readonly networks: FollowedRecords<NetworkRecord>;
   private readonly endpoints = new Map<string, FollowedRecords<EndpointRecord>>();
+  /** Moves each time any host's network records change (group-wiring.ts's memo of families without groups). */
+  generation = 0;
   private timer: NodeJS.Timeout | undefined;
   private stopped = false;
 
   constructor(private readonly deps: RemoteFamiliesDeps) {
-    this.networks = followNetworks(deps.store, deps.log, () => this.changed(true));
+    this.networks = followNetworks(deps.store, deps.log, () => {
+      this.generation++;
+      this.changed(true);
+    });
   }
 
   start(): Promise<void> {

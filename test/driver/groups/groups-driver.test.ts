@@ -239,3 +239,32 @@ t.test("Engine 28+ skipped the group's gateway (GwAllocCheck): created, and its 
     'a gateway other than the parent still refused',
   );
 });
+
+t.test(
+  "a parent without groups: its endpoints' Joins and DeleteEndpoints read no network list after the first; a group made later is in the next Join's plan",
+  async (t) => {
+    const { driver, groups, store } = setup(t);
+    let lists = 0;
+    const list = store.list.bind(store);
+    store.list = (prefix: string) => (prefix === keys.networks && lists++, list(prefix));
+    await driver.createNetwork(parent());
+    for (const i of ['1', '2', '3']) {
+      await driver.createEndpoint(endpoint(NET, i, `10.1.0.${5 + Number(i)}`));
+      await driver.join(NET, i.repeat(64));
+    }
+    lists = 0;
+    await driver.createEndpoint(endpoint(NET, '4', '10.1.0.9'));
+    await driver.join(NET, '4'.repeat(64));
+    await driver.deleteEndpoint(NET, '4'.repeat(64));
+    t.equal(lists, 0, 'no list of every network for a family known to have no group');
+    t.equal(groups.calls, 0);
+    await driver.createNetwork(group(NET2, 'web'));
+    await driver.createEndpoint(endpoint(NET, '5', '10.1.0.10'));
+    await driver.join(NET, '5'.repeat(64));
+    t.same(
+      [...groups.plans.values()][0]?.members.map((m) => m.address),
+      ['10.1.0.6', '10.1.0.7', '10.1.0.8', '10.1.0.10'],
+      "the group made since: the parent's new endpoint is in the family's plan",
+    );
+  },
+);
