@@ -16,6 +16,7 @@ import Database from 'better-sqlite3';
 import fc from 'fast-check';
 import t from 'tap';
 import { BODY_LIMIT } from '../../src/plugin-api/server.js';
+import { keys as keyPrefixes } from '../../src/store/keys.js';
 import { DockerHost, type Ovsnet } from '../harness/host.js';
 import { request, type Baseline, type Req } from './fuzz-arbs.js';
 
@@ -105,7 +106,12 @@ let store: Database.Database | undefined;
 /** Every store key with its value and mod revision. */
 function keys(): string {
   store ??= db();
-  const rows = store.prepare('SELECT key, value, mod_rev FROM kv ORDER BY key').all() as {
+  // Tombstones (ipam-driver/state/tombstones.ts) are left out: a consumed one is deleted by a
+  // sweep of its own a second after the release that consumed it, whatever request is in flight
+  // then. They only ever make a release free nothing; what is held is in the reservations here.
+  const rows = store
+    .prepare(`SELECT key, value, mod_rev FROM kv WHERE key NOT LIKE '${keyPrefixes.allTombstones}%' ORDER BY key`)
+    .all() as {
     key: Buffer | string;
     value: Buffer | string;
     mod_rev: number;
