@@ -116,7 +116,6 @@ export class EndpointRelease {
         ],
         done: (succeeded, revision) => {
           if (!succeeded) return sweep.failed();
-          sweep.done();
           part.applied(revision);
           this.deps.holders.forget(poolId, plain);
           this.deps.recent.take(poolId, plain);

@@ -39,10 +39,9 @@ export const tombstoneTxn = {
   put: (t: Tombstone): Op => put(keyOf(t), JSON.stringify(t)),
 };
 
-/** Deletes of tombstone keys taken for one transaction: `done` once it applied, `failed` puts them back. */
+/** Deletes of tombstone keys taken for one transaction; `failed` puts them back when it did not apply. */
 export interface Sweep {
   readonly ops: readonly Op[];
-  done(): void;
   failed(): void;
 }
 
@@ -115,7 +114,6 @@ export class Tombstones {
     for (const k of keys) this.pending.delete(k);
     return {
       ops: keys.map((k) => del(k)),
-      done: () => undefined,
       failed: () => keys.forEach((k) => this.pending.add(k)),
     };
   }
@@ -126,7 +124,6 @@ export class Tombstones {
     if (s.ops.length === 0) return;
     try {
       await store.txn({ compares: [], success: [...s.ops] });
-      s.done();
     } catch (err) {
       s.failed();
       throw err;
