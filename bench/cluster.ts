@@ -13,6 +13,7 @@
  * 4. A storm of containers on host 1 (stormCosts): store round trips per container start and
  *    stop and ovsnet's CPU per start, from its /metrics and /proc.
  */
+import os from 'node:os';
 import { EtcdStore } from '../src/store/etcd/etcd.js';
 import { createLogger } from '../src/lib/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
@@ -21,11 +22,16 @@ import { Cluster } from '../test/harness/cluster.js';
 import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
-import { callsBetween, cpuSeconds, scrape, storeCalls, storm } from './storm.js';
+import { callsBetween, cpuSeconds, execCalls, scrape, storeCalls, storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow, type LoopDelay } from './loop-delay.js';
 
 const N = 400;
 const METRICS_PORT = 9477;
+/**
+ * Host 1's node flags instead of its plugin's (BENCH_DAEMON_FLAGS, space-separated): an A/B of
+ * the heap flags, or `--cpu-prof --cpu-prof-dir=DIR` for a profile of the storm's host.
+ */
+const DAEMON_FLAGS = process.env.BENCH_DAEMON_FLAGS?.split(' ').filter(Boolean);
 
 /**
  * RequestAddress latency with `hosts` ovsnet instances (each its own etcd client and index)
@@ -107,6 +113,9 @@ interface StormCosts {
   /** The same by operation (get, range, list, txn), background not taken off. */
   readonly startOps: string;
   readonly stopOps: string;
+  /** Child processes per container (ovs-ofctl, iptables...), starts and stops, by program: the same form. */
+  readonly startExec: string;
+  readonly stopExec: string;
   /** Background store calls per second (registry, reclaim sweeps), measured idle. */
   readonly backgroundPerS: number;
   /** ovsnet CPU ms per container start (all its CPU over the starts); and over the idle window, per second. */
@@ -142,13 +151,19 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
     const [c0, u0] = [storeCalls(t0text), cpuSeconds(ovsnet)];
     await new Promise((r) => setTimeout(r, idleS * 1000));
     const [idleText, idleBare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
-    const [c1, u1] = [storeCalls(idleText), cpuSeconds(ovsnet)];
+    const [c1, u1, e1] = [storeCalls(idleText), cpuSeconds(ovsnet), execCalls(idleText)];
     const backgroundPerS = callsBetween(c0, c1) / idleS;
-    let started = { calls: c1, cpu: u1, at: 0, loop: { ovsnet: loopDelay(''), bare: loopDelay('') } };
+    let started = { calls: c1, exec: e1, cpu: u1, at: 0, loop: { ovsnet: loopDelay(''), bare: loopDelay('') } };
     const t0 = Date.now();
     const s = await storm(h, 'bench', n, 'cst', async () => {
       const [text, bare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
-      started = { calls: storeCalls(text), cpu: cpuSeconds(ovsnet), at: Date.now(), loop: { ovsnet: loopDelay(text), bare } };
+      started = {
+        calls: storeCalls(text),
+        exec: execCalls(text),
+        cpu: cpuSeconds(ovsnet),
+        at: Date.now(),
+        loop: { ovsnet: loopDelay(text), bare },
+      };
     });
     const [stopText, stopBare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
     const c2 = storeCalls(stopText);
@@ -162,6 +177,8 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
       perStop: (callsBetween(started.calls, c2) - bg(t2 - started.at)) / n,
       startOps: byOp(c1, started.calls, n),
       stopOps: byOp(started.calls, c2, n),
+      startExec: byOp(e1, started.exec, n) || 'none',
+      stopExec: byOp(started.exec, execCalls(stopText), n) || 'none',
       backgroundPerS,
       cpuMsPerStart: ((started.cpu - u1) * 1000) / n,
       netCpuMsPerStart: ((started.cpu - u1) * 1000 - (((u1 - u0) * 1000) / idleS) * ((started.at - t0) / 1000)) / n,
@@ -177,20 +194,26 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
   }
 }
 
+/** Host `i`'s ovsnet on the cluster's etcd, with `flags` for node (its plugin's when undefined). */
+const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined): Promise<Ovsnet> =>
+  (cluster.hosts[i] as DockerHost).startOvsnet(
+    {
+      OVSNET_STORE: cluster.store,
+      OVSNET_HOST: `b${i + 1}`,
+      OVSNET_VTEP_IP: cluster.addresses[i] ?? '',
+      OVSNET_LOG_LEVEL: 'warn',
+      OVSNET_METRICS_ADDR: String(METRICS_PORT),
+    },
+    undefined,
+    flags,
+  );
+
 async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]>; storm: StormCosts }> {
   const cluster = await Cluster.up('bch', 2);
   const daemons: Ovsnet[] = [];
   try {
     for (const [i, h] of cluster.hosts.entries()) {
-      daemons.push(
-        await h.startOvsnet({
-          OVSNET_STORE: cluster.store,
-          OVSNET_HOST: `b${i + 1}`,
-          OVSNET_VTEP_IP: cluster.addresses[i] ?? '',
-          OVSNET_LOG_LEVEL: 'warn',
-          OVSNET_METRICS_ADDR: String(METRICS_PORT),
-        }),
-      );
+      daemons.push(await startDaemon(cluster, i, i === 0 ? DAEMON_FLAGS : undefined));
       await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
     }
     const [h1, h2] = cluster.hosts;
@@ -226,12 +249,86 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
       storm: await stormCosts(h1, d1),
     };
   } finally {
+    // A profiled daemon must exit on its own to write its profile: before its host goes down.
+    if (DAEMON_FLAGS?.some((f) => f.startsWith('--cpu-prof')) === true) await daemons[0]?.kill('SIGTERM').catch(() => undefined);
     await cluster.down();
     for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
   }
 }
 
+/**
+ * BENCH_STORM_FLAGS='A|B|...' (each a space-separated list of node flags, `plugin` for the
+ * plugin's own, empty for none): only the storm, on the same two hosts, once per flag set and
+ * BENCH_STORM_ROUNDS (2) times in turn (A B A B), host 1's ovsnet restarted with the set before
+ * each storm. The first set is the baseline.
+ */
+async function stormsByFlags(sets: string[]): Promise<void> {
+  const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
+  const cluster = await Cluster.up('bch', 2);
+  let daemons: Ovsnet[] = [];
+  const rows: string[][] = [];
+  try {
+    for (const [i, h] of cluster.hosts.entries()) {
+      daemons.push(await startDaemon(cluster, i, undefined));
+      await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+    }
+    const h1 = cluster.hosts[0] as DockerHost;
+    const base: number[] = [];
+    for (let r = 0; r < rounds; r++) {
+      for (const [k, set] of sets.entries()) {
+        await daemons[0]?.kill('SIGTERM');
+        const flags = set.trim() === 'plugin' ? undefined : set.split(' ').filter(Boolean);
+        daemons = [await startDaemon(cluster, 0, flags), ...daemons.slice(1)];
+        // Its start-up (the reconcile, the first collection) done before the idle window opens.
+        await new Promise((r) => setTimeout(r, 15_000));
+        const st = await stormCosts(h1, daemons[0] as Ovsnet);
+        if (k === 0) base[r] = st.cpuMsPerStart;
+        rows.push([
+          `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`,
+          String(r + 1),
+          `${fmt(st.perStart + st.perStop)} (${st.startOps} / ${st.stopOps})`,
+          fmt(st.cpuMsPerStart),
+          fmt(st.netCpuMsPerStart),
+          fmt(st.cpuMsPerStart / (base[r] ?? NaN)),
+          fmt(st.loop.starts.ovsnet.p99Ms, 1),
+          fmt(st.loop.starts.bare.p99Ms, 1),
+          `${st.failures}`,
+          os
+            .loadavg()
+            .map((l) => l.toFixed(1))
+            .join(' '),
+        ]);
+      }
+    }
+  } finally {
+    await cluster.down();
+    for (const d of daemons) await d.kill('SIGTERM').catch(() => undefined);
+  }
+  console.log(
+    `Storms of ${process.env.BENCH_STORM ?? 100} docker run -d on host 1's logical network (etcd), host 1's ovsnet restarted with each flag set:`,
+  );
+  console.log(
+    table(
+      [
+        'node flags',
+        'round',
+        'store round trips per lifecycle (start / stop)',
+        'CPU ms per start',
+        'idle taken off',
+        'CPU vs baseline',
+        'loop p99 ms',
+        'bare p99 ms',
+        'failures',
+        'load 1/5/15',
+      ],
+      rows,
+    ),
+  );
+}
+
 export async function benchCluster(): Promise<void> {
+  const flagSets = process.env.BENCH_STORM_FLAGS?.split('|');
+  if (flagSets !== undefined) return stormsByFlags(flagSets);
   const etcd = process.env.TEST_ETCD_ENDPOINTS?.split(',')[0];
   if (etcd === undefined) throw new Error('TEST_ETCD_ENDPOINTS is not set: run through `npm run bench -- cluster`');
   await requestAddress(etcd, 'warmup', undefined, 1); // etcd's first transactions are slower
@@ -292,6 +389,8 @@ export async function benchCluster(): Promise<void> {
         ],
         ['store round trips per container stop', `${fmt(st.perStop)} (${st.stopOps})`, '', ''],
         ['store round trips per lifecycle', fmt(life), '', life <= 3 ? 'met' : 'NOT met'],
+        ['child processes per container start', st.startExec, '', ''],
+        ['child processes per container stop', st.stopExec, '', ''],
         [
           'ovsnet CPU ms per container start',
           fmt(st.cpuMsPerStart),

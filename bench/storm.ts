@@ -77,5 +77,12 @@ export function storeCalls(metricsText: string): Record<string, number> {
   return out;
 }
 
+/** Child processes ovsnet ran so far, by program (its ovsnet_exec_seconds counts), from a scrape. */
+export function execCalls(metricsText: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of metricsText.matchAll(/^ovsnet_exec_seconds_count\{program="([^"]+)"\} (\d+)/gm)) out[m[1] ?? ''] = Number(m[2]);
+  return out;
+}
+
 export const callsBetween = (before: Record<string, number>, after: Record<string, number>): number =>
   Object.keys(after).reduce((s, k) => s + (after[k] ?? 0) - (before[k] ?? 0), 0);

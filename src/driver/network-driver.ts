@@ -29,7 +29,7 @@ import { DriverRecords } from './records/driver-records.js';
 import { releaseOf } from './records/txn-parts.js';
 import { networkRecord } from './records/network-record.js';
 import { endpointRecord } from './records/endpoint-record.js';
-import { gatewayName, vethNames } from './effects/naming.js';
+import { gatewayName, plugUnderFreeNames } from './effects/naming.js';
 import { Publisher, portmapInfo } from './ports/publishing.js';
 import { SpareVeths } from './endpoint/spares.js';
 import { plugEndpoint } from './endpoint/plug.js';
@@ -204,10 +204,7 @@ export class NetworkDriver {
 
   /** Creates the veth pair and the OVS port; the container end is what Docker moves. */
   join(networkId: string, endpointId: string): Promise<JoinResult> {
-    return this.ports.run(async () => {
-      const { network, endpoint } = await this.records.requirePair(networkId, endpointId);
-      return this.joinLocked(network, endpoint);
-    });
+    return this.ports.run(() => this.records.requirePair(networkId, endpointId).then((r) => this.joinLocked(r.network, r.endpoint)));
   }
 
   /** Join of records read already (CNI ADD: those it resolved and created). */
@@ -216,11 +213,13 @@ export class NetworkDriver {
   }
 
   private async joinLocked(network: NetworkRecord, recorded: EndpointRecord): Promise<JoinResult> {
-    // Names no other live link holds (IDs may share 12 characters); kept in the record.
-    const chosen = await vethNames(this.deps.links, recorded);
-    const ep = { ...recorded, ...chosen };
-    if (chosen.hostVeth !== recorded.hostVeth) await this.records.updateEndpoint(ep);
-    await plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.rules.icc, egress: this.rules.egress }, network, ep);
+    // Under the record's names, or the next free ones (IDs may share 12 characters), kept in the record.
+    const ep = await plugUnderFreeNames(
+      this.deps.links,
+      recorded,
+      (ep) => plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.rules.icc, egress: this.rules.egress }, network, ep),
+      (ep) => this.records.updateEndpoint(ep),
+    );
     // Its family's rules (Docker deletes the endpoint when Join fails), and whose gateway it gets: a group's parent's.
     return joinResult(ep, await this.groups.joined(network));
   }

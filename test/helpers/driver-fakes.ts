@@ -4,6 +4,7 @@
  * addressing a link that does not, syncing flows on a missing bridge or outside ovsnet's
  * cookies. `failNext` makes the next call of a method fail.
  */
+import { LinkError } from '../../src/driver/links/link-error.js';
 import { OvsnetError } from '../../src/lib/errors.js';
 import type { FlowsApi, HostPortsApi, LinksApi, NatApi, OpenFlowApi, OvsApi } from '../../src/driver/effects/deps.js';
 import type { PortBinding } from '../../src/driver/model/records.js';
@@ -137,10 +138,15 @@ export class FakeLinks extends Failer implements LinksApi {
   /** Aliases by link name (links without one have none here). */
   readonly aliases = new Map<string, string>();
 
+  /** As the real one: a name held is EEXIST, unless `replace` finds the endpoint's own leftover (only then looked up). */
   async createVeth(spec: VethSpec): Promise<void> {
     this.check('createVeth');
-    if (spec.replace === true && (spec.alias === undefined || this.aliases.get(spec.host) === spec.alias)) await this.deleteLink(spec.host);
-    if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
+    const exists = () => new LinkError(`create veth ${spec.host}/${spec.container}`, 'Request rejected: EEXIST');
+    if (this.names.has(spec.host) || this.names.has(spec.container)) {
+      if (spec.replace !== true || (spec.alias !== undefined && (await this.alias(spec.host)) !== spec.alias)) throw exists();
+      await this.deleteLink(spec.host);
+      if (this.names.has(spec.host) || this.names.has(spec.container)) throw exists();
+    }
     this.names.add(spec.host);
     this.names.add(spec.container);
     this.peers.set(spec.host, spec.container);
@@ -161,7 +167,8 @@ export class FakeLinks extends Failer implements LinksApi {
     try {
       this.check('adoptVeth');
       if (this.peers.get(spare.host) !== spare.container) throw new OvsnetError('LINK_FAILED', `${spare.host} is no veth pair`);
-      if (this.names.has(spec.host) || this.names.has(spec.container)) throw new OvsnetError('LINK_FAILED', `link exists: ${spec.host}`);
+      if (this.names.has(spec.host) || this.names.has(spec.container))
+        throw new LinkError(`rename ${spare.host}`, 'Request rejected: EEXIST');
     } catch (err) {
       await this.deleteLink(spare.host);
       throw err;
@@ -192,7 +199,10 @@ export class FakeLinks extends Failer implements LinksApi {
   async exists(name: string): Promise<boolean> {
     return this.names.has(name);
   }
+  /** Link lookups made (alias), as the worker's RTM_GETLINK round trips. */
+  lookups = 0;
   async alias(name: string): Promise<string | undefined> {
+    this.lookups++;
     return this.names.has(name) ? (this.aliases.get(name) ?? '') : undefined;
   }
   async aliased(prefix: string): Promise<{ name: string; alias: string }[]> {

@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { nameTaken } from '../../src/driver/links/link-error.js';
 import { Links } from '../../src/driver/links/links.js';
 import { NetworkDriver } from '../../src/driver/network-driver.js';
 import { createLogger } from '../../src/lib/log.js';
@@ -34,6 +35,9 @@ out.containerEnd = sh('ip', '-o', 'link', 'show', 'ltc0');
 out.txChecksum = /tx-checksumming: (on|off)/.exec(sh('ethtool', '-k', 'ltc0'))?.[1];
 out.again = await failure(() => links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1400 }));
 out.notMine = await failure(() => links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1300, replace: true, alias: 'ovsnet:other' }));
+// What Join tells a name held by another link by (effects/naming.ts), and nothing else.
+out.takenSaid = await links.createVeth({ host: 'lth0', container: 'ltc9', mtu: 1300 }).catch(nameTaken);
+out.otherSaid = await links.configureAddress('nope9', 4, Buffer.from([10, 0, 0, 1]), 24, 1500).catch(nameTaken);
 await links.createVeth({ host: 'lth0', container: 'ltc0', mtu: 1300, replace: true, alias: ALIAS });
 out.replacedMtu = /mtu (\d+)/.exec(sh('ip', '-o', 'link', 'show', 'lth0'))?.[1];
 // The container end's name is taken by another link: the create fails, and nothing of the

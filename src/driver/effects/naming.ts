@@ -8,9 +8,35 @@
  * later step uses the record's names.
  */
 import { OvsnetError } from '../../lib/errors.js';
+import { nameTaken } from '../links/link-error.js';
 import type { DriverDeps } from './deps.js';
 import { networkOf, roleOf } from '../ovs/external-ids.js';
 import { NAME_CANDIDATES, names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
+
+/**
+ * Plugs `recorded` (plug: Join's side effects, whose first step creates the veth pair) under its
+ * record's names, almost always free: tried as they are, with no lookup first. Only when another
+ * live link holds one (the kernel's EEXIST; the endpoint's own leftover is replaced by the
+ * create itself) are the names chosen by vethNames, kept in the record (keep), and plugged: the
+ * first attempt left nothing, since its create was what failed. Returns the endpoint as plugged.
+ */
+export async function plugUnderFreeNames(
+  links: DriverDeps['links'],
+  recorded: EndpointRecord,
+  plug: (ep: EndpointRecord) => Promise<void>,
+  keep: (ep: EndpointRecord) => Promise<void>,
+): Promise<EndpointRecord> {
+  try {
+    await plug(recorded);
+    return recorded;
+  } catch (err) {
+    if (!nameTaken(err)) throw err;
+  }
+  const ep = { ...recorded, ...(await vethNames(links, recorded)) };
+  if (ep.hostVeth !== recorded.hostVeth) await keep(ep);
+  await plug(ep);
+  return ep;
+}
 
 /**
  * The veth names Join uses for `ep`: its record's when no other link holds them (a leftover of

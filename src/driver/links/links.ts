@@ -12,6 +12,7 @@
  */
 import { Worker } from 'node:worker_threads';
 import { OvsnetError, messageOf } from '../../lib/errors.js';
+import { LinkError } from './link-error.js';
 import type { LinkOp, LinkOps, LinkReply, LinkRequest } from './link-worker.js';
 import type { VethSpec } from './netlink-ops.js';
 import type { SpareNames } from './spare-ops.js';
@@ -120,7 +121,7 @@ export class Links {
       w.pending.set(id, (reply) => {
         clearTimeout(timer);
         if (reply.error === undefined) resolve(reply.result as LinkOps[K]['result']);
-        else reject(new OvsnetError('LINK_FAILED', `cannot ${reply.error.what}: ${reply.error.detail}`));
+        else reject(new LinkError(reply.error.what, reply.error.detail));
       });
       w.thread.postMessage({ id, op, args } satisfies LinkRequest<K>);
     });

@@ -7,9 +7,10 @@
  * deletion waits for an RCU grace period, ~20 ms), and on the main thread that wait stalled
  * every call ovsnet was answering.
  *
- * Idempotency: deleteLink treats a missing link as done; createVeth fails if a link of that
- * name exists (the caller deletes first).
+ * Idempotency: deleteLink treats a missing link as done; createVeth fails with EEXIST if a
+ * link of that name exists, unless it is the endpoint's own leftover and `replace` is asked.
  */
+import { errnoOf } from './link-error.js';
 import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
 import { enableIpv6, ipv6OffReason } from './gateway-ipv6.js';
 import { hostEndIsolation, isolateHostEndIpv6 } from './host-end.js';
@@ -61,7 +62,10 @@ export interface VethSpec {
   readonly mtu: number;
   /** MAC of the container end. */
   readonly mac?: string;
-  /** Delete a link of the host end's name first (a leftover of an earlier attempt). */
+  /**
+   * When a link of the host end's name exists, replace it if it is a leftover of an earlier
+   * attempt (it carries `alias`). Looked up only when the create finds the name taken.
+   */
   readonly replace?: boolean;
   /** Transmit checksum offload off on the container end (the userspace datapath needs it). */
   readonly txChecksumOff?: boolean;
@@ -81,11 +85,6 @@ export class NetlinkStepError extends Error {
   ) {
     super(`cannot ${what}: ${detail}`);
   }
-}
-
-/** The errno of a netlink rejection; the package only gives it as text ("Request rejected: ENODEV"). */
-function errnoOf(text: string): string | undefined {
-  return /Request rejected: (E[A-Z]+|-?\d+)/.exec(text)?.[1];
 }
 
 const textOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -116,8 +115,19 @@ export class NetlinkOps {
    * link work is this one call (one message to the worker); a failure deletes the pair again.
    */
   async createVeth(spec: VethSpec): Promise<void> {
-    if (spec.replace === true && (spec.alias === undefined || (await this.alias(spec.host)) === spec.alias))
+    try {
+      await this.newVeth(spec);
+    } catch (err) {
+      // A link of the name exists: the one leftover replace takes is this endpoint's own (its
+      // alias), and only then is it looked up at all; any other holder's EEXIST goes back.
+      if (!(spec.replace === true && err instanceof NetlinkStepError && errnoOf(err.detail) === 'EEXIST')) throw err;
+      if (spec.alias !== undefined && (await this.alias(spec.host)) !== spec.alias) throw err;
       await this.deleteLink(spec.host);
+      await this.newVeth(spec);
+    }
+  }
+
+  private async newVeth(spec: VethSpec): Promise<void> {
     const peer = Buffer.concat([
       this.nl.rt.formatLink({}),
       attr(IFLA_IFNAME, cstr(spec.container)),

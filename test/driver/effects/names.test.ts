@@ -83,6 +83,28 @@ t.test('two endpoints whose IDs share 12 characters: two veths, neither replaced
   t.notOk(links.names.has(names.hostVeth(EP_B, 1)) || ovs.ports.has(names.hostVeth(EP_B, 1)), "the second's went");
 });
 
+t.test('a Join whose names are free looks no link up; one whose names are held looks up only then', async (t) => {
+  const { driver, links } = setup(t);
+  await driver.createNetwork(net(NET_A, '10.1.0'));
+  await driver.createEndpoint(ep(EP_A, '10.1.0.5/24'));
+  const before = links.lookups;
+  t.equal((await driver.join(NET_A, EP_A)).srcName, `ovc${PREFIX}`);
+  t.equal(links.lookups, before, 'the free names were created as they are');
+  await driver.createEndpoint(ep(EP_B, '10.1.0.6/24'));
+  t.equal((await driver.join(NET_A, EP_B)).srcName, names.containerVeth(EP_B, 1));
+  t.ok(links.lookups > before, 'the held name was looked up to choose the next');
+});
+
+t.test("a Join repeated after a crash replaces the endpoint's own leftover, and only its own", async (t) => {
+  const { driver, links, ovs } = setup(t);
+  await driver.createNetwork(net(NET_A, '10.1.0'));
+  await driver.createEndpoint(ep(EP_A, '10.1.0.5/24'));
+  await driver.join(NET_A, EP_A);
+  ovs.ports.delete(`ovh${PREFIX}`); // as if ovsnet died between the veth and the port
+  t.equal((await driver.join(NET_A, EP_A)).srcName, `ovc${PREFIX}`, 'the same names: the leftover was its own');
+  t.ok(ovs.ports.has(`ovh${PREFIX}`) && links.peers.get(`ovh${PREFIX}`) === `ovc${PREFIX}`);
+});
+
 t.test("a host link that is not ovsnet's holds the usual name: the endpoint takes the next", async (t) => {
   const { driver, links } = setup(t);
   await driver.createNetwork(net(NET_A, '10.1.0'));

@@ -21,6 +21,8 @@ t.test('veth pairs, offloads, addresses and deletion over netlink; the process e
   t.equal(out.aliasIp, out.alias, 'as ip link shows it');
   t.same(out.aliased, [{ name: 'lth0', alias: out.alias }], 'found by its alias');
   t.match(out.notMine, /EEXIST/, 'replace leaves a link carrying another alias alone');
+  t.equal(out.takenSaid, true, 'a name held by another link is told apart (EEXIST)');
+  t.equal(out.otherSaid, false, 'and no other failure is taken for it');
   t.ok(out.hostUp, 'the host end is up');
   t.match(out.containerEnd, /mtu 1400 .*link\/ether 02:00:00:00:00:42/, 'the container end has the MTU and the MAC');
   t.equal(out.txChecksum, 'off', 'transmit checksum offload off on the container end');
