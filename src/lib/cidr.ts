@@ -18,9 +18,16 @@ const WIDTH: Record<Family, number> = { 4: 32, 6: 128 };
 
 export class CidrError extends Error {}
 
+/** An IPv4 address as ovsnet and Docker write it: four octets 0-255, no leading zero. */
+const CANONICAL_V4 =
+  /^(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
 /** Parses "a.b.c.d" or an IPv6 address (no prefix length). */
 export function parseAddress(text: string): { family: Family; value: bigint } {
   const t = text.trim();
+  // The usual form read directly (ip-address's parse was 2% of a container start's CPU); any other goes through ip-address.
+  const v4 = CANONICAL_V4.exec(t);
+  if (v4 !== null) return { family: 4, value: BigInt(((+v4[1]! << 24) >>> 0) + (+v4[2]! << 16) + (+v4[3]! << 8) + +v4[4]!) };
   if (/^\d+\.\d+\.\d+\.\d+$/.test(t) && Address4.isValid(t)) return { family: 4, value: new Address4(t).bigInt() };
   if (t.includes(':') && !t.includes('/') && Address6.isValid(t)) return { family: 6, value: new Address6(t).bigInt() };
   throw new CidrError(`${JSON.stringify(text)} is not an IP address (expected e.g. 10.0.0.5 or fd00::5)`);

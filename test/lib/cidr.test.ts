@@ -1,4 +1,5 @@
 import t from 'tap';
+import { Address4 } from 'ip-address';
 import {
   contains,
   defaultGateway,
@@ -26,6 +27,42 @@ t.test('parse and format, both families', async (t) => {
   }
   t.throws(() => parseAddress('10.0.0.0/24'), { message: /not an IP address/ });
   t.throws(() => parseAddress('1.2.3'), { message: /not an IP address/ });
+});
+
+t.test('IPv4 read directly gives what ip-address gives, for every form it is given', async (t) => {
+  const slow = (text: string): bigint | 'refused' => {
+    const a = text.trim();
+    return /^\d+\.\d+\.\d+\.\d+$/.test(a) && Address4.isValid(a) ? new Address4(a).bigInt() : 'refused';
+  };
+  const fast = (text: string): bigint | 'refused' => {
+    try {
+      const p = parseAddress(text);
+      return p.family === 4 ? p.value : 'refused';
+    } catch {
+      return 'refused';
+    }
+  };
+  const forms = [
+    '0.0.0.0',
+    '255.255.255.255',
+    '10.0.0.1',
+    ' 10.0.0.1 ',
+    '01.2.3.4',
+    '1.2.3.256',
+    '1.2.3.4.5',
+    '1.2.3',
+    '-1.2.3.4',
+    '1.2.3.4/32',
+    '１.2.3.4',
+  ];
+  let seed = 7;
+  const octet = () => ((seed = (seed * 1103515245 + 12345) >>> 0) >>> 16) % 300; // up to 299: some invalid
+  for (let i = 0; i < 20_000; i++)
+    forms.push([octet(), octet(), octet(), octet()].map((o) => (i % 7 === 0 ? `0${o}` : String(o))).join('.'));
+  const differ = forms.filter((f) => fast(f) !== slow(f));
+  t.same(differ, [], 'no form read otherwise');
+  t.equal(fast('10.1.2.3'), 0x0a010203n);
+  t.equal(fast('255.255.255.255'), 0xffffffffn, 'the top bit does not make it negative');
 });
 
 t.test('sizes, containment and overlap', async (t) => {
