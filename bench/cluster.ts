@@ -20,9 +20,10 @@ import { Ipam } from '../src/ipam-driver/ipam.js';
 import { loadConfig } from '../src/config/config.js';
 import { Cluster } from '../test/harness/cluster.js';
 import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
+import { launchFlags } from '../test/harness/launch.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
-import { callsBetween, cpuSeconds, execCalls, scrape, storeCalls, storm } from './storm.js';
+import { callsBetween, cpuSeconds, cpuSplit, dockerCalls, execCalls, scrape, storeCalls, storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow, type LoopDelay } from './loop-delay.js';
 
 const N = 400;
@@ -116,10 +117,15 @@ interface StormCosts {
   /** Child processes per container (ovs-ofctl, iptables...), starts and stops, by program: the same form. */
   readonly startExec: string;
   readonly stopExec: string;
+  /** Docker's calls per container, starts and stops, by method: the same form. */
+  readonly startDocker: string;
+  readonly stopDocker: string;
   /** Background store calls per second (registry, reclaim sweeps), measured idle. */
   readonly backgroundPerS: number;
   /** ovsnet CPU ms per container start (all its CPU over the starts); and over the idle window, per second. */
   readonly cpuMsPerStart: number;
+  /** Of that, system time (the kernel's work in ovsnet's threads: netlink, sockets, spawns). */
+  readonly sysMsPerStart: number;
   /** The same with the idle rate over the starts' time taken off (what the starts themselves cost). */
   readonly netCpuMsPerStart: number;
   readonly idleCpuMsPerS: number;
@@ -142,7 +148,9 @@ const byOp = (before: Record<string, number>, after: Record<string, number>, n: 
  */
 async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
   const n = Number(process.env.BENCH_STORM ?? 100);
-  const idleS = 5;
+  // Long enough to hold each periodic task (reaper 20 s, reclaim and upkeep sweeps 30 s) about
+  // as often as the storm does: their store calls and CPU are what is taken off.
+  const idleS = Number(process.env.BENCH_IDLE_S ?? 30);
   // Every scrape ends an event-loop window (loop-delay.ts), the probe's read the bare process's:
   // the first ones start the idle window.
   const probe = await LoopProbe.start();
@@ -151,16 +159,19 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
     const [c0, u0] = [storeCalls(t0text), cpuSeconds(ovsnet)];
     await new Promise((r) => setTimeout(r, idleS * 1000));
     const [idleText, idleBare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
-    const [c1, u1, e1] = [storeCalls(idleText), cpuSeconds(ovsnet), execCalls(idleText)];
+    const [c1, u1, e1, sys1] = [storeCalls(idleText), cpuSeconds(ovsnet), execCalls(idleText), cpuSplit(ovsnet).system];
+    const d1 = dockerCalls(idleText);
     const backgroundPerS = callsBetween(c0, c1) / idleS;
-    let started = { calls: c1, exec: e1, cpu: u1, at: 0, loop: { ovsnet: loopDelay(''), bare: loopDelay('') } };
+    let started = { calls: c1, exec: e1, docker: d1, cpu: u1, sys: sys1, at: 0, loop: { ovsnet: loopDelay(''), bare: loopDelay('') } };
     const t0 = Date.now();
     const s = await storm(h, 'bench', n, 'cst', async () => {
       const [text, bare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
       started = {
         calls: storeCalls(text),
         exec: execCalls(text),
+        docker: dockerCalls(text),
         cpu: cpuSeconds(ovsnet),
+        sys: cpuSplit(ovsnet).system,
         at: Date.now(),
         loop: { ovsnet: loopDelay(text), bare },
       };
@@ -179,8 +190,11 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
       stopOps: byOp(started.calls, c2, n),
       startExec: byOp(e1, started.exec, n) || 'none',
       stopExec: byOp(started.exec, execCalls(stopText), n) || 'none',
+      startDocker: byOp(d1, started.docker, n),
+      stopDocker: byOp(started.docker, dockerCalls(stopText), n),
       backgroundPerS,
       cpuMsPerStart: ((started.cpu - u1) * 1000) / n,
+      sysMsPerStart: ((started.sys - sys1) * 1000) / n,
       netCpuMsPerStart: ((started.cpu - u1) * 1000 - (((u1 - u0) * 1000) / idleS) * ((started.at - t0) / 1000)) / n,
       idleCpuMsPerS: ((u1 - u0) * 1000) / idleS,
       loop: {
@@ -194,8 +208,8 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
   }
 }
 
-/** Host `i`'s ovsnet on the cluster's etcd, with `flags` for node (its plugin's when undefined). */
-const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined): Promise<Ovsnet> =>
+/** Host `i`'s ovsnet on the cluster's etcd, with `flags` for node (its plugin's when undefined), of build `main` (this one's unless said). */
+const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined, main?: string): Promise<Ovsnet> =>
   (cluster.hosts[i] as DockerHost).startOvsnet(
     {
       OVSNET_STORE: cluster.store,
@@ -204,8 +218,8 @@ const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | und
       OVSNET_LOG_LEVEL: 'warn',
       OVSNET_METRICS_ADDR: String(METRICS_PORT),
     },
-    undefined,
-    flags,
+    main,
+    flags ?? (main === undefined ? undefined : launchFlags(main)),
   );
 
 async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]>; storm: StormCosts }> {
@@ -258,7 +272,8 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
 
 /**
  * BENCH_STORM_FLAGS='A|B|...' (each a space-separated list of node flags, `plugin` for the
- * plugin's own, empty for none): only the storm, on the same two hosts, once per flag set and
+ * plugin's own, empty for none; a path to another build's dist/src/main.js first runs that
+ * build, with its plugin's flags unless others follow): only the storm, on the same two hosts, once per flag set and
  * BENCH_STORM_ROUNDS (2) times in turn (A B A B), host 1's ovsnet restarted with the set before
  * each storm. The first set is the baseline.
  */
@@ -277,8 +292,12 @@ async function stormsByFlags(sets: string[]): Promise<void> {
     for (let r = 0; r < rounds; r++) {
       for (const [k, set] of sets.entries()) {
         await daemons[0]?.kill('SIGTERM');
-        const flags = set.trim() === 'plugin' ? undefined : set.split(' ').filter(Boolean);
-        daemons = [await startDaemon(cluster, 0, flags), ...daemons.slice(1)];
+        // An entry point first (another build's dist/src/main.js) runs that build.
+        const [first = '', ...rest] = set.split(' ').filter(Boolean);
+        const main = first.endsWith('main.js') ? first : undefined;
+        const words = main === undefined ? [first, ...rest].filter(Boolean) : rest;
+        const flags = words.length === 1 && words[0] === 'plugin' ? undefined : words;
+        daemons = [await startDaemon(cluster, 0, flags, main), ...daemons.slice(1)];
         // Its start-up (the reconcile, the first collection) done before the idle window opens.
         await new Promise((r) => setTimeout(r, 15_000));
         const st = await stormCosts(h1, daemons[0] as Ovsnet);
@@ -287,7 +306,7 @@ async function stormsByFlags(sets: string[]): Promise<void> {
           `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`,
           String(r + 1),
           `${fmt(st.perStart + st.perStop)} (${st.startOps} / ${st.stopOps})`,
-          fmt(st.cpuMsPerStart),
+          `${fmt(st.cpuMsPerStart)} (system ${fmt(st.sysMsPerStart)})`,
           fmt(st.netCpuMsPerStart),
           fmt(st.cpuMsPerStart / (base[r] ?? NaN)),
           fmt(st.loop.starts.ovsnet.p99Ms, 1),
@@ -391,9 +410,11 @@ export async function benchCluster(): Promise<void> {
         ['store round trips per lifecycle', fmt(life), '', life <= 3 ? 'met' : 'NOT met'],
         ['child processes per container start', st.startExec, '', ''],
         ['child processes per container stop', st.stopExec, '', ''],
+        ["Docker's calls per container start", st.startDocker, '', ''],
+        ["Docker's calls per container stop", st.stopDocker, '', ''],
         [
           'ovsnet CPU ms per container start',
-          fmt(st.cpuMsPerStart),
+          `${fmt(st.cpuMsPerStart)} (system ${fmt(st.sysMsPerStart)})`,
           `${fmt(st.idleCpuMsPerS)} ms/s idle`,
           st.cpuMsPerStart <= 8 ? 'met' : 'NOT met',
         ],

@@ -40,11 +40,21 @@ export async function storm(
 
 /** CPU seconds (user + system) the ovsnet process has used so far, from /proc/<pid>/stat. */
 export function cpuSeconds(ovsnet: Ovsnet): number {
+  const { user, system } = cpuSplit(ovsnet);
+  return user + system;
+}
+
+/**
+ * The same, user and system apart: system time is the kernel's work done in ovsnet's threads
+ * (a netlink request is carried out inside the sending call: a veth pair's creation is ovsnet's
+ * system time, as it is dockerd's for Docker's bridge driver).
+ */
+export function cpuSplit(ovsnet: Ovsnet): { user: number; system: number } {
   const pid = servePid(ovsnet.child.pid ?? 0);
   const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
   const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
   // Fields 14 and 15 of the whole line (utime, stime) are 12 and 13 after "pid (comm) ".
-  return (Number(fields[11]) + Number(fields[12])) / 100; // USER_HZ is 100 on Linux
+  return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }; // USER_HZ is 100 on Linux
 }
 
 /** The `ovsnet serve` process: `pid` itself, or its child when started through a wrapper that forks. */
@@ -81,6 +91,14 @@ export function storeCalls(metricsText: string): Record<string, number> {
 export function execCalls(metricsText: string): Record<string, number> {
   const out: Record<string, number> = {};
   for (const m of metricsText.matchAll(/^ovsnet_exec_seconds_count\{program="([^"]+)"\} (\d+)/gm)) out[m[1] ?? ''] = Number(m[2]);
+  return out;
+}
+
+/** Docker's calls ovsnet answered so far, by method (its ovsnet_docker_call_duration_seconds counts), from a scrape. */
+export function dockerCalls(metricsText: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of metricsText.matchAll(/^ovsnet_docker_call_duration_seconds_count\{method="[A-Za-z]+\.([A-Za-z]+)",code="\d+"\} (\d+)/gm))
+    out[m[1] ?? ''] = (out[m[1] ?? ''] ?? 0) + Number(m[2]);
   return out;
 }
 

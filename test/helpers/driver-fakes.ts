@@ -90,9 +90,11 @@ export class FakeOvs extends Failer implements OvsApi {
       mtu?: number;
       options?: Record<string, string>;
       protected?: boolean;
+      replace?: boolean;
     },
   ): Promise<void> {
     this.check('addPort');
+    if (opts.replace === true) await this.deletePort(name);
     if (opts.mtu !== undefined) this.mtus.set(name, opts.mtu);
     if (!this.bridges.has(bridge)) throw new OvsnetError('OVS_FAILED', `no bridge ${bridge}`);
     if (this.ports.has(name)) throw new OvsnetError('OVS_FAILED', `port ${name} exists`);

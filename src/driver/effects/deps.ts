@@ -45,7 +45,8 @@ export interface OvsApi {
   bridgeExists(bridge: string): Promise<boolean>;
   /**
    * Adds a port and its interface, tagged and carrying ovsnet's external_ids. Not idempotent:
-   * fails if a port of that name exists (callers deletePort first). Who made it removes it
+   * fails if a port of that name exists, unless `replace` is asked (then it takes the old one's
+   * place; one OVSDB transaction when there is none). Who made it removes it
    * (deletePort); reconcile removes ports of endpoints and networks the store no longer has.
    */
   addPort(bridge: string, name: string, opts: PortOptions): Promise<void>;

@@ -34,8 +34,8 @@ export async function plugEndpoint(
       alias: names.alias(ep.endpointId), // marks it ovsnet's: reconcile deletes no other link
     });
     undo.push(() => deps.links.deleteLink(ep.hostVeth));
-    await deps.ovs.deletePort(ep.hostVeth);
-    await deps.ovs.addPort(network.bridge, ep.hostVeth, { tag: network.tag, externalIds: endpointIds(network.networkId, ep.endpointId) });
+    const externalIds = endpointIds(network.networkId, ep.endpointId);
+    await deps.ovs.addPort(network.bridge, ep.hostVeth, { tag: network.tag, externalIds, replace: true });
     undo.push(() => deps.ovs.deletePort(ep.hostVeth));
     await rules.qos.apply(network, ep, undo);
     await rules.icc.refresh(network);

@@ -81,6 +81,8 @@ export interface PortOptions {
   readonly options?: Record<string, string>;
   readonly mtu?: number;
   readonly protected?: boolean;
+  /** A port of that name (a leftover of an earlier attempt) is replaced; looked up only when there is one. */
+  readonly replace?: boolean;
 }
 
 export class Ovsdb {
@@ -109,19 +111,23 @@ export class Ovsdb {
    * that is not one result per operation (RFC 7047 §4.1.3) fails it as OVS_FAILED.
    */
   async transact(ops: Op[]): Promise<Row[]> {
+    const r = await this.attempt(ops);
+    if ('failed' in r) throw r.failed;
+    return r.rows;
+  }
+
+  /** A transaction whose failure is an answer: which operation failed (`at`), and the error it would throw. */
+  private async attempt(ops: Op[]): Promise<{ rows: Row[] } | { at: number; failed: OvsnetError }> {
     const reply = await this.rpc.request('transact', [DB, ...ops]);
     if (!Array.isArray(reply) || reply.length < ops.length || !reply.every((r) => r === null || isRow(r))) {
       throw malformed('transact', 'not a list of one result object per operation', reply);
     }
     const result = reply as (Row | null)[];
-    const bad = result.find((r) => r !== null && 'error' in r);
-    if (bad !== undefined && bad !== null) {
-      throw new OvsnetError(
-        'OVS_FAILED',
-        `OVSDB transaction failed: ${String(bad.error)}${bad.details === undefined ? '' : `: ${JSON.stringify(bad.details)}`}`,
-      );
-    }
-    return result.map((r) => r ?? {});
+    const at = result.findIndex((r) => r !== null && 'error' in r);
+    const bad = result[at];
+    if (bad === undefined || bad === null) return { rows: result.map((r) => r ?? {}) };
+    const details = bad.details === undefined ? '' : `: ${JSON.stringify(bad.details)}`;
+    return { at, failed: new OvsnetError('OVS_FAILED', `OVSDB transaction failed: ${String(bad.error)}${details}`) };
   }
 
   async bridgeExists(bridge: string): Promise<boolean> {
@@ -197,8 +203,20 @@ export class Ovsdb {
    * tunnel (its `options`: remote_ip, local_ip, key).
    */
   async addPort(bridge: string, name: string, opts: PortOptions): Promise<void> {
+    const ops = this.portOps(bridge, name, opts);
+    if (opts.replace !== true) return void (await this.transact(ops));
+    // Most often no port has the name: one transaction that adds it unless one does.
+    const free: Op = { op: 'wait', table: 'Port', where: [['name', '==', name]], columns: ['name'], until: '==', rows: [], timeout: 0 };
+    const first = await this.attempt([free, ...ops]);
+    if (!('failed' in first)) return;
+    if (first.at !== 0) throw first.failed;
+    await this.deletePort(name);
+    await this.transact(ops);
+  }
+
+  private portOps(bridge: string, name: string, opts: PortOptions): Op[] {
     const ids = { ...OWNER, ...opts.externalIds };
-    await this.transact([
+    return [
       {
         op: 'insert',
         table: 'Interface',
@@ -229,7 +247,7 @@ export class Ovsdb {
       { op: 'mutate', table: 'Bridge', where: [['name', '==', bridge]], mutations: [['ports', 'insert', ['set', [named('port')]]]] },
       // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
       { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
-    ]);
+    ];
   }
 
   /** The type of the interface named (internal, vxlan, '' for a kernel device); undefined if none. */

@@ -118,12 +118,30 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   await ovs.addPort('br0', 'p1', { tag: 7, externalIds: { 'ovsnet-endpoint': 'e1' } });
   await t.rejects(ovs.addPort('br0', 'p1', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED', message: /constraint violation/ });
   await t.rejects(ovs.addPort('nobr', 'p2', { tag: 7, externalIds: {} }), { code: 'OVS_FAILED' });
+  await t.rejects(
+    ovs.addPort('nobr', 'p1', { tag: 7, externalIds: {}, replace: true }),
+    { code: 'OVS_FAILED' },
+    'replace adds to a bridge that exists only',
+  );
+  await ovs.addPort('br0', 'p1', { tag: 8, externalIds: { 'ovsnet-endpoint': 'e1' }, replace: true });
+  await ovs.addPort('br0', 'p3', { tag: 9, externalIds: { 'ovsnet-endpoint': 'e3' }, replace: true });
   const own = await ovs.ownPorts();
   t.same(
     own.map((p) => [p.name, p.tag, p.externalIds['ovsnet-endpoint']]),
-    [['p1', 7, 'e1']],
-    'only ovsnet-owned ports, p2 was not left behind',
+    [
+      ['p1', 8, 'e1'],
+      ['p3', 9, 'e3'],
+    ],
+    'only ovsnet-owned ports, p2 was not left behind; replace took p1 over, and added p3 where none was',
   );
+  t.equal(
+    JSON.stringify(await ovs.transact([{ op: 'select', table: 'Bridge', where: [['name', '==', 'br0']], columns: ['ports'] }])).match(
+      /"uuid"/g,
+    )?.length,
+    3,
+    "the bridge holds p1 once, p3 and its own port: the replaced one went from the bridge's ports",
+  );
+  await ovs.deletePort('p3');
   t.equal(await ovs.interfaceType('p1'), '', 'a kernel device\'s interface has type ""');
   t.equal(await ovs.interfaceType('br0'), 'internal', "the bridge's own interface is internal");
   t.equal(await ovs.interfaceType('nope'), undefined, 'no such interface');
