@@ -4,58 +4,17 @@
  *
  * Idempotency (each method's, for the driver, in src/driver/effects/deps.ts): ensureBridge does
  * nothing when the bridge exists (one another ovsnet creates meanwhile counts as made); setMtu
- * and waitApplied are safe to repeat; addPort fails if a port of that name exists (the caller
- * deletes first); deletePort treats a missing port as done. Rows ovsnet creates carry external_ids
+ * and waitApplied are safe to repeat; addPort fails if a port of that name exists unless asked to
+ * replace it; deletePort treats a missing port as done. Rows ovsnet creates carry external_ids
  * (external-ids.ts: the owner mark, and a port's network, endpoint or role) so that a
  * restarted ovsnet finds its own ports again.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import { OWNER } from './external-ids.js';
 import { JsonRpcClient } from './jsonrpc.js';
+import { OWNER } from './external-ids.js';
+import { DB, isRow, malformed, map, named, portOps, rowsOf, stringMap, uuidOf, type Op, type PortOptions, type Row } from './ovsdb-rows.js';
 
-const DB = 'Open_vSwitch';
-
-type Row = Record<string, unknown>;
-type Op = Record<string, unknown>;
-
-const map = (o: Record<string, string>) => ['map', Object.entries(o)];
-
-const isRow = (v: unknown): v is Row => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function malformed(what: string, why: string, reply: unknown): OvsnetError {
-  const shown = JSON.stringify(reply) ?? String(reply);
-  return new OvsnetError(
-    'OVS_FAILED',
-    `OVSDB answered ${what} with a malformed reply (${why}): ${shown.length > 120 ? `${shown.slice(0, 120)}...` : shown}`,
-  );
-}
-
-/** The rows of a select's result; OVS_FAILED when they are not a list of objects. */
-function rowsOf(result: Row | undefined): Row[] {
-  const rows = result?.rows ?? [];
-  if (!Array.isArray(rows) || !rows.every(isRow)) throw malformed('select', 'its rows are not a list of objects', rows);
-  return rows;
-}
-
-/** A UUID as OVSDB sends it (["uuid", "..."]); OVS_FAILED otherwise. */
-function uuidOf(v: unknown): string {
-  if (!Array.isArray(v) || v[0] !== 'uuid' || typeof v[1] !== 'string') throw malformed('select', 'a _uuid is not ["uuid", "..."]', v);
-  return v[1];
-}
-
-/** A string map as OVSDB sends it (["map", [[k, v], ...]]); OVS_FAILED otherwise. */
-function stringMap(v: unknown): Record<string, string> {
-  if (
-    !Array.isArray(v) ||
-    v[0] !== 'map' ||
-    !Array.isArray(v[1]) ||
-    !v[1].every((e) => Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string')
-  ) {
-    throw malformed('select', 'a map column is not ["map", [[key, value], ...]]', v);
-  }
-  return Object.fromEntries(v[1] as [string, string][]);
-}
-const named = (n: string) => ['named-uuid', n];
+export type { PortOptions } from './ovsdb-rows.js';
 
 export interface OwnPort {
   readonly name: string;
@@ -74,16 +33,6 @@ export type DatapathType = 'system' | 'netdev';
 export type FailMode = 'secure' | 'standalone';
 
 /** A new port: its VLAN tag, interface type and options, external_ids, MTU, split horizon. */
-export interface PortOptions {
-  readonly tag: number;
-  readonly type?: string;
-  readonly externalIds: Record<string, string>;
-  readonly options?: Record<string, string>;
-  readonly mtu?: number;
-  readonly protected?: boolean;
-  /** A port of that name (a leftover of an earlier attempt) is replaced; looked up only when there is one. */
-  readonly replace?: boolean;
-}
 
 export class Ovsdb {
   private readonly rpc: JsonRpcClient;
@@ -203,7 +152,7 @@ export class Ovsdb {
    * tunnel (its `options`: remote_ip, local_ip, key).
    */
   async addPort(bridge: string, name: string, opts: PortOptions): Promise<void> {
-    const ops = this.portOps(bridge, name, opts);
+    const ops = portOps(bridge, name, opts);
     if (opts.replace !== true) return void (await this.transact(ops));
     // Most often no port has the name: one transaction that adds it unless one does.
     const free: Op = { op: 'wait', table: 'Port', where: [['name', '==', name]], columns: ['name'], until: '==', rows: [], timeout: 0 };
@@ -212,42 +161,6 @@ export class Ovsdb {
     if (first.at !== 0) throw first.failed;
     await this.deletePort(name);
     await this.transact(ops);
-  }
-
-  private portOps(bridge: string, name: string, opts: PortOptions): Op[] {
-    const ids = { ...OWNER, ...opts.externalIds };
-    return [
-      {
-        op: 'insert',
-        table: 'Interface',
-        row: {
-          name,
-          type: opts.type ?? '',
-          external_ids: map(ids),
-          options: map(opts.options ?? {}),
-          // Without mtu_request OVS gives an internal port the smallest MTU of the bridge's
-          // other ports, so one network's MTU would lower every gateway's.
-          ...(opts.mtu === undefined ? {} : { mtu_request: opts.mtu }),
-        },
-        'uuid-name': 'iface',
-      },
-      {
-        op: 'insert',
-        table: 'Port',
-        // protected: OVS forwards nothing between two protected ports (the tunnels' split horizon).
-        row: {
-          name,
-          interfaces: named('iface'),
-          tag: opts.tag,
-          external_ids: map(ids),
-          ...(opts.protected === true ? { protected: true } : {}),
-        },
-        'uuid-name': 'port',
-      },
-      { op: 'mutate', table: 'Bridge', where: [['name', '==', bridge]], mutations: [['ports', 'insert', ['set', [named('port')]]]] },
-      // Fails the transaction if the bridge is missing, rather than leaving an orphan port.
-      { op: 'wait', table: 'Bridge', where: [['name', '==', bridge]], columns: ['name'], until: '!=', rows: [], timeout: 0 },
-    ];
   }
 
   /** The type of the interface named (internal, vxlan, '' for a kernel device); undefined if none. */
