@@ -23,7 +23,7 @@ import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harn
 import { launchFlags } from '../test/harness/launch.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
-import { callsBetween, cpuSeconds, cpuSplit, dockerCalls, execCalls, scrape, storeCalls, storm } from './storm.js';
+import { callsBetween, cpuSeconds, cpuSplit, dockerCalls, execCalls, ovsdbCalls, scrape, storeCalls, storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow, type LoopDelay } from './loop-delay.js';
 
 const N = 400;
@@ -120,6 +120,9 @@ interface StormCosts {
   /** Docker's calls per container, starts and stops, by method: the same form. */
   readonly startDocker: string;
   readonly stopDocker: string;
+  /** Round trips to ovsdb-server per container, starts and stops (idle ones not taken off): the same form. */
+  readonly startOvsdb: string;
+  readonly stopOvsdb: string;
   /** Background store calls per second (registry, reclaim sweeps), measured idle. */
   readonly backgroundPerS: number;
   /** ovsnet CPU ms per container start (all its CPU over the starts); and over the idle window, per second. */
@@ -160,9 +163,18 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
     await new Promise((r) => setTimeout(r, idleS * 1000));
     const [idleText, idleBare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
     const [c1, u1, e1, sys1] = [storeCalls(idleText), cpuSeconds(ovsnet), execCalls(idleText), cpuSplit(ovsnet).system];
-    const d1 = dockerCalls(idleText);
+    const [d1, o1] = [dockerCalls(idleText), ovsdbCalls(idleText)];
     const backgroundPerS = callsBetween(c0, c1) / idleS;
-    let started = { calls: c1, exec: e1, docker: d1, cpu: u1, sys: sys1, at: 0, loop: { ovsnet: loopDelay(''), bare: loopDelay('') } };
+    let started = {
+      calls: c1,
+      exec: e1,
+      docker: d1,
+      ovsdb: o1,
+      cpu: u1,
+      sys: sys1,
+      at: 0,
+      loop: { ovsnet: loopDelay(''), bare: loopDelay('') },
+    };
     const t0 = Date.now();
     const s = await storm(h, 'bench', n, 'cst', async () => {
       const [text, bare] = await Promise.all([scrape(h, METRICS_PORT), probe.read()]);
@@ -170,6 +182,7 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
         calls: storeCalls(text),
         exec: execCalls(text),
         docker: dockerCalls(text),
+        ovsdb: ovsdbCalls(text),
         cpu: cpuSeconds(ovsnet),
         sys: cpuSplit(ovsnet).system,
         at: Date.now(),
@@ -192,6 +205,8 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
       stopExec: byOp(started.exec, execCalls(stopText), n) || 'none',
       startDocker: byOp(d1, started.docker, n),
       stopDocker: byOp(started.docker, dockerCalls(stopText), n),
+      startOvsdb: byOp(o1, started.ovsdb, n),
+      stopOvsdb: byOp(started.ovsdb, ovsdbCalls(stopText), n),
       backgroundPerS,
       cpuMsPerStart: ((started.cpu - u1) * 1000) / n,
       sysMsPerStart: ((started.sys - sys1) * 1000) / n,
@@ -412,6 +427,8 @@ export async function benchCluster(): Promise<void> {
         ['child processes per container stop', st.stopExec, '', ''],
         ["Docker's calls per container start", st.startDocker, '', ''],
         ["Docker's calls per container stop", st.stopDocker, '', ''],
+        ['OVSDB round trips per container start', st.startOvsdb, '', ''],
+        ['OVSDB round trips per container stop', st.stopOvsdb, '', ''],
         [
           'ovsnet CPU ms per container start',
           `${fmt(st.cpuMsPerStart)} (system ${fmt(st.sysMsPerStart)})`,

@@ -23,6 +23,7 @@ import { names, type EndpointRecord } from '../src/driver/model/records.js';
 import { keys } from '../src/store/keys.js';
 import { HEAP_CHECK_MS } from '../src/daemon/memory.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
+import { rssFloor } from './rss-floor.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
 import { fmt, percentile, table } from './stats.js';
@@ -306,8 +307,8 @@ export async function benchScale(): Promise<void> {
   console.log(table(['copies', 'records', 'KiB', 'vs objects'], recordCopies()));
   const capacity = await etcdCapacity();
   // Per container start with ovsnet's IPAM: RequestAddress (1 write) + CreateEndpoint (1); stop:
-  // DeleteEndpoint (1) + ReleaseAddress (1).
-  const needed = 200 * 10 * 4;
+  // DeleteEndpoint (1, the address freed with the record); ReleaseAddress consumes its tombstone.
+  const needed = 200 * 10 * 3;
   console.log(`\netcd here: ${fmt(capacity, 0)} txn/s with 64 writers at once (the baseline)`);
   console.log(
     `the cluster's IPAM at 200 hosts x 10 starts/s (and as many stops): ${needed} writes/s = ${fmt(needed / capacity)}x etcd's measured capacity`,
@@ -321,6 +322,10 @@ export async function benchScale(): Promise<void> {
   if (baseline !== undefined) daemons.unshift({ label: `baseline: ${baseline}`, main: baseline, flags: launchFlags(baseline) });
   const rows: string[][] = [];
   for (const daemon of daemons) {
+    const floor = rssFloor(daemon.flags);
+    console.log(
+      `\n${daemon.label}: the floor under its empty RSS (node ${daemon.flags.join(' ')}, nothing served): bare Node ${fmt(floor.bare, 1)} MiB; ovsnet's daemon modules loaded ${fmt(floor.modules, 1)} MiB; and one idle worker thread under the link worker's limits ${fmt(floor.withWorker, 1)} MiB`,
+    );
     const r = await scaled(daemon, counts);
     console.log(
       `\n${daemon.label} (node ${daemon.flags.join(' ')}): records made over the socket in ${r.fabricateS.map((f) => `${fmt(f, 1)} s`).join(', ')}`,

@@ -102,5 +102,13 @@ export function dockerCalls(metricsText: string): Record<string, number> {
   return out;
 }
 
+/** Round trips to ovsdb-server so far, by JSON-RPC method (its ovsnet_ovsdb_request_duration_seconds counts), from a scrape. */
+export function ovsdbCalls(metricsText: string): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const m of metricsText.matchAll(/^ovsnet_ovsdb_request_duration_seconds_count\{method="([^"]+)",outcome="\w+"\} (\d+)/gm))
+    out[m[1] ?? ''] = (out[m[1] ?? ''] ?? 0) + Number(m[2]);
+  return out;
+}
+
 export const callsBetween = (before: Record<string, number>, after: Record<string, number>): number =>
   Object.keys(after).reduce((s, k) => s + (after[k] ?? 0) - (before[k] ?? 0), 0);
