@@ -1,6 +1,6 @@
 /**
  * Docker's ReleaseAddress never frees an address bound to an endpoint whose record exists
- * (release-guard.ts), when no tombstone answers it: a release retried after DeleteEndpoint
+ * (release-guard.ts), when no tombstone answers it: a release sent again after DeleteEndpoint
  * deleted its record alone, a tombstone expired, or lost. Without the guard (wired without the
  * driver's answer) the same late release frees the new holder's address: each case is run both
  * ways. A binding whose endpoint record is gone is freed, with no store call for the guard when
@@ -52,8 +52,8 @@ async function lateRelease(t: Test, missing: Missing, guard: boolean, shared: bo
   await driver.createEndpoint(ep(E1, address));
   if (missing === 'retried') {
     // DeleteEndpoint deleted its record alone (its release could not ride); Docker's release
-    // freed the address; the same release comes again later (Docker's retry, or the settling
-    // of one whose answer was lost).
+    // freed the address; the same release comes again later (Docker's plugin client retries a
+    // call whose answer it did not get).
     await driver.records.deleteEndpoint(NET, E1);
     await ipam.releaseAddress(poolId, address);
     t.equal(await first.store.get(keys.address(poolId, A)), undefined, 'the first release freed it');
