@@ -33,7 +33,7 @@ export interface GuardDeps {
 
 /** The test of Docker's release of `address` in `poolId`: never a CNI attachment's, never one bound to an endpoint whose record exists. */
 export function dockerReleaseTest(deps: GuardDeps, poolId: string, address: string): Judge {
-  return async (r: Reservation) => {
+  const test = async (r: Reservation): Promise<boolean> => {
     if (!releasableByDocker(holderOf(r))) return false;
     if (r.endpoint === undefined || deps.endpointExists === undefined) return true;
     if (!(await deps.endpointExists(r.endpoint, address))) return true;
@@ -43,4 +43,5 @@ export function dockerReleaseTest(deps: GuardDeps, poolId: string, address: stri
     );
     return false;
   };
+  return Object.assign(test, { freesMalformed: true }); // a record no test can read: as before the guard, Docker's release frees it
 }

@@ -16,6 +16,7 @@ import type { Reservation } from '../state/records.js';
 import { stickyTxn } from '../state/ipam-txn.js';
 import { keepsGateway } from './shared-gateway.js';
 import { dockerReleaseTest, type GuardDeps } from './release-guard.js';
+import type { Judge } from './judged-release.js';
 
 export type ReleaseDeps = Pick<KeyedDeps, 'store' | 'host' | 'now' | 'holders' | 'usable' | 'strategy'> & GuardDeps;
 
@@ -49,15 +50,18 @@ export class Release {
     const known = this.deps.holders.holderAt(poolId, plain);
     if (known === holders.dockerGateway && keepsGateway(pool.record, this.deps.host)) return false;
     // Docker's release: its guard (release-guard.ts), judged on the record the transaction compares.
-    const test = onlyIf ?? dockerReleaseTest(this.deps, poolId, plain);
+    const test: Judge = onlyIf ?? dockerReleaseTest(this.deps, poolId, plain);
     let passed: Reservation | undefined;
-    const released = await this.deps.strategy(pool).release(pool, value, async (r) => {
+    const judge = async (r: Reservation) => {
       passed = (await test(r)) ? r : undefined;
       return passed !== undefined;
-    });
+    };
+    const released = await this.deps
+      .strategy(pool)
+      .release(pool, value, Object.assign(judge, { freesMalformed: test.freesMalformed === true }));
     if (released !== 'kept') this.deps.holders.forget(poolId, plain);
-    if (released !== 'freed' || passed === undefined) return false;
-    const key = isSticky(pool) ? stickyKeyOf(passed) : undefined;
+    if (released !== 'freed') return false;
+    const key = isSticky(pool) && passed !== undefined ? stickyKeyOf(passed) : undefined;
     if (key !== undefined) {
       const record = { address: plain, releasedAt: this.deps.now().toISOString() };
       await this.deps.store.txn({ compares: [], success: [stickyTxn.put(poolId, key, record)] });

@@ -153,7 +153,7 @@ export class SharedPools implements AddressStrategy {
     const address = formatAddress(pool.prefix.family, value);
     const start = pool.blockOf(value);
     return judgedRelease(this.deps.store, this.deps.written, poolId, address, onlyIf, {
-      part: (r, unchanged) => this.partOf(pool, value, r, unchanged),
+      part: (r, unchanged) => (r === undefined ? undefined : this.partOf(pool, value, r, unchanged)), // a malformed record: whose, unknown
       failure: [blockTxn.get(poolId, formatAddress(pool.prefix.family, start))],
       refresh: (res) => this.refresh(pool, start, res.gets[1], res.revision),
       free: () => pool.mark(value, false),
