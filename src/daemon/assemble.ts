@@ -110,6 +110,9 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     readyTimeoutMs: config.storeTimeoutMs,
     journal: config.journal,
     swarmScope: config.scope === 'global',
+    // Docker's release keeps an address bound to an endpoint whose record exists: the driver's
+    // records answer (made below; asked only once requests come).
+    endpointExists: (endpointId: string, address: string): boolean | Promise<boolean> => driver.records.endpointExists(endpointId, address),
   });
   // Told when ovsdb-server goes away (its restart): made below, once the driver exists.
   let watch: OvsWatch | undefined = undefined;

@@ -50,7 +50,7 @@ export class NetworkDriver {
 
   private readonly gateways: Gateways;
   private readonly reconciler: Reconciler;
-  private readonly records: DriverRecords;
+  readonly records: DriverRecords;
   private readonly publisher: Publisher;
   private readonly spares: SpareVeths;
   private readonly trunk: Trunk;

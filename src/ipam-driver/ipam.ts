@@ -11,7 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { OvsnetError, isOvsnetError } from '../lib/errors.js';
 import { containsAddress, parseAddress } from '../lib/cidr.js';
 import { PoolIndex, type PoolState } from './index/pool-index.js';
-import { ADDRESS_SPACES, Pools, type PoolRequest, type PoolsDeps } from './pools/pools.js';
+import { ADDRESS_SPACES, Pools, type PoolRequest } from './pools/pools.js';
+import type { IpamDeps } from './ipam-deps.js';
 import { poolUsableBy, type Reservation } from './state/records.js';
 import { holders } from './state/holder-keys.js';
 import { refuseSwarmPool } from './pools/pool-checks.js';
@@ -31,17 +32,7 @@ import { EndpointRelease, type ReleaseOps } from './allocation/endpoint-release.
 
 export { ADDRESS_SPACES, IPAM_OPTIONS, poolIdOf, type PoolRequest } from './pools/pools.js';
 export type { AddressRequest } from './allocation/allocator.js';
-
-export interface IpamDeps extends Omit<PoolsDeps, 'now'> {
-  /** How long a request waits for the first load of the index. */
-  readonly readyTimeoutMs: number;
-  /** OVSNET_JOURNAL: where unconfirmed changes outlive a restart ('' or absent: memory only). */
-  readonly journal?: string;
-  /** unconfirmed.ts: how long a second look waits after a first that found nothing (default 5 s). */
-  readonly doubtConfirmMs?: number;
-  /** OVSNET_SCOPE=global: a swarm node, whose GlobalDefault pools are swarm networks' (refused). */
-  readonly swarmScope?: boolean;
-}
+export type { IpamDeps } from './ipam-deps.js';
 
 export class Ipam {
   private readonly index = new PoolIndex();
@@ -66,9 +57,9 @@ export class Ipam {
       store: deps.store,
       host: deps.host,
       now: this.now,
-      written: (poolId, address) => this.recent.take(poolId, address),
+      written: this.recent,
     });
-    this.inTurn = inTurn(this.shared, new OneHostPools(deps.store));
+    this.inTurn = inTurn(this.shared, new OneHostPools(deps.store, this.recent));
     const keyedDeps: KeyedDeps = {
       store: deps.store,
       host: deps.host,
@@ -80,7 +71,11 @@ export class Ipam {
       written: (poolId, r) => this.recent.note(poolId, r),
     };
     this.keyed = new Keyed(keyedDeps);
-    this.release = new Release(keyedDeps);
+    this.release = new Release({
+      ...keyedDeps,
+      log: deps.log,
+      ...(deps.endpointExists === undefined ? {} : { endpointExists: deps.endpointExists }),
+    });
     const settle: SettleDeps = {
       store: deps.store,
       log: deps.log,

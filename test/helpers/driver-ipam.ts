@@ -32,13 +32,39 @@ export function driverOn(store: Store, ipam: Ipam): NetworkDriver {
   });
 }
 
-/** `poolOptions`: the pool's --ipam-opt (e.g. ovsnet.sticky). */
-export async function driverWithIpam(t: Test, poolOptions: Record<string, string> = {}) {
+/** How the IPAM is wired to the driver: `guard: false` leaves the guard out; `hook` runs as the driver is asked. */
+export interface Wiring {
+  readonly guard?: boolean;
+  readonly hook?: (endpointId: string) => Promise<void>;
+}
+
+/**
+ * An IPAM and a driver on `store`, wired as daemon/assemble.ts wires them: the IPAM asks the
+ * driver's records whether an endpoint's record exists (Docker's release guard). `guard: false`
+ * leaves that out (the guard's tests show what happens without it).
+ */
+export function wired(store: Store, opts: Wiring = {}): { ipam: Ipam; driver: NetworkDriver } {
+  const exists = async (id: string, address: string) => {
+    await opts.hook?.(id);
+    return driver.records.endpointExists(id, address);
+  };
+  const ipam: Ipam = makeIpam(
+    store,
+    opts.guard === false
+      ? {}
+      : { endpointExists: opts.hook === undefined ? (id: string, a: string) => driver.records.endpointExists(id, a) : exists },
+  );
+  const driver = driverOn(store, ipam);
+  return { ipam, driver };
+}
+
+/** `poolOptions`: the pool's --ipam-opt (e.g. ovsnet.sticky); `guard: false`: as wired() says. */
+export async function driverWithIpam(t: Test, poolOptions: Record<string, string> = {}, opts: Wiring = {}) {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-calls-'));
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const file = path.join(dir, 'state.db');
   const store = new SqliteStore({ file });
-  const ipam = makeIpam(store);
+  const { ipam, driver } = wired(store, opts);
   t.teardown(async () => {
     await ipam.stop();
     await store.close();
@@ -48,7 +74,6 @@ export async function driverWithIpam(t: Test, poolOptions: Record<string, string
     const inner = store[op].bind(store) as (...a: unknown[]) => Promise<unknown>;
     (store as unknown as Record<string, unknown>)[op] = (...a: unknown[]) => (calls.push(op), inner(...a));
   }
-  const driver = driverOn(store, ipam);
   const { poolId } = await ipam.requestPool({ ...pool('10.77.0.0/24'), options: poolOptions });
   const gw = await ipam.requestAddress({ poolId, address: '', gateway: true });
   await driver.createNetwork({ networkId: NET, options: {}, ipv4: [{ pool: '10.77.0.0/24', gateway: gw.address }], ipv6: [] });

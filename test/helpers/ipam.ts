@@ -5,6 +5,7 @@ import type { HostNet } from '../../src/lib/subnets.js';
 import { Ipam } from '../../src/ipam-driver/ipam.js';
 import { createLogger, type Logger } from '../../src/lib/log.js';
 import type { Store } from '../../src/store/types.js';
+import type { EndpointExists } from '../../src/ipam-driver/allocation/release-guard.js';
 
 export function makeIpam(
   store: Store,
@@ -19,6 +20,8 @@ export function makeIpam(
     log?: Logger;
     journal?: string;
     doubtConfirmMs?: number;
+    /** The driver's records' answer (daemon/assemble.ts wires it so): Docker's release keeps an address bound to a recorded endpoint. */
+    endpointExists?: EndpointExists;
   } = {},
 ): Ipam {
   const nets: HostNet[] = [
@@ -43,6 +46,7 @@ export function makeIpam(
     readyTimeoutMs: 5000,
     ...(opts.journal === undefined ? {} : { journal: opts.journal }),
     ...(opts.doubtConfirmMs === undefined ? {} : { doubtConfirmMs: opts.doubtConfirmMs }),
+    ...(opts.endpointExists === undefined ? {} : { endpointExists: opts.endpointExists }),
   });
 }
 

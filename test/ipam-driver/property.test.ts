@@ -5,7 +5,11 @@
  * through the network driver: container lifecycles whose DeleteEndpoint frees the address and
  * whose ReleaseAddress comes late (after the address was handed out again), or for a request
  * that never got its endpoint, with ovsnet restarted between any two calls: the store holds
- * exactly the live containers' addresses after every step.
+ * exactly the live containers' addresses after every step. With tombstones dropped at random
+ * (lost or expired: release-guard.ts), a late release finds none and goes the usual way: the
+ * guard keeps an address bound to a created container, so the same holds; without the guard it
+ * does not (the last test). The one case no guard can close, a late release of an address
+ * handed out again but not bound yet, is left out where tombstones were dropped (docs/ipam.md).
  */
 import { randomUUID } from 'node:crypto';
 import fs from 'node:fs';
@@ -17,7 +21,7 @@ import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { Store } from '../../src/store/types.js';
 import { makeIpam, pool } from '../helpers/ipam.js';
-import { NET, driverOn, ep } from '../helpers/driver-ipam.js';
+import { NET, ep, wired } from '../helpers/driver-ipam.js';
 import type { Tombstones } from '../../src/ipam-driver/state/tombstones.js';
 import { etcdEndpoints } from '../helpers/services.js';
 
@@ -125,95 +129,152 @@ t.test('two instances on one etcd', async (t) => {
   await twoInstances(t, a, b, `10.${octet}.0.0/24`);
 });
 
+interface LifeOptions {
+  /** Drop tombstones at random (as lost or expired). */
+  readonly drop: boolean;
+  /** Wire the driver's answer to the IPAM (release-guard.ts). */
+  readonly guard: boolean;
+  readonly seeds: number;
+}
+
+/** Counts of the cases the run went through; `failed` when the invariant broke. */
+interface LifeCounts {
+  lateAfterReuse: number;
+  guarded: number;
+  dropped: number;
+  failed: boolean;
+}
+
+async function lifecycles(t: Test, opts: LifeOptions): Promise<LifeCounts> {
+  const counts: LifeCounts = { lateAfterReuse: 0, guarded: 0, dropped: 0, failed: false };
+  for (let seed = 1; seed <= opts.seeds; seed++) {
+    const file = path.join(dir, `life${seed}-${opts.drop ? 'd' : ''}${opts.guard ? 'g' : ''}.db`);
+    const store = new SqliteStore({ file });
+    const r = rng(seed * 7919);
+    const wire = () => wired(store, { guard: opts.guard });
+    let { ipam, driver } = wire();
+    const tombstones = () => (ipam as unknown as { endpointRelease: { tombstones: Tombstones } }).endpointRelease.tombstones;
+    const { poolId } = await ipam.requestPool(pool('10.73.0.0/28'));
+    const gw = await ipam.requestAddress({ poolId, address: '', gateway: true });
+    await driver.createNetwork({ networkId: NET, options: {}, ipv4: [{ pool: '10.73.0.0/28', gateway: gw.address }], ipv6: [] });
+    // Each container: requested (an address, no endpoint), created, or deleted (its release not sent yet).
+    const live = new Map<string, { address: string; state: 'requested' | 'created' | 'deleted' }>();
+    // Live tombstones per address: a release of the address consumes one, whoever sends it.
+    const tomb = new Map<string, number>();
+    let n = 0;
+    const log: string[] = [];
+    const plain = (a: string) => a.split('/')[0] ?? '';
+    const holder = (a: string, state: string) => [...live.values()].find((c) => c.state === state && c.address === a);
+    const storedAddresses = async () =>
+      (await store.list(keys.addresses(poolId))).kvs.map((kv) => (JSON.parse(kv.value) as { address: string }).address).sort();
+    const pick = (state: string) =>
+      [...live].filter(([, c]) => c.state === state)[0 + r(Math.max(1, live.size))] ?? [...live].find(([, c]) => c.state === state);
+    let broken = false;
+    for (let step = 0; step < 160 && !broken; step++) {
+      const op = r(12);
+      if (op < 3) {
+        // Often the address of a container whose release is not sent yet (--ip, or a full pool).
+        const freed = pick('deleted')?.[1].address.split('/')[0];
+        const wanted = freed !== undefined && r(2) === 0 ? freed : r(3) === 0 ? `10.73.0.${2 + r(13)}` : '';
+        const res = await ipam.requestAddress({ poolId, address: wanted, gateway: false }).catch((e: Error) => e);
+        if (res instanceof Error) {
+          if (!/no free address|is in use|already/.test(res.message)) throw res;
+          continue;
+        }
+        const held = [...live.values()].find((c) => c.state !== 'deleted' && c.address === res.address);
+        if (held !== undefined) throw new Error(`seed ${seed} step ${step}: ${res.address} handed out twice`);
+        live.set((n++).toString(16).padStart(64, '0'), { address: res.address, state: 'requested' });
+      } else if (op < 6) {
+        const c = pick('requested');
+        if (c === undefined) continue;
+        await driver.createEndpoint(ep(c[0], c[1].address));
+        c[1].state = 'created';
+      } else if (op < 9) {
+        const c = pick('created');
+        if (c === undefined) continue;
+        const before = tombstones().size;
+        await driver.deleteEndpoint(NET, c[0]);
+        c[1].state = 'deleted';
+        const a = plain(c[1].address);
+        if (tombstones().size > before) tomb.set(a, (tomb.get(a) ?? 0) + 1);
+        // Lost or expired before Docker's release comes: the release then goes the usual way.
+        if (opts.drop && (tomb.get(a) ?? 0) > 0 && r(2) === 0 && tombstones().take(poolId, a)) {
+          tomb.set(a, (tomb.get(a) ?? 0) - 1);
+          counts.dropped++;
+        }
+      } else if (op < 11) {
+        // Docker's release: of a deleted endpoint, or of a request whose CreateEndpoint failed.
+        const c = pick(r(4) === 0 ? 'requested' : 'deleted');
+        if (c === undefined) continue;
+        const a = plain(c[1].address);
+        const consumes = (tomb.get(a) ?? 0) > 0;
+        if (c[1].state === 'deleted' && !consumes) {
+          // No tombstone: the address, if handed out again, is kept only once bound (the guard).
+          if (holder(c[1].address, 'requested') !== undefined) continue; // the gap no guard closes
+          if (holder(c[1].address, 'created') !== undefined) counts.guarded++;
+        }
+        if (c[1].state === 'deleted' && [...live.values()].some((o) => o.state !== 'deleted' && o.address === c[1].address))
+          counts.lateAfterReuse++;
+        await ipam.releaseAddress(poolId, a);
+        if (consumes) tomb.set(a, (tomb.get(a) ?? 0) - 1);
+        live.delete(c[0]);
+      } else {
+        await ipam.stop();
+        ({ ipam, driver } = wire());
+      }
+      log.push(`${step}: op ${op} -> ${[...live.values()].map((c) => `${c.address}:${c.state}`).join(' ')}`);
+      // Nothing a live container holds is ever free; nothing is held but what a container holds
+      // or a release not sent yet may still free (when DeleteEndpoint could not free it itself).
+      const stored = new Set(await storedAddresses());
+      const holding = [...live.values()].filter((c) => c.state !== 'deleted').map((c) => plain(c.address));
+      const pending = [...live.values()].filter((c) => c.state === 'deleted').map((c) => plain(c.address));
+      const lost = holding.filter((a) => !stored.has(a));
+      const extra = [...stored].filter((a) => a !== plain(gw.address) && !holding.includes(a) && !pending.includes(a));
+      broken = lost.length + extra.length > 0;
+      if (!opts.guard) continue; // without the guard: counted, not asserted (the caller expects a break)
+      if (broken) t.comment(log.join('\n'));
+      t.same({ lost, extra }, { lost: [], extra: [] }, `seed ${seed} step ${step}: held addresses stored, nothing else`, {
+        diagnostic: false,
+      });
+    }
+    if (broken) {
+      counts.failed = true;
+      await ipam.stop();
+      await store.close();
+      if (opts.guard) return counts;
+      continue;
+    }
+    // Docker's calls for every container left: the pool is back to its gateway, no tombstone left.
+    for (const [id, c] of live) {
+      if (c.state === 'created') await driver.deleteEndpoint(NET, id);
+      await ipam.releaseAddress(poolId, plain(c.address));
+    }
+    t.same(await storedAddresses(), [plain(gw.address)], `seed ${seed}: every address back once every release was sent`);
+    t.equal(Number((await store.get(keys.poolCount(poolId)))?.value ?? '0'), 1, `seed ${seed}: the count agrees`);
+    t.equal(tombstones().size, 0, `seed ${seed}: every tombstone consumed`);
+    await tombstones().sweepNow(store);
+    t.same((await store.list(keys.allTombstones)).kvs, [], `seed ${seed}: and swept`);
+    await ipam.stop();
+    await store.close();
+  }
+  return counts;
+}
+
 t.test(
   'container lifecycles through the driver, releases late and interleaved, restarts between: never held twice, never leaked',
   async (t) => {
-    let lateAfterReuse = 0;
-    for (let seed = 1; seed <= 12; seed++) {
-      const file = path.join(dir, `life${seed}.db`);
-      const store = new SqliteStore({ file });
-      const r = rng(seed * 7919);
-      const wire = () => {
-        const ipam = makeIpam(store);
-        return { ipam, driver: driverOn(store, ipam) };
-      };
-      let { ipam, driver } = wire();
-      const { poolId } = await ipam.requestPool(pool('10.73.0.0/28'));
-      const gw = await ipam.requestAddress({ poolId, address: '', gateway: true });
-      await driver.createNetwork({ networkId: NET, options: {}, ipv4: [{ pool: '10.73.0.0/28', gateway: gw.address }], ipv6: [] });
-      // Each container: requested (an address, no endpoint), created, or deleted (its release not sent yet).
-      const live = new Map<string, { address: string; state: 'requested' | 'created' | 'deleted' }>();
-      let n = 0;
-      const log: string[] = [];
-      const plain = (a: string) => a.split('/')[0] ?? '';
-      const storedAddresses = async () =>
-        (await store.list(keys.addresses(poolId))).kvs.map((kv) => (JSON.parse(kv.value) as { address: string }).address).sort();
-      const pick = (state: string) =>
-        [...live].filter(([, c]) => c.state === state)[0 + r(Math.max(1, live.size))] ?? [...live].find(([, c]) => c.state === state);
-      for (let step = 0; step < 160; step++) {
-        const op = r(12);
-        if (op < 3) {
-          // Often the address of a container whose release is not sent yet (--ip, or a full pool).
-          const freed = pick('deleted')?.[1].address.split('/')[0];
-          const wanted = freed !== undefined && r(2) === 0 ? freed : r(3) === 0 ? `10.73.0.${2 + r(13)}` : '';
-          const res = await ipam.requestAddress({ poolId, address: wanted, gateway: false }).catch((e: Error) => e);
-          if (res instanceof Error) {
-            if (!/no free address|is in use|already/.test(res.message)) throw res;
-            continue;
-          }
-          const held = [...live.values()].find((c) => c.state !== 'deleted' && c.address === res.address);
-          if (held !== undefined) throw new Error(`seed ${seed} step ${step}: ${res.address} handed out twice`);
-          live.set((n++).toString(16).padStart(64, '0'), { address: res.address, state: 'requested' });
-        } else if (op < 6) {
-          const c = pick('requested');
-          if (c === undefined) continue;
-          await driver.createEndpoint(ep(c[0], c[1].address));
-          c[1].state = 'created';
-        } else if (op < 9) {
-          const c = pick('created');
-          if (c === undefined) continue;
-          await driver.deleteEndpoint(NET, c[0]);
-          c[1].state = 'deleted';
-        } else if (op < 11) {
-          // Docker's release: of a deleted endpoint, or of a request whose CreateEndpoint failed.
-          const c = pick(r(4) === 0 ? 'requested' : 'deleted');
-          if (c === undefined) continue;
-          if (c[1].state === 'deleted' && [...live.values()].some((o) => o.state !== 'deleted' && o.address === c[1].address))
-            lateAfterReuse++;
-          await ipam.releaseAddress(poolId, c[1].address.split('/')[0] ?? '');
-          live.delete(c[0]);
-        } else {
-          await ipam.stop();
-          ({ ipam, driver } = wire());
-        }
-        log.push(`${step}: op ${op} -> ${[...live.values()].map((c) => `${c.address}:${c.state}`).join(' ')}`);
-        // Nothing a live container holds is ever free; nothing is held but what a container holds
-        // or a release not sent yet may still free (when DeleteEndpoint could not free it itself).
-        const stored = new Set(await storedAddresses());
-        const holding = [...live.values()].filter((c) => c.state !== 'deleted').map((c) => plain(c.address));
-        const pending = [...live.values()].filter((c) => c.state === 'deleted').map((c) => plain(c.address));
-        const lost = holding.filter((a) => !stored.has(a));
-        const extra = [...stored].filter((a) => a !== plain(gw.address) && !holding.includes(a) && !pending.includes(a));
-        if (lost.length + extra.length > 0) t.comment(log.join('\n'));
-        t.same({ lost, extra }, { lost: [], extra: [] }, `seed ${seed} step ${step}: held addresses stored, nothing else`, {
-          diagnostic: false,
-        });
-        if (lost.length + extra.length > 0) return;
-      }
-      // Docker's calls for every container left: the pool is back to its gateway, no tombstone left.
-      for (const [id, c] of live) {
-        if (c.state === 'created') await driver.deleteEndpoint(NET, id);
-        await ipam.releaseAddress(poolId, plain(c.address));
-      }
-      t.same(await storedAddresses(), [plain(gw.address)], `seed ${seed}: every address back once every release was sent`);
-      t.equal(Number((await store.get(keys.poolCount(poolId)))?.value ?? '0'), 1, `seed ${seed}: the count agrees`);
-      const internal = ipam as unknown as { endpointRelease: { tombstones: Tombstones } };
-      t.equal(internal.endpointRelease.tombstones.size, 0, `seed ${seed}: every tombstone consumed`);
-      await internal.endpointRelease.tombstones.sweepNow(store);
-      t.same((await store.list(keys.allTombstones)).kvs, [], `seed ${seed}: and swept`);
-      await ipam.stop();
-      await store.close();
-    }
-    t.ok(lateAfterReuse >= 5, `releases sent after their address was handed out again: ${lateAfterReuse}`);
+    const counts = await lifecycles(t, { drop: false, guard: true, seeds: 12 });
+    t.ok(counts.lateAfterReuse >= 5, `releases sent after their address was handed out again: ${counts.lateAfterReuse}`);
   },
 );
+
+t.test('the same with tombstones dropped at random: the guard keeps what a created container holds', async (t) => {
+  const counts = await lifecycles(t, { drop: true, guard: true, seeds: 12 });
+  t.ok(counts.dropped >= 10, `tombstones dropped: ${counts.dropped}`);
+  t.ok(counts.guarded >= 3, `late releases, with no tombstone, of an address a created container holds: ${counts.guarded}`);
+});
+
+t.test("without the guard, the same run frees a created container's address", async (t) => {
+  const counts = await lifecycles(t, { drop: true, guard: false, seeds: 12 });
+  t.ok(counts.failed, 'a late release with no tombstone freed an address a live container holds');
+});

@@ -9,7 +9,7 @@
  */
 import { OvsnetError } from '../../lib/errors.js';
 import { decodeAll, decodeRecord } from '../../store/decode.js';
-import { keys, unpart } from '../../store/keys.js';
+import { keys, part, unpart } from '../../store/keys.js';
 import { FollowedRecords } from '../../store/follow.js';
 import type { Logger } from '../../lib/log.js';
 import { absent, del, get, put, type Store } from '../../store/types.js';
@@ -17,6 +17,7 @@ import { RecordCache } from './record-cache.js';
 import { endpointCodec } from './endpoint-pack.js';
 import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 import { joinParts, type TxnPart, type TxnPartDone } from './txn-parts.js';
+import { findEndpoint, GoneEndpoints } from './endpoint-presence.js';
 
 /** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
 
@@ -57,6 +58,8 @@ const missingEndpoint = (networkId: string, endpointId: string) =>
 export class DriverRecords {
   private readonly networks = new RecordCache<NetworkRecord>((key, text) => decodeRecord<NetworkRecord>(key, text));
   private readonly endpoints: RecordCache<EndpointRecord>;
+  /** Endpoints whose record this process deleted (endpoint-presence.ts). */
+  private readonly gone = new GoneEndpoints();
 
   constructor(
     private readonly store: Store,
@@ -111,6 +114,17 @@ export class DriverRecords {
     const record = await this.endpoint(networkId, endpointId);
     if (record !== undefined) return record;
     throw missingEndpoint(networkId, endpointId);
+  }
+
+  /**
+   * Whether endpoint `endpointId`'s record exists (the IPAM's release guard): known with no store
+   * call when this process created or deleted it, else read in this host's networks whose
+   * subnets hold `address` (plain form): endpoint-presence.ts.
+   */
+  endpointExists(endpointId: string, address: string): boolean | Promise<boolean> {
+    if (this.endpoints.hasLeaf(part(endpointId))) return true;
+    if (this.gone.has(endpointId)) return false;
+    return this.localNetworks().then((networks) => findEndpoint(networks, address, (n) => this.endpoint(n, endpointId)));
   }
 
   /** Whether a record is this host's (records written before hosts were kept are). */
@@ -194,6 +208,7 @@ export class DriverRecords {
     });
     if (res.succeeded) {
       this.endpoints.set(key, record);
+      this.gone.delete(record.endpointId);
       return { standing: record, withDone: also !== undefined };
     }
     const found = res.gets[0];
@@ -250,12 +265,10 @@ export class DriverRecords {
   async deleteEndpoint(networkId: string, endpointId: string, also?: TxnPartDone): Promise<void> {
     const key = keys.endpoint(this.recordId(networkId), endpointId);
     this.endpoints.forget(key);
-    if (also !== undefined) {
-      const res = await this.store.txn({ compares: also.compares, success: [del(key), ...also.success] });
-      also.done(res.succeeded, res.revision);
-      if (res.succeeded) return;
-    }
-    await this.store.txn({ compares: [], success: [del(key)] });
+    const res = also === undefined ? undefined : await this.store.txn({ compares: also.compares, success: [del(key), ...also.success] });
+    if (res !== undefined) also?.done(res.succeeded, res.revision);
+    if (res?.succeeded !== true) await this.store.txn({ compares: [], success: [del(key)] });
+    this.gone.add(endpointId);
   }
 
   /**

@@ -90,6 +90,12 @@ export class RecordCache<T> {
     }
   }
 
+  /** Whether a record whose key ends in `leaf` is kept, under any parent (an endpoint by its ID alone: one look per network). */
+  hasLeaf(leaf: string): boolean {
+    for (const leaves of this.parents.values()) if (leaves.has(leaf)) return true;
+    return false;
+  }
+
   get size(): number {
     let n = 0;
     for (const leaves of this.parents.values()) n += leaves.size;

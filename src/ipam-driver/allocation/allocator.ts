@@ -45,7 +45,7 @@ export interface KeyedDeps {
   /** The pool, or IPAM_POOL_NOT_FOUND. */
   readonly pool: (poolId: string) => Promise<PoolState>;
   readonly strategy: (pool: PoolState) => AddressStrategy;
-  /** Told each container's reservation record as it is made, before its write (bind-endpoint.ts RecentReservations). */
+  /** Told each container's reservation record once its write succeeded (bind-endpoint.ts RecentReservations). */
   readonly written?: (poolId: string, r: Reservation) => void;
 }
 
@@ -148,13 +148,16 @@ export class Keyed {
           holder,
         };
         tried.set(address, r);
-        if (kind !== 'gateway') this.deps.written?.(pool.record.poolId, r);
         return r;
       };
     const strategy = this.deps.strategy(pool);
+    // Noted once stored, never on a try: a try at an address held already would overwrite the
+    // note of what is stored there, and that reservation's bind and release would then fall back.
     const made = (value: bigint, kind: ReservationKind) => {
       const address = formatAddress(family, value);
-      this.deps.holders.note(tried.get(address) ?? record(kind)(address));
+      const r = tried.get(address) ?? record(kind)(address);
+      this.deps.holders.note(r);
+      if (kind !== 'gateway') this.deps.written?.(pool.record.poolId, r);
       return { address: formatWithLength(family, value, bits) };
     };
     if (req.gateway || req.address !== '') {

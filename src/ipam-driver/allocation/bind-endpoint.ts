@@ -51,13 +51,14 @@ const RECENT_LIMIT = 4096;
 /**
  * The reservations this process wrote last, as written: what CreateEndpoint's binding needs to
  * go into the endpoint record's own transaction (one store round trip, not three: no read of the
- * reservation, no transaction of its own). A record is noted when it is made, before its write
- * is confirmed: the binding compares the stored value with it, so a record that was never
- * written, or changed since (released, reserved again, bound), fails the compare and the caller
- * binds the usual way (bindReservation).
+ * reservation, no transaction of its own), and what a release compares instead of reading it
+ * (judged-release.ts). A record is noted once its write succeeded (allocator.ts), never on a
+ * try: a try at an address held already would overwrite the note of what is stored there. The
+ * binding compares the stored value with the note, so a record changed since (released,
+ * reserved again, bound) fails the compare and the caller binds the usual way (bindReservation).
  */
 export class RecentReservations {
-  /** Reservation (pool and address) -> the JSON last written there by this process (or about to be). */
+  /** Reservation (pool and address) -> the JSON last written there by this process. */
   private readonly byKey = new Map<string, string>();
   /** Plain address -> its reservation, until bound. */
   private readonly unbound = new Map<string, { poolId: string; address: string }>();

@@ -7,12 +7,14 @@
  * do the same per block.
  */
 import { OvsnetError } from '../../lib/errors.js';
-import type { Compare, Op, Store } from '../../store/types.js';
+import type { Compare, Store } from '../../store/types.js';
 import { formatAddress } from '../../lib/cidr.js';
 import { refreshCount, type PoolState } from '../index/pool-index.js';
 import type { Reservation } from '../state/records.js';
 import { countTxn, reservationTxn } from '../state/ipam-txn.js';
-import { readReservation } from '../state/ipam-reads.js';
+import { judgedRelease, type Judge, type Released, type StrategyPart, type Written } from './judged-release.js';
+
+export type { StrategyPart } from './judged-release.js';
 
 const MAX_RETRIES = 64;
 
@@ -22,21 +24,14 @@ export interface AddressStrategy {
   reserve(pool: PoolState, value: bigint, record: (address: string) => Reservation): Promise<Reservation | undefined>;
   /** Reserves a free address of the dynamic range; undefined when there is none. */
   allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined>;
-  /** Releases; with `onlyIf`, only a reservation that passes it. Idempotent. */
-  release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void>;
+  /** Releases; with `onlyIf`, only a reservation that passes it, judged as its transaction compares it (judged-release.ts). Idempotent. */
+  release(pool: PoolState, value: bigint, onlyIf?: Judge): Promise<Released>;
   /**
    * The release of a reservation stored exactly as `json` (what this process wrote) as compares
    * and writes for the caller's transaction; `applied` once it succeeded. Undefined when this
    * strategy would not release it (another host's, a kept gateway).
    */
   releasePart(pool: PoolState, value: bigint, json: string): StrategyPart | undefined;
-}
-
-/** A release as part of another transaction (DeleteEndpoint's: tombstones.ts). */
-export interface StrategyPart {
-  readonly compares: readonly Compare[];
-  readonly success: readonly Op[];
-  applied(revision: number): void;
 }
 
 function setCount(pool: PoolState, count: number, revision: number): void {
@@ -47,7 +42,11 @@ function setCount(pool: PoolState, count: number, revision: number): void {
 }
 
 export class OneHostPools implements AddressStrategy {
-  constructor(private readonly store: Store) {}
+  constructor(
+    private readonly store: Store,
+    /** What this process wrote last (bind-endpoint.ts RecentReservations): compared instead of read. */
+    private readonly written?: Written,
+  ) {}
 
   async allocate(pool: PoolState, record: (address: string) => Reservation): Promise<bigint | undefined> {
     for (let attempt = 0; attempt < MAX_RETRIES * 16; attempt++) {
@@ -87,49 +86,32 @@ export class OneHostPools implements AddressStrategy {
   }
 
   releasePart(pool: PoolState, value: bigint, json: string): StrategyPart {
+    return this.partOf(pool, value, reservationTxn.valueIs(pool.record.poolId, formatAddress(pool.prefix.family, value), json));
+  }
+
+  release(pool: PoolState, value: bigint, onlyIf: Judge = () => true): Promise<Released> {
     const { poolId } = pool.record;
     const address = formatAddress(pool.prefix.family, value);
+    return judgedRelease(this.store, this.written, poolId, address, onlyIf, {
+      part: (_r, unchanged) => this.partOf(pool, value, unchanged),
+      failure: [countTxn.get(poolId)],
+      refresh: (res) => refreshCount(pool, countTxn.read(res.gets[1])),
+      free: () => pool.mark(value, false),
+      what: `address ${address} of pool ${poolId}`,
+    });
+  }
+
+  /** Deleting the reservation (as `unchanged` compares it) and moving the count. */
+  private partOf(pool: PoolState, value: bigint, unchanged: Compare): StrategyPart {
+    const { poolId } = pool.record;
     const next = pool.count - 1;
     return {
-      compares: [reservationTxn.valueIs(poolId, address, json), countTxn.unchanged(poolId, pool.countRevision)],
-      success: [reservationTxn.del(poolId, address), countTxn.put(poolId, next)],
+      compares: [unchanged, countTxn.unchanged(poolId, pool.countRevision)],
+      success: [reservationTxn.del(poolId, formatAddress(pool.prefix.family, value)), countTxn.put(poolId, next)],
       applied: (revision) => {
         pool.mark(value, false);
         setCount(pool, next, revision);
       },
     };
-  }
-
-  async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
-    const { poolId } = pool.record;
-    const address = formatAddress(pool.prefix.family, value);
-    // With `onlyIf` (settling a doubt): only that reservation, unchanged since it was read.
-    const held = onlyIf === undefined ? undefined : await readReservation(this.store, poolId, address);
-    if (onlyIf !== undefined && (held === undefined || !onlyIf(held.record))) return;
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const next = pool.count - 1;
-      const res = await this.store.txn({
-        compares: [
-          held === undefined ? reservationTxn.present(poolId, address) : reservationTxn.unchanged(poolId, address, held.modRevision),
-          countTxn.unchanged(poolId, pool.countRevision),
-        ],
-        success: [reservationTxn.del(poolId, address), countTxn.put(poolId, next)],
-        failure: [reservationTxn.get(poolId, address), countTxn.get(poolId)],
-      });
-      if (res.succeeded) {
-        pool.mark(value, false);
-        setCount(pool, next, res.revision);
-        return;
-      }
-      if (res.gets[0] === undefined) {
-        pool.mark(value, false);
-        return; // not reserved: a second release moves nothing
-      }
-      refreshCount(pool, countTxn.read(res.gets[1]));
-    }
-    throw new OvsnetError(
-      'NOT_READY',
-      `address ${formatAddress(pool.prefix.family, value)} of pool ${poolId} could not be released under contention; retry`,
-    );
   }
 }

@@ -11,11 +11,12 @@
 import { OvsnetError } from '../../lib/errors.js';
 import type { Compare, KeyValue, Store } from '../../store/types.js';
 import { formatAddress, parseAddress } from '../../lib/cidr.js';
-import type { AddressStrategy, StrategyPart } from './one-host-pool.js';
+import type { AddressStrategy } from './one-host-pool.js';
+import { judgedRelease, type Judge, type Released, type StrategyPart, type Written } from './judged-release.js';
 import type { PoolState } from '../index/pool-index.js';
 import type { BlockRecord, PoolRecord, Reservation } from '../state/records.js';
-import { blockTxn, countTxn, poolTxn, reservationTxn, type Stored } from '../state/ipam-txn.js';
-import { listReservations, readCount, readPool, readReservation } from '../state/ipam-reads.js';
+import { blockTxn, countTxn, poolTxn, reservationTxn } from '../state/ipam-txn.js';
+import { listReservations, readCount, readPool } from '../state/ipam-reads.js';
 import { keepsGateway } from './shared-gateway.js';
 
 const MAX_RETRIES = 64;
@@ -26,8 +27,8 @@ export interface SharedDeps {
   readonly store: Store;
   readonly host: string;
   readonly now: () => Date;
-  /** A reservation's value as this process last wrote it (bind-endpoint.ts RecentReservations), to compare instead of reading. */
-  readonly written?: (poolId: string, address: string) => string | undefined;
+  /** What this process wrote last (bind-endpoint.ts RecentReservations): compared instead of read. */
+  readonly written?: Written;
 }
 
 /** Where a dynamic address comes from: this host's block, a block to claim, or a borrowed one. */
@@ -147,49 +148,17 @@ export class SharedPools implements AddressStrategy {
    * host's reservation is left alone: after a dead host's addresses were reclaimed and handed out
    * again, its Docker's late release must not free the new holder's address.
    */
-  async release(pool: PoolState, value: bigint, onlyIf?: (r: Reservation) => boolean): Promise<void> {
+  release(pool: PoolState, value: bigint, onlyIf: Judge = () => true): Promise<Released> {
     const { poolId } = pool.record;
     const address = formatAddress(pool.prefix.family, value);
     const start = pool.blockOf(value);
-    const blockStart = formatAddress(pool.prefix.family, start);
-    // The value this process wrote is compared instead of read (no round trip); a changed one
-    // fails the compare and comes back in the failure's get.
-    const written = onlyIf === undefined ? this.deps.written?.(poolId, address) : undefined;
-    let held: Stored<Reservation> | undefined = written === undefined ? await readReservation(this.deps.store, poolId, address) : undefined;
-    for (let attempt = 0; attempt < MAX_RETRIES; attempt++) {
-      const known = attempt === 0 ? written : undefined;
-      if (held === undefined && known === undefined) {
-        pool.mark(value, false);
-        return; // not reserved: a second release moves nothing
-      }
-      const r = held === undefined ? (JSON.parse(known ?? '{}') as Reservation) : held.record;
-      if (onlyIf !== undefined && !onlyIf(r)) return;
-      const part = this.partOf(
-        pool,
-        value,
-        r,
-        held === undefined
-          ? reservationTxn.valueIs(poolId, address, known ?? '')
-          : reservationTxn.unchanged(poolId, address, held.modRevision),
-      );
-      if (part === undefined) return;
-      const res = await this.deps.store.txn({
-        compares: part.compares,
-        success: part.success,
-        failure: [reservationTxn.get(poolId, address), blockTxn.get(poolId, blockStart)],
-      });
-      if (res.succeeded) {
-        part.applied(res.revision);
-        return;
-      }
-      held = reservationTxn.read(res.gets[0]);
-      if (held === undefined) {
-        pool.mark(value, false);
-        return; // not reserved: a second release moves nothing
-      }
-      this.refresh(pool, start, res.gets[1], res.revision);
-    }
-    throw new OvsnetError('NOT_READY', `address ${address} of pool ${pool.record.pool} could not be released under contention; retry`);
+    return judgedRelease(this.deps.store, this.deps.written, poolId, address, onlyIf, {
+      part: (r, unchanged) => (r === undefined ? undefined : this.partOf(pool, value, r, unchanged)), // a malformed record: whose, unknown
+      failure: [blockTxn.get(poolId, formatAddress(pool.prefix.family, start))],
+      refresh: (res) => this.refresh(pool, start, res.gets[1], res.revision),
+      free: () => pool.mark(value, false),
+      what: `address ${address} of pool ${pool.record.pool}`,
+    });
   }
 
   releasePart(pool: PoolState, value: bigint, json: string): StrategyPart | undefined {

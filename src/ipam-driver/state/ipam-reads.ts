@@ -5,7 +5,7 @@
 import { decodeAll } from '../../store/decode.js';
 import type { KeyValue, Store } from '../../store/types.js';
 import { ipamKeys, IPAM_PREFIX, parseIpamKey } from './ipam-keys.js';
-import { countTxn, stored, type Stored, type StoredCount } from './ipam-txn.js';
+import { countTxn, reservationTxn, stored, type Seen, type Stored, type StoredCount } from './ipam-txn.js';
 import { decodeBlock, decodePool, decodeReservation, type BlockRecord, type PoolRecord, type Reservation } from './records.js';
 
 export async function readPool(store: Store, poolId: string): Promise<Stored<PoolRecord> | undefined> {
@@ -21,6 +21,11 @@ export async function listPools(store: Store): Promise<Stored<PoolRecord>[]> {
 export async function readReservation(store: Store, poolId: string, address: string): Promise<Stored<Reservation> | undefined> {
   const kv = await store.get(ipamKeys.reservation(poolId, address));
   return kv === undefined ? undefined : stored(kv, decodeReservation);
+}
+
+/** A reservation as stored, seen even when its record does not decode (reservationTxn.see). */
+export async function seeReservation(store: Store, poolId: string, address: string): Promise<Seen | undefined> {
+  return reservationTxn.see(await store.get(ipamKeys.reservation(poolId, address)));
 }
 
 /** The reservations of a pool, or of every pool when none is named. */

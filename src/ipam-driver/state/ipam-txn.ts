@@ -22,6 +22,12 @@ export const stored = <T>(kv: KeyValue, decode: (kv: KeyValue) => T): Stored<T> 
   version: kv.version,
 });
 
+/** A reservation as stored: `record` undefined when it does not decode. */
+export interface Seen {
+  readonly record: Reservation | undefined;
+  readonly modRevision: number;
+}
+
 /** An allocated-address count as stored (one-host pools). */
 export interface StoredCount {
   readonly count: number;
@@ -73,6 +79,15 @@ export const reservationTxn = {
   get: (poolId: string, address: string): Op => get(ipamKeys.reservation(poolId, address)),
   /** A `get` result. */
   read: (kv: KeyValue | undefined): Stored<Reservation> | undefined => (kv === undefined ? undefined : stored(kv, decodeReservation)),
+  /** A `get` result, a record that does not decode seen with no record (a release may still free it by revision). */
+  see: (kv: KeyValue | undefined): Seen | undefined => {
+    if (kv === undefined) return undefined;
+    try {
+      return { record: decodeReservation(kv), modRevision: kv.modRevision };
+    } catch {
+      return { record: undefined, modRevision: kv.modRevision };
+    }
+  },
 };
 
 export const countTxn = {
