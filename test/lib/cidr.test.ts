@@ -1,10 +1,13 @@
 import t from 'tap';
+import { endpointCodec } from '../../src/driver/records/endpoint-pack.js';
+import { parseCidrAddress } from '../../src/driver/model/addresses.js';
 import {
   contains,
   defaultGateway,
   formatAddress,
   formatPrefix,
   overlaps,
+  PARSED_LIMIT,
   parseAddress,
   parseCidr,
   prefix,
@@ -73,4 +76,41 @@ t.test('subnets of a range', async (t) => {
   t.equal(formatPrefix(subnetAt(r, 24, 257n)), '10.193.1.0/24');
   t.equal(formatPrefix(subnetAt(prefix('fd5e:e00::/40'), 64, 1n)), 'fd5e:e00:0:1::/64');
   t.equal(subnetCount(r, 8), 0n);
+});
+
+t.test('parsed addresses are remembered by text: the same text gives the same object, another text its own parse', async (t) => {
+  const a = parseAddress('10.66.0.5');
+  t.equal(parseAddress('10.66.0.5'), a, 'the same object: remembered, not parsed again');
+  t.ok(Object.isFrozen(a), 'shared by every caller, so frozen');
+  t.throws(() => Object.assign(a, { value: 1n }), TypeError, 'no caller can change it for the others');
+  t.equal(parseAddress('10.66.0.5').value, 0x0a420005n);
+  // Texts of one length and one family, one after another: each its own value.
+  for (let i = 0; i < 200; i++) t.equal(parseAddress(`10.66.1.${100 + (i % 100)}`).value, 0x0a420100n + BigInt(100 + (i % 100)));
+  t.equal(parseAddress(' 10.66.0.5').value, a.value, 'a text with a space: its own entry, the same address');
+  t.throws(() => parseAddress('10.66.0.256'), /not an IP address/, 'a text that is no address throws every time');
+  t.throws(() => parseAddress('10.66.0.256'), /not an IP address/);
+  // More texts than are remembered: the oldest go, every answer stays right.
+  for (let i = 0; i < PARSED_LIMIT + 10; i++) parseAddress(`fd00:66::${i.toString(16)}`);
+  t.equal(parseAddress('10.66.0.5').value, 0x0a420005n, 'parsed again once forgotten');
+  t.equal(parseAddress('fd00:66::0').value, 0xfd000066000000000000000000000000n);
+});
+
+t.test("a record whose address or gateway changes is parsed anew: the new text's bytes and MAC", async (t) => {
+  t.same([...parseCidrAddress('10.67.0.1/24', 'Gateway').bytes], [10, 67, 0, 1]);
+  t.same([...parseCidrAddress('10.67.1.1/24', 'Gateway').bytes], [10, 67, 1, 1], 'the gateway moved: its new bytes');
+  const codec = endpointCodec('h1');
+  const key = `/ovsnet/endpoints/${'a'.repeat(64)}/${'b'.repeat(64)}`;
+  const record = (address: string) => ({
+    networkId: 'a'.repeat(64),
+    endpointId: 'b'.repeat(64),
+    address,
+    mac: `02:42:0a:43:00:${Number(address.split('.')[3]?.split('/')[0]).toString(16).padStart(2, '0')}`,
+    host: 'h1',
+  });
+  for (const address of ['10.67.0.11/24', '10.67.0.12/24', '10.67.0.11/24']) {
+    const r = record(address);
+    const packed = codec.pack(key, r as never);
+    t.notOk(packed.includes('02:42'), 'the MAC is left to be derived');
+    t.same(codec.unpack(key, packed), r, `${address}: the MAC derived from this address`);
+  }
 });
