@@ -18,7 +18,10 @@ import { IndexSync } from '../../../src/ipam-driver/index/index-sync.js';
 import { PoolIndex } from '../../../src/ipam-driver/index/pool-index.js';
 import type { Reservation } from '../../../src/ipam-driver/state/records.js';
 import { reservationTxn } from '../../../src/ipam-driver/state/ipam-txn.js';
+import { EtcdStore } from '../../../src/store/etcd/etcd.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
+import type { Store } from '../../../src/store/types.js';
+import { etcdEndpoints } from '../../helpers/services.js';
 import { makeIpam, pool } from '../../helpers/ipam.js';
 import { waitFor } from '../../helpers/wait.js';
 
@@ -88,12 +91,15 @@ t.test('a later write of the key, and the same text again, are decoded and appli
   t.equal(holders.holderAt(poolId, '10.99.0.9'), undefined);
 });
 
-t.test("an IPAM's own reservation and its binding come back without their text parsed", async (t) => {
-  const store = new SqliteStore({ file: path.join(dir, `o${n++}.db`) });
+/** Through an IPAM on `store`: its own reservation and binding come back unparsed, another process's are parsed. */
+async function ownThroughIpam(t: Test, store: Store, other: Store) {
   const ipam = makeIpam(store, { host: 'h1' });
+  const peer = makeIpam(other, { host: 'h2' });
   t.teardown(async () => {
     await ipam.stop();
+    await peer.stop();
     await store.close();
+    await other.close();
   });
   const { poolId } = await ipam.requestPool(pool('10.98.0.0/24'));
   const parse = JSON.parse;
@@ -122,4 +128,36 @@ t.test("an IPAM's own reservation and its binding come back without their text p
   if (bind === undefined) throw new Error('the binding should ride in a transaction');
   t.same(await parsedDuring(plain, () => store.txn({ compares: [...bind.compares], success: [...bind.success] })), [], 'its binding');
   t.equal(ipam.usage().find((u) => u.poolId === poolId)?.reserved, 1);
+  await ipam.releaseAddress(poolId, plain());
+  // Another host's reservation (in its own pool): parsed, and in this one's index.
+  const theirPool = await peer.requestPool(pool('10.97.0.0/24'));
+  let theirs = '';
+  const parsedTheirs = await parsedDuring(
+    () => theirs.split('/')[0] ?? '',
+    async () => ({ address: theirs } = await peer.requestAddress({ poolId: theirPool.poolId, address: '', gateway: false })),
+  );
+  t.ok(parsedTheirs.length > 0, "another host's reservation is parsed");
+  await waitFor(
+    () => ipam.usage().find((u) => u.poolId === theirPool.poolId)?.reserved === 1,
+    2000,
+    "the other host's reservation in the index",
+  );
+  await peer.releaseAddress(theirPool.poolId, theirs.split('/')[0] ?? '');
+  await peer.releasePool(theirPool.poolId);
+  await ipam.releasePool(poolId);
+  t.same(
+    (await store.list('/ovsnet/ipam/')).kvs.map((kv) => kv.key),
+    [],
+    'nothing left',
+  );
+}
+
+t.test("an IPAM's own reservation and its binding come back without their text parsed (embedded store)", async (t) => {
+  const file = path.join(dir, `o${n++}.db`);
+  await ownThroughIpam(t, new SqliteStore({ file }), new SqliteStore({ file }));
+});
+
+t.test("an IPAM's own reservation and its binding come back without their text parsed (etcd)", async (t) => {
+  const endpoints = etcdEndpoints().map((e) => `http://${e}`);
+  await ownThroughIpam(t, new EtcdStore({ endpoints, timeoutMs: 3000 }), new EtcdStore({ endpoints, timeoutMs: 3000 }));
 });
