@@ -1,6 +1,4 @@
 import t from 'tap';
-import { endpointCodec } from '../../src/driver/records/endpoint-pack.js';
-import { parseCidrAddress } from '../../src/driver/model/addresses.js';
 import {
   contains,
   defaultGateway,
@@ -93,24 +91,4 @@ t.test('parsed addresses are remembered by text: the same text gives the same ob
   for (let i = 0; i < PARSED_LIMIT + 10; i++) parseAddress(`fd00:66::${i.toString(16)}`);
   t.equal(parseAddress('10.66.0.5').value, 0x0a420005n, 'parsed again once forgotten');
   t.equal(parseAddress('fd00:66::0').value, 0xfd000066000000000000000000000000n);
-});
-
-t.test("a record whose address or gateway changes is parsed anew: the new text's bytes and MAC", async (t) => {
-  t.same([...parseCidrAddress('10.67.0.1/24', 'Gateway').bytes], [10, 67, 0, 1]);
-  t.same([...parseCidrAddress('10.67.1.1/24', 'Gateway').bytes], [10, 67, 1, 1], 'the gateway moved: its new bytes');
-  const codec = endpointCodec('h1');
-  const key = `/ovsnet/endpoints/${'a'.repeat(64)}/${'b'.repeat(64)}`;
-  const record = (address: string) => ({
-    networkId: 'a'.repeat(64),
-    endpointId: 'b'.repeat(64),
-    address,
-    mac: `02:42:0a:43:00:${Number(address.split('.')[3]?.split('/')[0]).toString(16).padStart(2, '0')}`,
-    host: 'h1',
-  });
-  for (const address of ['10.67.0.11/24', '10.67.0.12/24', '10.67.0.11/24']) {
-    const r = record(address);
-    const packed = codec.pack(key, r as never);
-    t.notOk(packed.includes('02:42'), 'the MAC is left to be derived');
-    t.same(codec.unpack(key, packed), r, `${address}: the MAC derived from this address`);
-  }
 });
