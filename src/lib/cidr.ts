@@ -29,11 +29,11 @@ export const PARSED_LIMIT = 4096;
 
 /**
  * The addresses parsed lately, by their text. The same few are parsed on every call (a pool's
- * base in its PoolID, a network's gateway, an endpoint's address each time its MAC is derived,
- * each reservation the watch brings back): ip-address takes about 5 µs a parse, a lookup well
- * under 0.1. The parse is a function of the text alone, so nothing is ever stale: a record whose
- * subnet or address changes has another text, parsed anew. A text that is no address is not
- * remembered (it throws each time).
+ * base in its PoolID, an endpoint's address each time its MAC is derived, each reservation the
+ * watch brings back): 3.5% of a container's calls in the requests bench went to parsing them.
+ * The parse is a function of the text alone, so nothing is ever stale: a record whose subnet or
+ * address changes has another text, parsed anew. A text that is no address is not remembered
+ * (it throws each time).
  */
 const parsedAddresses = new Map<string, ParsedAddress>();
 
