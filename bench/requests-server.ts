@@ -22,8 +22,17 @@ if (socket === undefined) throw new Error('usage: requests-server.js SOCKET');
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-bench-requests-'));
 const store = new SqliteStore({ file: path.join(dir, 'state.db') });
 const quiet = createLogger('silent');
-const driver = new NetworkDriver({ store, log: quiet, ...fakeSideEffects(), host: 'h1', bridge: 'br0', datapath: () => 'netdev' });
-const ipam = makeIpam(store);
+const ipam = makeIpam(store, { host: 'h1' });
+// The driver frees an endpoint's address through ovsnet's IPAM, as the daemon builds it.
+const driver = new NetworkDriver({
+  store,
+  log: quiet,
+  ...fakeSideEffects(),
+  pools: ipam,
+  host: 'h1',
+  bridge: 'br0',
+  datapath: () => 'netdev',
+});
 // The daemon's level (OVSNET_LOG_LEVEL's default): one line per call, written nowhere.
 const log = createLogger('info', { write: () => undefined });
 const app = buildServer({ log, ipam, driver, metrics: new Metrics() });

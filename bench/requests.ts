@@ -23,8 +23,8 @@ const SERVER = fileURLToPath(new URL('./requests-server.js', import.meta.url));
 const NETWORK = 'ab'.repeat(32);
 const ENDPOINT = 'cd'.repeat(32);
 
-/** One POST as Docker's plugin client sends it; resolves with the status once the body is read. */
-function post(agent: http.Agent, socketPath: string, method: string, body?: unknown): Promise<number> {
+/** One POST as Docker's plugin client sends it; resolves with the status and body once read. */
+function post(agent: http.Agent, socketPath: string, method: string, body?: unknown): Promise<{ status: number; text: string }> {
   const payload = body === undefined ? '' : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -36,8 +36,10 @@ function post(agent: http.Agent, socketPath: string, method: string, body?: unkn
         headers: { accept: 'application/vnd.docker.plugins.v1.2+json', 'content-length': Buffer.byteLength(payload) },
       },
       (res) => {
-        res.resume();
-        res.on('end', () => resolve(res.statusCode ?? 0));
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
       },
     );
     req.on('error', reject);
@@ -45,13 +47,24 @@ function post(agent: http.Agent, socketPath: string, method: string, body?: unkn
   });
 }
 
+/** A call's body made from the answers of the calls before it (by method). */
+type MadeBody = (answers: ReadonlyMap<string, Record<string, unknown>>) => unknown;
+
 interface Kind {
   readonly name: string;
   /** The calls of one round; each round is timed whole. */
-  readonly calls: readonly { readonly method: string; readonly body?: unknown }[];
+  readonly calls: readonly { readonly method: string; readonly body?: unknown; readonly made?: MadeBody }[];
 }
 
 const ids = { NetworkID: NETWORK, EndpointID: ENDPOINT };
+const lifeIds = { NetworkID: NETWORK, EndpointID: 'ef'.repeat(32) };
+const answer = (a: ReadonlyMap<string, Record<string, unknown>>, method: string, field: string): string => {
+  const v = a.get(method)?.[field];
+  if (typeof v !== 'string') throw new Error(`${method} gave no ${field}`);
+  return v;
+};
+const poolOf = (a: ReadonlyMap<string, Record<string, unknown>>) => answer(a, 'IpamDriver.RequestPool', 'PoolID');
+const addressOf = (a: ReadonlyMap<string, Record<string, unknown>>) => answer(a, 'IpamDriver.RequestAddress', 'Address');
 const KINDS_ALL: readonly Kind[] = [
   { name: 'IpamDriver.GetCapabilities [baseline]', calls: [{ method: 'IpamDriver.GetCapabilities' }] },
   { name: 'NetworkDriver.GetCapabilities', calls: [{ method: 'NetworkDriver.GetCapabilities' }] },
@@ -61,6 +74,22 @@ const KINDS_ALL: readonly Kind[] = [
     calls: [
       { method: 'NetworkDriver.Join', body: { ...ids, SandboxKey: '/var/run/docker/netns/x', Options: {} } },
       { method: 'NetworkDriver.Leave', body: ids },
+    ],
+  },
+  {
+    // A container's calls as Docker makes them with ovsnet's IPAM, a dynamic address each time.
+    name: 'a container lifecycle (7 calls)',
+    calls: [
+      { method: 'IpamDriver.RequestAddress', made: (a) => ({ PoolID: poolOf(a), Address: '', Options: {} }) },
+      {
+        method: 'NetworkDriver.CreateEndpoint',
+        made: (a) => ({ ...lifeIds, Interface: { Address: addressOf(a), AddressIPv6: '', MacAddress: '' }, Options: {} }),
+      },
+      { method: 'NetworkDriver.Join', body: { ...lifeIds, SandboxKey: '/var/run/docker/netns/y', Options: {} } },
+      { method: 'NetworkDriver.EndpointOperInfo', body: lifeIds },
+      { method: 'NetworkDriver.Leave', body: lifeIds },
+      { method: 'NetworkDriver.DeleteEndpoint', body: lifeIds },
+      { method: 'IpamDriver.ReleaseAddress', made: (a) => ({ PoolID: poolOf(a), Address: addressOf(a).split('/')[0] }) },
     ],
   },
 ];
@@ -85,18 +114,29 @@ export async function benchRequests(): Promise<void> {
     return u.user + u.system;
   };
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
-  const call = async (method: string, body?: unknown) => {
-    const status = await post(agent, socket, method, body);
-    if (status !== 200) throw new Error(`${method} answered ${status}`);
+  const call = async (method: string, body?: unknown): Promise<Record<string, unknown>> => {
+    const { status, text } = await post(agent, socket, method, body);
+    if (status !== 200) throw new Error(`${method} answered ${status}: ${text}`);
+    return JSON.parse(text) as Record<string, unknown>;
   };
+  /** The answers of the set-up's calls and of the round under way, by method. */
+  const answers = new Map<string, Record<string, unknown>>();
   const rows: string[][] = [];
   try {
+    // As Docker makes a network with ovsnet's IPAM: the pool, its gateway, then the network.
+    answers.set(
+      'IpamDriver.RequestPool',
+      await call('IpamDriver.RequestPool', { AddressSpace: 'LocalDefault', Pool: '10.77.0.0/16', SubPool: '', Options: {}, V6: false }),
+    );
+    const gateway = { RequestAddressType: 'com.docker.network.gateway' };
+    await call('IpamDriver.RequestAddress', { PoolID: poolOf(answers), Address: '10.77.0.1', Options: gateway });
     await call('NetworkDriver.CreateNetwork', {
       NetworkID: NETWORK,
       Options: {},
       IPv4Data: [{ AddressSpace: 'LocalDefault', Pool: '10.77.0.0/16', Gateway: '10.77.0.1/16' }],
       IPv6Data: [],
     });
+    await call('IpamDriver.RequestAddress', { PoolID: poolOf(answers), Address: '10.77.0.2', Options: {} });
     await call('NetworkDriver.CreateEndpoint', {
       ...ids,
       Interface: { Address: '10.77.0.2/16', AddressIPv6: '', MacAddress: '' },
@@ -108,7 +148,7 @@ export async function benchRequests(): Promise<void> {
     const cpuUs = KINDS.map((): number[] => []);
     const lat = KINDS.map((): number[] => []);
     const rounds = KINDS.map((kind) => async () => {
-      for (const c of kind.calls) await call(c.method, c.body);
+      for (const c of kind.calls) answers.set(c.method, await call(c.method, c.made === undefined ? c.body : c.made(answers)));
     });
     // A whole untimed pass first: the JIT, the caches, the record cache warm for every kind.
     for (const round of rounds) for (let i = 0; i < n; i++) await round();

@@ -39,7 +39,8 @@ export class Ipam {
   private readonly holders = new HolderIndex();
   private readonly keyed: Keyed;
   private readonly release: Release;
-  private readonly recent = new RecentReservations();
+  /** The reservations this process writes, as written: the watch's events of them are not decoded again. */
+  private readonly recent = new RecentReservations((r, json) => this.sync.own.wrote(r, json));
   private readonly sync: IndexSync;
   private readonly now = (): Date => new Date();
 

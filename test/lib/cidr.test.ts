@@ -6,6 +6,7 @@ import {
   formatAddress,
   formatPrefix,
   overlaps,
+  PARSED_LIMIT,
   parseAddress,
   parseCidr,
   prefix,
@@ -110,4 +111,21 @@ t.test('subnets of a range', async (t) => {
   t.equal(formatPrefix(subnetAt(r, 24, 257n)), '10.193.1.0/24');
   t.equal(formatPrefix(subnetAt(prefix('fd5e:e00::/40'), 64, 1n)), 'fd5e:e00:0:1::/64');
   t.equal(subnetCount(r, 8), 0n);
+});
+
+t.test('parsed addresses are remembered by text: the same text gives the same object, another text its own parse', async (t) => {
+  const a = parseAddress('10.66.0.5');
+  t.equal(parseAddress('10.66.0.5'), a, 'the same object: remembered, not parsed again');
+  t.ok(Object.isFrozen(a), 'shared by every caller, so frozen');
+  t.throws(() => Object.assign(a, { value: 1n }), TypeError, 'no caller can change it for the others');
+  t.equal(parseAddress('10.66.0.5').value, 0x0a420005n);
+  // Texts of one length and one family, one after another: each its own value.
+  for (let i = 0; i < 200; i++) t.equal(parseAddress(`10.66.1.${100 + (i % 100)}`).value, 0x0a420100n + BigInt(100 + (i % 100)));
+  t.equal(parseAddress(' 10.66.0.5').value, a.value, 'a text with a space: its own entry, the same address');
+  t.throws(() => parseAddress('10.66.0.256'), /not an IP address/, 'a text that is no address throws every time');
+  t.throws(() => parseAddress('10.66.0.256'), /not an IP address/);
+  // More texts than are remembered: the oldest go, every answer stays right.
+  for (let i = 0; i < PARSED_LIMIT + 10; i++) parseAddress(`fd00:66::${i.toString(16)}`);
+  t.equal(parseAddress('10.66.0.5').value, 0x0a420005n, 'parsed again once forgotten');
+  t.equal(parseAddress('fd00:66::0').value, 0xfd000066000000000000000000000000n);
 });

@@ -95,13 +95,28 @@ export function endpointCodec(host: string): RecordCodec<EndpointRecord> {
   };
 }
 
+/** How many derived MACs are remembered (the oldest go first). */
+const MACS_LIMIT = 1024;
+/**
+ * The MACs derived lately, by address: every read of a record derives its MAC again (three to
+ * five reads per container), and the derivation (parse, bytes, hex) was 3% of a container's
+ * calls. A function of the address alone: a record whose address changes derives anew.
+ */
+const macs = new Map<string, string | undefined>();
+
 /** The MAC ovsnet derives from an address (model/addresses.ts); undefined for an address it cannot parse. */
 const macOf = (address: string): string | undefined => {
+  if (address === '') return undefined; // macFor makes a random one: nothing to derive
+  if (macs.has(address)) return macs.get(address);
+  let mac: string | undefined;
   try {
-    return macFor(address);
+    mac = macFor(address);
   } catch {
-    return undefined;
+    mac = undefined;
   }
+  if (macs.size >= MACS_LIMIT) macs.delete(macs.keys().next().value ?? '');
+  macs.set(address, mac);
+  return mac;
 };
 
 const isoOf = (ms: number): string | undefined => (Number.isFinite(ms) ? new Date(ms).toISOString() : undefined);

@@ -63,9 +63,14 @@ export class RecentReservations {
   /** Plain address -> its reservation, until bound. */
   private readonly unbound = new Map<string, { poolId: string; address: string }>();
 
+  /** `onWrite`: each record noted or bound here, with its JSON (the IPAM index's own records: own-reservations.ts). */
+  constructor(private readonly onWrite: (r: Reservation, json: string) => void = () => undefined) {}
+
   note(poolId: string, reservation: Reservation): void {
+    const json = JSON.stringify(reservation);
     this.remember(this.unbound, reservation.address, { poolId, address: reservation.address });
-    this.remember(this.byKey, idOf(poolId, reservation.address), JSON.stringify(reservation));
+    this.remember(this.byKey, idOf(poolId, reservation.address), json);
+    this.onWrite(reservation, json);
   }
 
   /** The binding of `address` (plain or CIDR form) to `endpointId` as transaction ops; undefined when not remembered. */
@@ -76,8 +81,10 @@ export class RecentReservations {
     this.unbound.delete(plain); // bound once: a second CreateEndpoint binds the usual way
     if (at === undefined || json === undefined) return undefined;
     const bound: Reservation = { ...(JSON.parse(json) as Reservation), endpoint: endpointId };
+    const boundJson = JSON.stringify(bound);
     // What the release compares (if the bind did not happen, it reads).
-    this.remember(this.byKey, idOf(at.poolId, at.address), JSON.stringify(bound));
+    this.remember(this.byKey, idOf(at.poolId, at.address), boundJson);
+    this.onWrite(bound, boundJson);
     return { compares: [reservationTxn.valueIs(at.poolId, at.address, json)], success: [reservationTxn.put(bound)] };
   }
 

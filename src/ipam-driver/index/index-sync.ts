@@ -7,7 +7,8 @@
  * retried every second.
  *
  * A pool another process created that the watch has not delivered yet is read on demand
- * (loadPool).
+ * (loadPool). A reservation this process wrote comes back with the rest and is applied from the
+ * record written, not decoded again (own-reservations.ts).
  */
 import { OvsnetError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
@@ -18,6 +19,7 @@ import { PoolState, refreshCount, type PoolIndex } from './pool-index.js';
 import { IPAM_PREFIX } from '../state/ipam-keys.js';
 import { listReservations, readCount, readPool } from '../state/ipam-reads.js';
 import type { HolderIndex } from './holder-index.js';
+import { OwnReservations } from './own-reservations.js';
 
 export interface IndexSyncDeps {
   readonly store: Store;
@@ -30,6 +32,8 @@ const FIRST_LOAD_RETRY_MS = 1000;
 
 export class IndexSync {
   private readonly follower: Follower;
+  /** The reservations this process writes: their events are applied without decoding (own-reservations.ts). */
+  readonly own = new OwnReservations();
   /** The first load under way (undefined before it starts and after it failed). */
   private loading: Promise<void> | undefined;
   private loaded = false;
@@ -60,6 +64,12 @@ export class IndexSync {
       },
       onEvents: (events) =>
         events.forEach((e) => {
+          const mine = e.type === 'put' ? this.own.take(e.kv.key, e.kv.value) : undefined;
+          if (mine !== undefined) {
+            index.applyReservation(e.kv.key, mine);
+            holders?.note(mine);
+            return;
+          }
           index.apply(e);
           holders?.apply(e);
         }),

@@ -9,7 +9,7 @@ import { parseAddress, prefix as parsePrefix, size, usableBounds, type Prefix } 
 import { isOvsnetError, messageOf } from '../../lib/errors.js';
 import { invalidRecord, skippedRecords } from '../../store/decode.js';
 import { offsetSetFor, type OffsetSet } from './offsets.js';
-import { decodeBlock, decodePool, type BlockRecord, type PoolRecord } from '../state/records.js';
+import { decodeBlock, decodePool, type BlockRecord, type PoolRecord, type Reservation } from '../state/records.js';
 import { parseIpamKey } from '../state/ipam-keys.js';
 import type { StoredCount } from '../state/ipam-txn.js';
 
@@ -152,6 +152,28 @@ export class PoolIndex {
     }
   }
 
+  /**
+   * A put of `record` at `key` (its reservation key), as apply() would make of its text: for a
+   * record this process wrote, whose text need not be decoded again (own-reservations.ts).
+   */
+  applyReservation(key: string, record: Reservation): void {
+    try {
+      this.reserved(record.poolId, record.address);
+      skippedRecords.cleared(key);
+    } catch (err) {
+      skippedRecords.skip(key, JSON.stringify(record), invalidRecord(key, messageOf(err)));
+    }
+  }
+
+  /** Marks `address` of the pool reserved; throws when it is outside the pool. */
+  private reserved(poolId: string, address: string, reserved = true): void {
+    const pool = this.pools.get(poolId);
+    if (pool === undefined) return;
+    const offset = parseAddress(address).value - pool.prefix.base;
+    if (offset < 0n || offset >= pool.size) throw new Error(`the address is outside the pool ${pool.record.pool}`);
+    pool.mark(pool.prefix.base + offset, reserved);
+  }
+
   private applyOne(event: WatchEvent): void {
     const p = parseIpamKey(event.kv.key);
     switch (p.kind) {
@@ -170,14 +192,9 @@ export class PoolIndex {
         pool?.setBlock(parseAddress(p.start).value, record, event.kv.modRevision);
         return;
       }
-      case 'address': {
-        const pool = this.pools.get(p.poolId);
-        if (pool === undefined) return;
-        const offset = parseAddress(p.address).value - pool.prefix.base;
-        if (offset < 0n || offset >= pool.size) throw new Error(`the address is outside the pool ${pool.record.pool}`);
-        pool.mark(pool.prefix.base + offset, event.type === 'put');
+      case 'address':
+        this.reserved(p.poolId, p.address, event.type === 'put');
         return;
-      }
       case 'count': {
         const pool = this.pools.get(p.poolId);
         if (pool === undefined) return;

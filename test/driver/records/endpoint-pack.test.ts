@@ -1,6 +1,7 @@
 /** The endpoint record's compact form in the record copy gives back every record exactly, and is small for the common one. */
 import fc from 'fast-check';
 import t from 'tap';
+import { parseCidrAddress } from '../../../src/driver/model/addresses.js';
 import { endpointCodec } from '../../../src/driver/records/endpoint-pack.js';
 import { endpointRecord } from '../../../src/driver/records/endpoint-record.js';
 import type { EndpointRecord } from '../../../src/driver/model/records.js';
@@ -99,4 +100,24 @@ t.test('any record round-trips (property)', async (t) => {
     }),
     { numRuns: 1000 },
   );
+});
+
+t.test("a record whose address or gateway changes is parsed anew: the new text's bytes and MAC", async (t) => {
+  t.same([...parseCidrAddress('10.67.0.1/24', 'Gateway').bytes], [10, 67, 0, 1]);
+  t.same([...parseCidrAddress('10.67.1.1/24', 'Gateway').bytes], [10, 67, 1, 1], 'the gateway moved: its new bytes');
+  const codec = endpointCodec('h1');
+  const key = keys.endpoint('a'.repeat(64), 'b'.repeat(64));
+  const record = (address: string) => ({
+    networkId: 'a'.repeat(64),
+    endpointId: 'b'.repeat(64),
+    address,
+    mac: `02:42:0a:43:00:${Number(address.split('.')[3]?.split('/')[0]).toString(16).padStart(2, '0')}`,
+    host: 'h1',
+  });
+  for (const address of ['10.67.0.11/24', '10.67.0.12/24', '10.67.0.11/24']) {
+    const r = record(address);
+    const packed = codec.pack(key, r as never);
+    t.notOk(packed.includes('02:42'), 'the MAC is left to be derived');
+    t.same(codec.unpack(key, packed), r, `${address}: the MAC derived from this address`);
+  }
 });
