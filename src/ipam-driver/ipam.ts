@@ -70,6 +70,7 @@ export class Ipam {
       pool: (poolId) => this.pool(poolId),
       strategy: (pool) => this.strategy(pool),
       written: (poolId, r) => this.recent.note(poolId, r),
+      writing: (r) => this.recent.writing(r),
     };
     this.keyed = new Keyed(keyedDeps);
     this.release = new Release({

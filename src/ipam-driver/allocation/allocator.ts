@@ -47,6 +47,8 @@ export interface KeyedDeps {
   readonly strategy: (pool: PoolState) => AddressStrategy;
   /** Told each container's reservation record once its write succeeded (bind-endpoint.ts RecentReservations). */
   readonly written?: (poolId: string, r: Reservation) => void;
+  /** Told each container's reservation record before its write is tried: its watch event may come back first (own-reservations.ts). */
+  readonly writing?: (r: Reservation) => void;
 }
 
 export const isSticky = (pool: PoolState) => pool.record.options[STICKY] === 'true';
@@ -148,6 +150,9 @@ export class Keyed {
           holder,
         };
         tried.set(address, r);
+        // Before the write: its watch event may come back before its answer (own-reservations.ts);
+        // a try that fails leaves a note no event matches, used by none.
+        if (kind !== 'gateway') this.deps.writing?.(r);
         return r;
       };
     const strategy = this.deps.strategy(pool);

@@ -63,14 +63,19 @@ export class RecentReservations {
   /** Plain address -> its reservation, until bound. */
   private readonly unbound = new Map<string, { poolId: string; address: string }>();
 
-  /** `onWrite`: each record noted or bound here, with its JSON (the IPAM index's own records: own-reservations.ts). */
+  /** `onWrite`: each record about to be written or bound here, with its JSON (the IPAM index's own records: own-reservations.ts). */
   constructor(private readonly onWrite: (r: Reservation, json: string) => void = () => undefined) {}
 
+  /** A record about to be written (its write may fail): told to onWrite only, nothing remembered. */
+  writing(reservation: Reservation): void {
+    this.onWrite(reservation, JSON.stringify(reservation));
+  }
+
+  /** A record whose write succeeded. */
   note(poolId: string, reservation: Reservation): void {
     const json = JSON.stringify(reservation);
     this.remember(this.unbound, reservation.address, { poolId, address: reservation.address });
     this.remember(this.byKey, idOf(poolId, reservation.address), json);
-    this.onWrite(reservation, json);
   }
 
   /** The binding of `address` (plain or CIDR form) to `endpointId` as transaction ops; undefined when not remembered. */
