@@ -103,7 +103,7 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
     log,
     self: { name, vtepIp, machineId: `m${i}` },
     ttlSeconds: 60,
-    onChange: () => tunnels.schedule(),
+    onChange: (_hosts, changed) => tunnels.peersChanged(changed),
   });
   const stop = async () => {
     await tunnels.stop();
