@@ -47,7 +47,7 @@ export interface Agent<O extends OvsApi = OvsApi> {
   readonly name: string;
   readonly ovs: O;
   readonly seen: Seen;
-  /** When its registration and its member key were written (performance.now()). */
+  /** When its registry was up (its record written, the others' listed) and its member key written (performance.now()). */
   readonly wrote: { readonly registered: number; readonly joined: number };
   /** Starts the tunnels of an agent made with `tunnelsLater` (else they run already). */
   readonly startTunnels: () => Promise<void>;
