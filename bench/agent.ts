@@ -47,6 +47,8 @@ export interface Agent<O extends OvsApi = OvsApi> {
   readonly name: string;
   readonly ovs: O;
   readonly seen: Seen;
+  /** When its registry was up (its record written, the others' listed) and its member key written (performance.now()). */
+  readonly wrote: { readonly registered: number; readonly joined: number };
   /** Starts the tunnels of an agent made with `tunnelsLater` (else they run already). */
   readonly startTunnels: () => Promise<void>;
   readonly stop: () => Promise<void>;
@@ -103,16 +105,19 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
     log,
     self: { name, vtepIp, machineId: `m${i}` },
     ttlSeconds: 60,
-    onChange: () => tunnels.schedule(),
+    onChange: (_hosts, changed) => tunnels.peersChanged(changed),
   });
   const stop = async () => {
     await tunnels.stop();
     await registry.stop(true);
     await raw.close();
   };
+  const wrote = { registered: 0, joined: 0 };
   try {
     await registry.start();
+    wrote.registered = performance.now();
     await joinLogical(store, { name: logical, vni, subnets: [], internal: false, host: name, networkId, now: new Date() });
+    wrote.joined = performance.now();
     if (spec.tunnelsLater !== true) await tunnels.start();
   } catch (err) {
     await stop().catch(() => undefined);
@@ -123,5 +128,5 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
     tunnels.schedule();
   };
   if (spec.tunnelsLater !== true) tunnels.schedule();
-  return { name, ovs, seen, startTunnels, stop };
+  return { name, ovs, seen, wrote, startTunnels, stop };
 }

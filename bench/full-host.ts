@@ -51,7 +51,7 @@ export interface SyncFigures {
   readonly syncCpuMs: number;
   /** ovs-vswitchd's CPU time per second with nothing changing, over 10 s. */
   readonly idleCpuMsPerS: number;
-  /** One tunnel's OVS calls as a sync makes them (ownPorts + addPort), nothing else running, median of 5 ... */
+  /** One tunnel's OVS calls as a full sync makes them (ownPorts + addPort; a peer's sync: addPort alone), quiet, median of 5 ... */
   readonly tunnelOvsMs: number;
   /** ... and until ovs-vswitchd applied it and dropped its cached flows (afterAdding). */
   readonly tunnelAppliedMs: number;
@@ -217,8 +217,9 @@ export class FullHost {
   }
 
   /**
-   * One more tunnel's OVS calls as Tunnels.sync makes them, with nothing else running (in the
-   * rounds, the agents sharing this process handle the same change at the same time): median of 5.
+   * One more tunnel's OVS calls as Tunnels' full sync makes them (a peer's sync: the addPort
+   * alone), with nothing else running (in the rounds, the agents sharing this process handle the
+   * same change at the same time): median of 5.
    */
   private async tunnelCost(vni: number): Promise<{ tunnelOvsMs: number; tunnelAppliedMs: number }> {
     const calls: number[] = [];

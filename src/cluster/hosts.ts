@@ -42,8 +42,11 @@ export interface RegistryOptions {
   readonly log: Logger;
   readonly self: Omit<HostRecord, 'startedAt'>;
   readonly ttlSeconds: number;
-  /** Told after every change of the peer set (the tunnels follow it). */
-  readonly onChange?: (hosts: ReadonlyMap<string, HostRecord>) => void;
+  /**
+   * Told after every change of the peer set (the tunnels follow it), with the names whose
+   * registration came, went or changed; undefined when any may have (a new snapshot).
+   */
+  readonly onChange?: (hosts: ReadonlyMap<string, HostRecord>, changed: readonly string[] | undefined) => void;
   readonly now?: () => Date;
 }
 
@@ -61,7 +64,7 @@ export class HostRegistry {
       prefix: keys.hosts,
       log: opts.log,
       what: 'hosts',
-      onChange: () => this.changed(),
+      onChange: (names) => this.changed(names),
     });
   }
 
@@ -76,7 +79,7 @@ export class HostRegistry {
     return this.peers.loaded ? new Set(this.peers.records.keys()) : undefined;
   }
 
-  private changed(): void {
+  private changed(names: readonly string[] | undefined): void {
     const mine = this.opts.self.tunnelMtu;
     for (const [name, peer] of this.peers.records) {
       if (
@@ -93,7 +96,7 @@ export class HostRegistry {
         `host ${name}'s tunnel interface has MTU ${peer.tunnelMtu}, this host's ${mine}: VXLAN networks default to different MTUs, and packets too big for the smaller one are lost; give the hosts' tunnel interfaces one MTU, or pass -o com.docker.network.driver.mtu`,
       );
     }
-    this.opts.onChange?.(this.peers.records);
+    this.opts.onChange?.(this.peers.records, names);
   }
 
   /** The hosts registered now, this one included. */

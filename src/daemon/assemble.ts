@@ -203,8 +203,8 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     log: log.child({ component: 'hosts' }),
     self: { name: hostName, vtepIp, machineId: machineId(), ...(tunnelMtu === undefined ? {} : { tunnelMtu }) },
     ttlSeconds: config.host.ttlSeconds,
-    onChange: () => {
-      tunnels.schedule();
+    onChange: (_hosts, changed) => {
+      tunnels.peersChanged(changed);
       swarmVips?.hostsChanged();
     },
   });
@@ -253,6 +253,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     bridge: config.bridge,
     ovsdb: config.ovsdb,
     refreshDatapath,
+    onRestarted: () => tunnels.schedule(),
     ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
   // The endpoints' counters and policy drops, read from the bridge at scrape time.

@@ -7,7 +7,8 @@
  * took. On the kernel datapath, flow-restore-wait is set while ovs-vswitchd is away so that it
  * comes back keeping the datapath's flows (established traffic goes on) and waits for ovsnet's
  * rules; ovsnet clears it once they are in. ovsdb-server: its JSON-RPC connection drops; ovsnet
- * dials until it answers, then checks the flows (nothing should have changed). Each restart is
+ * dials until it answers, then checks the flows (nothing should have changed). After either, the
+ * VXLAN tunnels are compared with OVS's ports again (onRestarted: their full sync). Each restart is
  * counted (ovsnet_ovs_restarts_total), the reprogram timed (ovsnet_reprogram_seconds).
  */
 import path from 'node:path';
@@ -31,6 +32,8 @@ export interface OvsWatchParts {
   /** After the flows are back: the userspace datapath's cached flows dropped (assemble.ts). */
   readonly refreshDatapath: (() => Promise<void>) | undefined;
   readonly retryMs?: number;
+  /** After either restart, once the switch answers again: what OVS holds is read again (the tunnels' full sync). */
+  readonly onRestarted?: () => void;
   /** Messages of the switch on the watch connection, answered (of-watch.ts): the VIP refusals. */
   readonly onMessage?: (message: Buffer) => Buffer | undefined;
 }
@@ -99,6 +102,7 @@ export class OvsWatch {
         async () => {
           this.ovsdbLost = false;
           this.parts.metrics.observeOvsRestart('ovsdb-server');
+          this.parts.onRestarted?.();
           const synced = await this.parts.upkeep.syncFlows().catch(() => undefined);
           this.parts.log.info(
             { awaySeconds: (Date.now() - t0) / 1000, openflowChanges: synced?.modifications },
@@ -153,6 +157,7 @@ export class OvsWatch {
       metrics.observeReprogram(r.flowsSeconds);
       if (this.parts.datapath === 'system') await this.parts.ovs.setFlowRestoreWait(false);
       await this.parts.refreshDatapath?.();
+      this.parts.onRestarted?.();
       log.info(
         {
           awaySeconds: this.lostAt === undefined ? undefined : (backAt - this.lostAt) / 1000,

@@ -103,6 +103,7 @@ export class Follower {
 /**
  * The JSON records under a prefix, by name (the key after the prefix), kept by a Follower. A
  * malformed record is skipped (decode.ts says so once); a good one that turns bad is dropped.
+ * onChange hears the names the events touched, or undefined after a snapshot (any may have).
  */
 export class FollowedRecords<T> {
   readonly records = new Map<string, T>();
@@ -111,7 +112,10 @@ export class FollowedRecords<T> {
   private readonly follower: Follower;
 
   constructor(
-    o: Omit<FollowOptions, 'onSnapshot' | 'onEvents'> & { readonly nameOf?: (rest: string) => string; readonly onChange: () => void },
+    o: Omit<FollowOptions, 'onSnapshot' | 'onEvents'> & {
+      readonly nameOf?: (rest: string) => string;
+      readonly onChange: (names: readonly string[] | undefined) => void;
+    },
   ) {
     const name = (key: string) => (o.nameOf ?? ((r: string) => r))(key.slice(o.prefix.length));
     this.follower = new Follower({
@@ -123,18 +127,21 @@ export class FollowedRecords<T> {
           if (record !== undefined) this.records.set(name(kv.key), record);
         }
         this.loaded = true;
-        o.onChange();
+        o.onChange(undefined);
       },
       onEvents: (events) => {
+        const names: string[] = [];
         for (const e of events) {
           const record = e.type === 'put' ? decodeOrSkip<T>(e.kv.key, e.kv.value) : undefined;
-          if (record !== undefined) this.records.set(name(e.kv.key), record);
+          const n = name(e.kv.key);
+          names.push(n);
+          if (record !== undefined) this.records.set(n, record);
           else {
-            this.records.delete(name(e.kv.key));
+            this.records.delete(n);
             if (e.type === 'delete') skippedRecords.cleared(e.kv.key);
           }
         }
-        o.onChange();
+        o.onChange(names);
       },
     });
   }

@@ -54,7 +54,7 @@ function setup(t: Test, datapath: DatapathType, afterOvsRestart?: () => Promise<
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
   const ovs = new FakeOvs();
   const metrics = new Metrics();
-  const calls = { afterOvsRestart: 0, syncFlows: 0, refresh: 0, away: 0, waitWhenRestarting: [] as boolean[] };
+  const calls = { afterOvsRestart: 0, syncFlows: 0, refresh: 0, away: 0, restarted: 0, waitWhenRestarting: [] as boolean[] };
   const upkeep = {
     afterOvsRestart: async (): Promise<RestartReport> => {
       calls.afterOvsRestart += 1;
@@ -79,6 +79,7 @@ function setup(t: Test, datapath: DatapathType, afterOvsRestart?: () => Promise<
     bridge: 'br0',
     ovsdb: `unix:${dir}/db.sock`,
     refreshDatapath: async () => void (calls.refresh += 1),
+    onRestarted: () => void (calls.restarted += 1),
     retryMs: 20,
   });
   t.teardown(() => watch.stop());
@@ -106,6 +107,7 @@ t.test('kernel datapath: flow-restore-wait while away, the bridge programmed aga
   t.same(ovs.restoreWaitSets, [true, false], 'set on the loss, cleared once the flows were in');
   t.equal(ovs.restoreWait, false);
   t.equal(calls.refresh, 1, "the userspace datapath's cached flows dropped");
+  t.equal(calls.restarted, 1, "told once (the tunnels' full sync)");
   t.equal(await sample(metrics, 'ovsnet_ovs_restarts_total', { daemon: 'ovs-vswitchd' }), 1, 'one restart counted');
   t.equal(await sample(metrics, 'ovsnet_ovs_restarts_total', { daemon: 'ovsdb-server' }), 0);
   t.equal(await sample(metrics, 'ovsnet_reprogram_seconds', {}, 'ovsnet_reprogram_seconds_count'), 1, 'the reprogram timed');
@@ -200,6 +202,7 @@ t.test('ovsdb-server lost: probed until it answers, then one restart counted and
   t.equal(probes, 4, 'until the fourth probe answered');
   t.equal(calls.syncFlows, 1);
   t.equal(calls.afterOvsRestart, 0, 'ovs-vswitchd kept its flows');
+  t.equal(calls.restarted, 1, "told once (the tunnels' full sync)");
   t.equal(await sample(metrics, 'ovsnet_ovs_restarts_total', { daemon: 'ovsdb-server' }), 1);
   t.equal(await sample(metrics, 'ovsnet_ovs_restarts_total', { daemon: 'ovs-vswitchd' }), 0);
   t.same(ovs.restoreWaitSets, [], 'flow-restore-wait is for ovs-vswitchd restarts');

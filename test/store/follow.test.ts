@@ -80,3 +80,25 @@ t.test('a host whose lease was lost registers again, retrying while the store re
   await waitFor(async () => (await inner.get(keys.host('h1'))) !== undefined, 8000, 'registered again after two failures');
   t.ok(reg.hosts().has('h1'), 'and its own view follows');
 });
+
+t.test('the registry tells which hosts came, changed or went (the tunnels sync only theirs); a snapshot, that any may have', async (t) => {
+  const { inner } = stores(t);
+  const told: (readonly string[] | undefined)[] = [];
+  const self = { vtepIp: '192.0.2.1', machineId: 'm1' };
+  const a = new HostRegistry({
+    store: inner,
+    log,
+    self: { name: 'h1', ...self },
+    ttlSeconds: 5,
+    onChange: (_, changed) => told.push(changed),
+  });
+  t.teardown(() => a.stop(true));
+  await a.start();
+  t.same(told, [undefined], 'the first snapshot');
+  const b = new HostRegistry({ store: inner, log, self: { name: 'h2', vtepIp: '192.0.2.2', machineId: 'm2' }, ttlSeconds: 5 });
+  await b.start();
+  await waitFor(() => told.length === 2, 2000, "h2's registration");
+  await b.stop(true);
+  await waitFor(() => told.length === 3, 2000, "h2's leaving");
+  t.same(told.slice(1), [['h2'], ['h2']], 'h2 alone, as it came and as it went');
+});

@@ -2,8 +2,10 @@
  * The logical networks as every host follows them (tunnels): the records and their members'
  * keys, each family by its own prefix, put together on reading. A member's join or leave
  * reaches each host as one event of one small key, and costs it O(1) here: members are kept by
- * network in objects changed in place, which the records' view shares (a host syncs its tunnels
- * on every change; rebuilding 1,000 members each time cost more than the sync itself).
+ * network in objects changed in place, which the records' view shares (rebuilding 1,000 members
+ * on every change cost more than a full tunnel sync). onChange hears the hosts whose membership
+ * the events changed, so that only their tunnels are synced; undefined when anything may have
+ * (a snapshot, a record's change: its VNI, its legacy members).
  *
  * Idempotency: start() once (it fails if the store cannot give the first snapshots: the caller
  * retries); stop() any number of times.
@@ -18,6 +20,18 @@ import type { LogicalMember, LogicalNetwork } from '../model/records.js';
 /** A key part as written (unpart only when escaped: most names are not). */
 const plain = (part: string) => (part.includes('%') ? unpart(part) : part);
 
+interface MemberAt {
+  readonly name: string;
+  readonly host: string;
+}
+
+/** The network and host a member key names; undefined for a key of no member. */
+function memberAt(key: string): MemberAt | undefined {
+  const rest = key.slice(keys.allLogicalMembers.length);
+  const slash = rest.indexOf('/');
+  return slash < 0 ? undefined : { name: plain(rest.slice(0, slash)), host: plain(rest.slice(slash + 1)) };
+}
+
 export class FollowedLogical {
   private readonly networks: FollowedRecords<LogicalNetwork>;
   private readonly memberFollower: Follower;
@@ -29,7 +43,7 @@ export class FollowedLogical {
   /** A record still holds layout 1's members: its view is a merged copy, rebuilt on every change. */
   private legacy = false;
 
-  constructor(store: Store, log: Logger, onChange: () => void) {
+  constructor(store: Store, log: Logger, onChange: (hosts: readonly string[] | undefined) => void) {
     this.networks = new FollowedRecords<LogicalNetwork>({
       store,
       prefix: keys.logicalNetworks,
@@ -38,7 +52,7 @@ export class FollowedLogical {
       what: 'logical networks',
       onChange: () => {
         this.view = undefined;
-        onChange();
+        onChange(undefined);
       },
     });
     this.memberFollower = new Follower({
@@ -48,28 +62,31 @@ export class FollowedLogical {
       what: 'logical network members',
       onSnapshot: (kvs) => {
         this.members.clear();
-        for (const kv of kvs) this.apply(kv.key, decodeOrSkip<LogicalMember>(kv.key, kv.value));
+        for (const kv of kvs) {
+          const at = memberAt(kv.key);
+          if (at !== undefined) this.apply(at, decodeOrSkip<LogicalMember>(kv.key, kv.value));
+        }
         this.membersLoaded = true;
         this.view = undefined;
-        onChange();
+        onChange(undefined);
       },
       onEvents: (events) => {
+        const hosts: string[] = [];
         for (const e of events) {
           if (e.type === 'delete') skippedRecords.cleared(e.kv.key);
           const member = e.type === 'put' ? decodeOrSkip<LogicalMember>(e.kv.key, e.kv.value) : undefined;
-          if (this.apply(e.kv.key, member) || this.legacy) this.view = undefined;
+          const at = memberAt(e.kv.key);
+          if (at === undefined) continue;
+          hosts.push(at.host);
+          if (this.apply(at, member) || this.legacy) this.view = undefined;
         }
-        onChange();
+        onChange(hosts);
       },
     });
   }
 
-  /** Sets (or with undefined removes) the member at `key`; true when the view must be rebuilt. */
-  private apply(key: string, member: LogicalMember | undefined): boolean {
-    const rest = key.slice(keys.allLogicalMembers.length);
-    const slash = rest.indexOf('/');
-    if (slash < 0) return false;
-    const [name, host] = [plain(rest.slice(0, slash)), plain(rest.slice(slash + 1))];
+  /** Sets (or with undefined removes) the member `at`; true when the view must be rebuilt. */
+  private apply({ name, host }: MemberAt, member: LogicalMember | undefined): boolean {
     const of = this.members.get(name);
     if (member === undefined) {
       if (of !== undefined) delete of[host];

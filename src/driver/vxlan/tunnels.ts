@@ -5,62 +5,32 @@
  * forwards from one to another, so a full mesh floods without loops (split horizon).
  *
  * Tunnels follow three inputs: the host registry (peers come and go with their leases), the
- * logical network records and their members' keys, and this host's networks. Every change schedules one
- * sync that diffs the wanted ports against OVS's; syncs never overlap and coalesce.
+ * logical network records and their members' keys, and this host's networks. Syncs never
+ * overlap and coalesce; they are of two kinds:
+ * - full: every wanted tunnel diffed against OVS's ports, O(peers). At start, after a
+ *   follower's new snapshot (a lost or compacted watch), when this host's networks or a logical
+ *   network's record change, after an Open vSwitch restart, after any failed sync, and every
+ *   FULL_SYNC_MS: a port removed or changed behind ovsnet's back is put right then.
+ * - by peer: a peer's registration or member key changed, so only its tunnels are wanted again
+ *   and compared with those this host made (no read of OVS), O(networks). Every host gets every
+ *   change: at 1,000 hosts a full sync per change made each change cost each host ~1.3 ms, the
+ *   cluster's largest cost (docs/benchmarks.md, hosts).
+ * Both want tunnels through tunnel-plan.ts, so they agree on what a tunnel is.
  */
-import { createHash } from 'node:crypto';
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 import type { HostRecord } from '../../cluster/hosts.js';
 import type { Store } from '../../store/types.js';
-import type { LogicalNetwork, NetworkRecord } from '../model/records.js';
+import type { NetworkRecord } from '../model/records.js';
 import { FollowedLogical } from '../records/logical-follow.js';
 import type { OvsApi } from '../effects/deps.js';
 import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
+import { sameTunnel, wantedTunnels, wantedTunnelsTo, type Tunnel } from './tunnel-plan.js';
 
-export interface Tunnel {
-  readonly name: string;
-  readonly bridge: string;
-  readonly tag: number;
-  readonly vni: number;
-  readonly peer: string;
-  readonly remoteIp: string;
-}
+export { tunnelName, wantedTunnels, type Tunnel } from './tunnel-plan.js';
 
-/** Names made so far (a host syncs every tunnel on every change: one SHA-1 per peer each time). */
-const names = new Map<string, string>();
-
-/** `ovx` + the VNI in hex + 6 hex of the peer's name: 15 characters, unique per (VNI, peer). */
-export function tunnelName(vni: number, peer: string): string {
-  const key = `${vni}/${peer}`;
-  let name = names.get(key);
-  if (name === undefined) {
-    if (names.size >= 100_000) names.clear(); // bounded: peers come and go
-    name = `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
-    names.set(key, name);
-  }
-  return name;
-}
-
-/** The tunnels this host should have. Pure. */
-export function wantedTunnels(
-  self: string,
-  networks: readonly NetworkRecord[],
-  logical: ReadonlyMap<string, LogicalNetwork>,
-  hosts: ReadonlyMap<string, HostRecord>,
-): Tunnel[] {
-  const out: Tunnel[] = [];
-  for (const n of networks) {
-    if (n.logical === undefined || n.vni === undefined) continue;
-    const members = logical.get(n.logical)?.members ?? {};
-    for (const peer of Object.keys(members).sort()) {
-      const host = hosts.get(peer);
-      if (peer === self || host === undefined || host.vtepIp === '') continue;
-      out.push({ name: tunnelName(n.vni, peer), bridge: n.bridge, tag: n.tag, vni: n.vni, peer, remoteIp: host.vtepIp });
-    }
-  }
-  return out;
-}
+/** How often a full sync runs with no reason: what mends a tunnel port changed by hand. */
+export const FULL_SYNC_MS = 60_000;
 
 export interface TunnelDeps {
   readonly store: Store;
@@ -84,6 +54,8 @@ export interface TunnelDeps {
   readonly afterAdding?: () => Promise<void>;
   /** Told after tunnel ports came or went (the groups of logical networks route through them). */
   readonly onPortsChanged?: () => void;
+  /** Between full syncs (absent: FULL_SYNC_MS). */
+  readonly fullSyncMs?: number;
 }
 
 export class Tunnels {
@@ -91,6 +63,13 @@ export class Tunnels {
   private running: Promise<void> | undefined;
   private again = false;
   private stopped = false;
+  /** The next sync is a full one: what OVS holds is not known (start, a failure) or may be stale. */
+  private full = true;
+  /** Peers whose registration or membership changed since the last sync. */
+  private peers = new Set<string>();
+  /** The tunnels this host made, by peer: the last full sync's, changed by the syncs by peer. */
+  private readonly applied = new Map<string, readonly Tunnel[]>();
+  private timer: NodeJS.Timeout | undefined;
   /** Ports were added and afterAdding has not succeeded since. */
   private addedUnsettled = false;
   /** Tunnel ports as of the last sync (for metrics). */
@@ -99,49 +78,80 @@ export class Tunnels {
   settled: Promise<void> = Promise.resolve();
 
   constructor(private readonly deps: TunnelDeps) {
-    this.logical = new FollowedLogical(deps.store, deps.log, () => this.schedule());
+    this.logical = new FollowedLogical(deps.store, deps.log, (peers) => this.peersChanged(peers));
   }
 
-  /** Loads the logical networks and follows them (again after a lost watch). */
-  start(): Promise<void> {
-    return this.logical.start();
+  /** Loads the logical networks and follows them (again after a lost watch); starts the periodic full sync. */
+  async start(): Promise<void> {
+    await this.logical.start();
+    if (this.timer === undefined && !this.stopped)
+      this.timer = setInterval(() => this.schedule(), this.deps.fullSyncMs ?? FULL_SYNC_MS).unref();
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    clearInterval(this.timer);
     await this.logical.stop();
     await this.settled;
   }
 
-  /** Brings the tunnel ports in line soon; calls made while a sync runs make one more. */
+  /** A full sync soon (after this host's networks changed, an OVS restart); calls made while a sync runs make one more. */
   schedule(): void {
+    this.full = true;
+    this.kick();
+  }
+
+  /** The tunnels to these peers soon (their registration or membership changed); undefined: every peer's, a full sync. */
+  peersChanged(peers: readonly string[] | undefined): void {
+    if (peers === undefined) return this.schedule();
+    for (const p of peers) this.peers.add(p);
+    this.kick();
+  }
+
+  private kick(): void {
+    if (this.stopped) return;
     if (this.running !== undefined) {
       this.again = true;
       return;
     }
-    this.running = this.syncLoop().finally(() => (this.running = undefined));
+    this.running = this.syncLoop();
     this.settled = this.running;
   }
 
   private async syncLoop(): Promise<void> {
-    do {
-      this.again = false;
-      await this.sync().catch((err: unknown) => {
-        this.deps.log.warn({ err }, `cannot bring VXLAN tunnels in line: ${messageOf(err)}; retrying`);
-        setTimeout(() => this.schedule(), 1000).unref();
-      });
-    } while (this.again && !this.stopped);
+    try {
+      do {
+        this.again = false;
+        const [full, peers] = [this.full, this.peers];
+        this.full = false;
+        this.peers = new Set();
+        await (full ? this.syncAll() : this.syncPeers(peers)).catch((err: unknown) => {
+          this.full = true; // a step may have failed half done: the retry reads OVS again
+          this.deps.log.warn({ err }, `cannot bring VXLAN tunnels in line: ${messageOf(err)}; retrying`);
+          setTimeout(() => this.schedule(), 1000).unref();
+        });
+      } while (this.again && !this.stopped);
+    } finally {
+      // In the same tick as the last check of `again`: a change told after it starts a new loop
+      // (cleared in a .finally() a microtask later, a change told in between was lost).
+      this.running = undefined;
+    }
   }
 
-  private async sync(): Promise<void> {
-    if (this.deps.hostsLoaded?.() === false) return; // the registry's first load schedules one
+  /** Both registries loaded: before, no peer (or no member) known would take every tunnel down. */
+  private ready(): boolean {
+    return this.deps.hostsLoaded?.() !== false && this.logical.loaded;
+  }
+
+  private async syncAll(): Promise<void> {
+    if (!this.ready()) return void (this.full = true); // their first load schedules one
     const self = this.deps.self();
     const wanted = wantedTunnels(self.name, await this.deps.networks(), this.logical.records, this.deps.hosts());
     const have = (await this.deps.ovs.ownPorts()).filter((p) => roleOf(p) === 'tunnel');
     const byName = new Map(wanted.map((w) => [w.name, w]));
     const added: string[] = [];
     const removed: string[] = [];
-    const udp = this.deps.vxlanPort ?? VXLAN_PORT;
+    const udp = this.udp();
     for (const port of have) {
       const w = byName.get(port.name);
       if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag && portOf(port) === udp) continue;
@@ -151,23 +161,69 @@ export class Tunnels {
     const kept = new Set(have.filter((p) => !removed.includes(p.name)).map((p) => p.name));
     for (const w of wanted) {
       if (kept.has(w.name)) continue;
-      await this.deps.ovs.addPort(w.bridge, w.name, {
-        tag: w.tag,
-        type: 'vxlan',
-        protected: true,
-        options: {
-          remote_ip: w.remoteIp,
-          key: String(w.vni),
-          ...(self.vtepIp === '' ? {} : { local_ip: self.vtepIp }),
-          ...(udp === VXLAN_PORT ? {} : { dst_port: String(udp) }),
-        },
-        externalIds: tunnelIds(w.peer, w.remoteIp, w.vni, udp),
-      });
+      await this.add(w, self.vtepIp);
       added.push(w.name);
     }
+    this.applied.clear();
+    for (const w of wanted) this.applied.set(w.peer, [...(this.applied.get(w.peer) ?? []), w]);
     this.count = wanted.length;
-    if (added.length + removed.length > 0) this.deps.log.info({ added, removed, tunnels: wanted.length }, 'VXLAN tunnels changed');
-    if (added.length + removed.length > 0) this.deps.onPortsChanged?.();
+    await this.changed(added, removed);
+  }
+
+  /** The tunnels to `peers` only, against those this host made (a full sync mends any drift). */
+  private async syncPeers(peers: ReadonlySet<string>): Promise<void> {
+    if (peers.size === 0) return;
+    if (!this.ready()) return void (this.full = true);
+    const self = this.deps.self();
+    const [networks, logical, hosts] = [await this.deps.networks(), this.logical.records, this.deps.hosts()];
+    const added: string[] = [];
+    const removed: string[] = [];
+    for (const peer of peers) {
+      const want = wantedTunnelsTo(self.name, peer, networks, logical, hosts);
+      const have = this.applied.get(peer) ?? [];
+      for (const h of have) {
+        if (want.some((w) => sameTunnel(w, h))) continue;
+        await this.deps.ovs.deletePort(h.name);
+        removed.push(h.name);
+      }
+      for (const w of want) {
+        if (have.some((h) => sameTunnel(w, h))) continue;
+        await this.add(w, self.vtepIp);
+        added.push(w.name);
+      }
+      if (want.length === 0) this.applied.delete(peer);
+      else this.applied.set(peer, want);
+      this.count += want.length - have.length;
+    }
+    await this.changed(added, removed);
+  }
+
+  private udp(): number {
+    return this.deps.vxlanPort ?? VXLAN_PORT;
+  }
+
+  private add(w: Tunnel, localIp: string): Promise<void> {
+    const udp = this.udp();
+    return this.deps.ovs.addPort(w.bridge, w.name, {
+      tag: w.tag,
+      type: 'vxlan',
+      protected: true,
+      options: {
+        remote_ip: w.remoteIp,
+        key: String(w.vni),
+        ...(localIp === '' ? {} : { local_ip: localIp }),
+        ...(udp === VXLAN_PORT ? {} : { dst_port: String(udp) }),
+      },
+      externalIds: tunnelIds(w.peer, w.remoteIp, w.vni, udp),
+    });
+  }
+
+  /** What follows ports coming or going: the log line, the groups told, the datapath refreshed. */
+  private async changed(added: readonly string[], removed: readonly string[]): Promise<void> {
+    if (added.length + removed.length > 0) {
+      this.deps.log.info({ added, removed, tunnels: this.count }, 'VXLAN tunnels changed');
+      this.deps.onPortsChanged?.();
+    }
     if (added.length > 0) this.addedUnsettled = true;
     if (this.addedUnsettled && this.deps.afterAdding !== undefined) {
       await this.deps.afterAdding();
