@@ -237,14 +237,19 @@ const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | und
     flags ?? (main === undefined ? undefined : launchFlags(main)),
   );
 
+/** Each host's ovsnet (host 1's with `flags`), put in `daemons` as it starts (stopped by the caller), and the logical network `bench` on it. */
+async function onEveryHost(cluster: Cluster, flags: readonly string[] | undefined, daemons: Ovsnet[]): Promise<void> {
+  for (const [i, h] of cluster.hosts.entries()) {
+    daemons.push(await startDaemon(cluster, i, i === 0 ? flags : undefined));
+    await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+  }
+}
+
 async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]>; storm: StormCosts }> {
   const cluster = await Cluster.up('bch', 2);
   const daemons: Ovsnet[] = [];
   try {
-    for (const [i, h] of cluster.hosts.entries()) {
-      daemons.push(await startDaemon(cluster, i, i === 0 ? DAEMON_FLAGS : undefined));
-      await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
-    }
+    await onEveryHost(cluster, DAEMON_FLAGS, daemons);
     const [h1, h2] = cluster.hosts;
     if (h1 === undefined || h2 === undefined) throw new Error('two hosts');
     for (const [h, name] of [
@@ -298,10 +303,7 @@ async function stormsByFlags(sets: string[]): Promise<void> {
   let daemons: Ovsnet[] = [];
   const rows: string[][] = [];
   try {
-    for (const [i, h] of cluster.hosts.entries()) {
-      daemons.push(await startDaemon(cluster, i, undefined));
-      await h.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/24', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
-    }
+    await onEveryHost(cluster, undefined, daemons);
     const h1 = cluster.hosts[0] as DockerHost;
     const base: number[] = [];
     for (let r = 0; r < rounds; r++) {
