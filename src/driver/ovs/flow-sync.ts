@@ -8,8 +8,8 @@
  * diff-flows and, when meters are wanted or held, one dump-meters, both reads).
  *
  * diff-flows reads the wanted flows from a file (it takes no stdin): one per call, in a directory
- * of this process's own (mkdtemp, mode 0700, under the system's temporary directory), removed
- * once the call is done.
+ * of that call's own (mkdtemp, mode 0700, under the system's temporary directory), both removed
+ * once the call is done, so nothing of ovsnet's stays in the temporary directory.
  */
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import os from 'node:os';
@@ -69,18 +69,15 @@ export const changeCount = (c: Changes): number =>
   c.groups.modify.length +
   c.groups.remove.length;
 
-let ownDir: Promise<string> | undefined;
-let serial = 0;
-
-/** A file holding `text`, in this process's own directory, for the length of `use`. */
+/** A file holding `text`, in a directory of its own, for the length of `use`; both removed after. */
 async function withFile<T>(text: string, use: (file: string) => Promise<T>): Promise<T> {
-  ownDir ??= mkdtemp(path.join(os.tmpdir(), 'ovsnet-flows-'));
-  const file = path.join(await ownDir, `wanted-${(serial += 1)}.flows`);
-  await writeFile(file, text, { flag: 'wx', mode: 0o600 });
+  const dir = await mkdtemp(path.join(os.tmpdir(), 'ovsnet-flows-'));
   try {
+    const file = path.join(dir, 'wanted.flows');
+    await writeFile(file, text, { flag: 'wx', mode: 0o600 });
     return await use(file);
   } finally {
-    await rm(file, { force: true });
+    await rm(dir, { recursive: true, force: true });
   }
 }
 

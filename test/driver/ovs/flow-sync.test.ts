@@ -4,6 +4,7 @@
  * nothing written when nothing is to change.
  */
 import fs from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
 import { OWN } from '../../../src/driver/ovs/cookies.js';
 import { FlowSync } from '../../../src/driver/ovs/flow-sync.js';
@@ -210,4 +211,18 @@ t.test('groups already right: no bundle at all', async (t) => {
     s.calls.some((c) => c.args.includes('bundle') || c.args.includes('--bundle')),
     'nothing written',
   );
+});
+
+t.test('the wanted flows file and its directory are gone after the call, whether it succeeded or failed', async (t) => {
+  for (const code of [0, 2, 1]) {
+    const { sync, calls } = scripted(() => ({ code, stdout: '', stderr: code === 1 ? 'failed\n' : '' }));
+    await sync.diff('br0', OWN, { flows: [BASE] }).catch(() => undefined);
+    const file = calls[0]?.file ?? '';
+    t.match(calls[0]?.wanted, BASE, `exit ${code}: the file held the wanted flows while the call ran`);
+    t.match(path.basename(path.dirname(file)), /^ovsnet-flows-/);
+    t.notOk(fs.existsSync(path.dirname(file)), `exit ${code}: its directory is removed`);
+  }
+  const { sync, calls } = scripted(() => ok());
+  await Promise.all([1, 2, 3].map(() => sync.diff('br0', OWN, { flows: [BASE] })));
+  t.equal(new Set(calls.map((c) => path.dirname(c.file ?? ''))).size, 3, 'concurrent calls each have a directory of their own');
 });
