@@ -6,9 +6,13 @@
  * period under its link lock delays the next Join) and on (the default: a released pair is kept
  * and renamed for the next Join). Baseline: the first row (no spares, spaced), same run.
  * Then container storms and `docker run --rm` against a bridge and `none` (dockerRuns), with
- * ovsnet's event-loop delay idle and over its storms (loop-delay.ts).
+ * ovsnet's event-loop delay idle and over its storms (loop-delay.ts); the storms also on the
+ * floor of any remote driver (null-driver.ts).
  */
-import { DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DockerHost, IMAGE, Ovsnet } from '../test/harness/host.js';
+import { unixGet } from '../src/lib/unix-http.js';
 import { cpuSeconds, scrape, storm, type Storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow } from './loop-delay.js';
 import { timeDriverCalls } from './driver-calls.js';
@@ -65,19 +69,44 @@ export async function benchChurn(): Promise<void> {
   console.log(`\n${docker}`);
 }
 
+/** The null driver (null-driver.ts), started inside the host as ovsnet is. */
+function startNullDriver(host: DockerHost): Promise<Ovsnet> {
+  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
+  return Ovsnet.start(
+    path.join(host.pluginDir, 'nullnet.sock'),
+    { OVSNET_SOCKET: '/run/docker/plugins/nullnet.sock' },
+    ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
+    main,
+    [],
+  );
+}
+
 /**
  * On the same host and dockerd, ovsnet (its IPAM, spare veths on) against a user-defined bridge:
- * BENCH_STORM (100) parallel `docker run -d`, each network in turn; and `docker run --rm`
+ * BENCH_STORM (100) parallel `docker run -d`, each network in turn, and the same on the null
+ * driver (null-driver.ts: the remote protocol's floor, Docker's IPAM); and `docker run --rm`
  * alternating over ovsnet, the bridge and `--network none` (the floor: no network at all).
  */
 async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.249.0.0/20', 'stormovs']);
   await host.dockerOk(['network', 'create', '-d', 'bridge', '--subnet', '10.248.0.0/20', 'stormbr']);
+  const nullDriver = await startNullDriver(host);
+  try {
+    await host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.247.0.0/20', 'stormnull']);
+    return await dockerRunsOn(host, ovsnet, nullDriver);
+  } finally {
+    await nullDriver.kill('SIGTERM');
+  }
+}
+
+async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet): Promise<string> {
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const ovs: Storm[] = [];
   const br: Storm[] = [];
+  const nul: Storm[] = [];
   const cpu: { start: number; stop: number }[] = [];
+  const nullCpu: { start: number; stop: number }[] = [];
   // ovsnet's loop delay idle (5 s, nothing asked of it), over each of its storms' starts and
   // removals, and over the bridge's starts (the machine as loaded, ovsnet asked nothing); a bare
   // Node process's beside each. A scrape (a probe read) ends the window the previous one began.
@@ -93,8 +122,8 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
     await new Promise((r) => setTimeout(r, 5000));
     await end('idle, 5 s', false);
     for (let r = 0; r < rounds; r++) {
-      // Alternating which goes first, so neither always runs on a warmer (or more loaded) host.
-      const order = r % 2 === 0 ? (['ovs', 'br'] as const) : (['br', 'ovs'] as const);
+      // Rotating which goes first, so none always runs on a warmer (or more loaded) host.
+      const order = (['ovs', 'br', 'null', 'ovs', 'br'] as const).slice(r % 3, (r % 3) + 3);
       for (const which of order) {
         await begin();
         if (which === 'ovs') {
@@ -109,6 +138,20 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
           );
           cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
           await end(`round ${r + 1}: ${n} removals`, true);
+        } else if (which === 'null') {
+          // The null driver's own loop delay over its storm's starts, beside the bare process's.
+          const nullLag = async () => (await unixGet(path.join(host.pluginDir, 'nullnet.sock'), '/metrics', 5000))?.body ?? '';
+          await nullLag();
+          const u0 = cpuSeconds(nullDriver);
+          let u1 = u0;
+          nul.push(
+            await storm(host, 'stormnull', n, `sn${r}x`, async () => {
+              u1 = cpuSeconds(nullDriver);
+              const [text, bare] = await Promise.all([nullLag(), probe.read()]);
+              loopRows.push(loopRow(`round ${r + 1}: ${n} starts on the null driver (its own loop)`, loopDelay(text), bare, false));
+            }),
+          );
+          nullCpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(nullDriver) - u1) * 1000) / n });
         } else
           br.push(
             await storm(host, 'stormbr', n, `sb${r}x`, () =>
@@ -123,8 +166,9 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor((xs.length - 1) / 2)] ?? NaN;
   const wo = median(ovs.map((s) => s.wallMs));
   const wb = median(br.map((s) => s.wallMs));
+  const wn = median(nul.map((s) => s.wallMs));
   const fails = (ss: Storm[]) => ss.reduce((a, s) => a + s.failures, 0);
-  const errors = [...ovs, ...br].flatMap((s) => (s.firstError === undefined ? [] : [s.firstError]));
+  const errors = [...ovs, ...br, ...nul].flatMap((s) => (s.firstError === undefined ? [] : [s.firstError]));
 
   const runs = Number(process.env.BENCH_RUNS ?? 10);
   const rm: Record<string, number[]> = { ovs: [], br: [], none: [] };
@@ -152,8 +196,16 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
       [
         ['user-defined bridge [baseline]', fmt(wb, 0), String(fails(br)), '1.00x'],
         ['ovsnet (OVS, ovsnet IPAM)', fmt(wo, 0), String(fails(ovs)), `${fmt(wo / wb)}x`],
+        [
+          'null remote driver (a veth per Join, Docker IPAM): the floor of any remote driver',
+          fmt(wn, 0),
+          String(fails(nul)),
+          `${fmt(wn / wb)}x`,
+        ],
       ],
     ),
+    `each storm's wall ms, in the order run: ovsnet ${ovs.map((s) => fmt(s.wallMs, 0)).join(' / ')}, bridge ${br.map((s) => fmt(s.wallMs, 0)).join(' / ')}, null driver ${nul.map((s) => fmt(s.wallMs, 0)).join(' / ')}`,
+    `the null driver's CPU per container in its storms (its process, both threads), per round: start ${nullCpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${nullCpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms`,
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,
     `ovsnet CPU per container in its storms, embedded store (no etcd), per round: start ${cpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${cpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms (with etcd: npm run bench -- cluster)`,
