@@ -13,7 +13,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DockerHost, IMAGE, Ovsnet } from '../test/harness/host.js';
 import { unixGet } from '../src/lib/unix-http.js';
-import { cpuSeconds, scrape, storm, type Storm } from './storm.js';
+import { cpuSeconds, rssMiB, scrape, storm, type Storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow } from './loop-delay.js';
 import { timeDriverCalls } from './driver-calls.js';
 import { fmt, percentile, table } from './stats.js';
@@ -107,6 +107,8 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
   const nul: Storm[] = [];
   const cpu: { start: number; stop: number }[] = [];
   const nullCpu: { start: number; stop: number }[] = [];
+  /** Both plugins' RSS after each null-driver storm (the two idle then, all containers removed). */
+  const rss: string[] = [];
   // ovsnet's loop delay idle (5 s, nothing asked of it), over each of its storms' starts and
   // removals, and over the bridge's starts (the machine as loaded, ovsnet asked nothing); a bare
   // Node process's beside each. A scrape (a probe read) ends the window the previous one began.
@@ -152,6 +154,7 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
             }),
           );
           nullCpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(nullDriver) - u1) * 1000) / n });
+          rss.push(`round ${r + 1}: ovsnet ${fmt(rssMiB(ovsnet), 1)}, the null driver ${fmt(rssMiB(nullDriver), 1)}`);
         } else
           br.push(
             await storm(host, 'stormbr', n, `sb${r}x`, () =>
@@ -205,6 +208,7 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
       ],
     ),
     `each storm's wall ms, in the order run: ovsnet ${ovs.map((s) => fmt(s.wallMs, 0)).join(' / ')}, bridge ${br.map((s) => fmt(s.wallMs, 0)).join(' / ')}, null driver ${nul.map((s) => fmt(s.wallMs, 0)).join(' / ')}`,
+    `RSS after the null driver's storm, MiB: ${rss.join('; ')}`,
     `the null driver's CPU per container in its storms (its process, both threads), per round: start ${nullCpu.map((c) => fmt(c.start, 1)).join(' / ')} ms, stop ${nullCpu.map((c) => fmt(c.stop, 1)).join(' / ')} ms`,
     ...(errors.length === 0 ? [] : [`first failure: ${errors[0] ?? ''}`]),
     `storm: ${fails(ovs) === 0 && wo / wb <= 1 ? 'met' : 'NOT met'}`,

@@ -11,7 +11,6 @@
  *    200 hosts x 10 container starts per second.
  * 4. 200 hosts as light agents, and one full host among them on a real Open vSwitch (bench/hosts.ts).
  */
-import fs from 'node:fs';
 import os from 'node:os';
 import { EtcdStore } from '../src/store/etcd/etcd.js';
 import { put } from '../src/store/types.js';
@@ -24,6 +23,7 @@ import { keys } from '../src/store/keys.js';
 import { HEAP_CHECK_MS } from '../src/daemon/memory.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
 import { rssFloor } from './rss-floor.js';
+import { rssMiB } from './storm.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
 import { fmt, percentile, table } from './stats.js';
@@ -138,13 +138,6 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
   };
 }
 
-function servePid(o: Ovsnet): number {
-  const pid = o.child.pid ?? 0;
-  if (fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('serve')) return pid;
-  const child = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ')[0];
-  return Number(child);
-}
-
 /** A build of ovsnet to measure: its entry point and the node flags it is started with (its plugin/config.json's). */
 interface Daemon {
   readonly label: string;
@@ -160,8 +153,6 @@ async function start(host: DockerHost, daemon: Daemon): Promise<{ ovsnet: Ovsnet
   await new Promise((r) => setTimeout(r, 500)); // what follows the reconcile (the collection after start-up: src/daemon/memory.ts)
   return { ovsnet, reconcileMs: ms(t0) };
 }
-
-const rssMiB = (o: Ovsnet) => Number(/VmRSS:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${servePid(o)}/status`, 'utf8'))?.[1]) / 1024;
 
 /**
  * One build, on a simulated host: figures with the store empty, then with each count of records

@@ -57,6 +57,12 @@ export function cpuSplit(ovsnet: Ovsnet): { user: number; system: number } {
   return { user: Number(fields[11]) / 100, system: Number(fields[12]) / 100 }; // USER_HZ is 100 on Linux
 }
 
+/** The resident memory of the `ovsnet serve` process (or the null driver), MiB. */
+export function rssMiB(ovsnet: Ovsnet): number {
+  const status = fs.readFileSync(`/proc/${servePid(ovsnet.child.pid ?? 0)}/status`, 'utf8');
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
+}
+
 /** The `ovsnet serve` process: `pid` itself, or its child when started through a wrapper that forks. */
 function servePid(pid: number): number {
   const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
