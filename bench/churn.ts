@@ -85,7 +85,8 @@ function startNullDriver(host: DockerHost): Promise<Ovsnet> {
  * On the same host and dockerd, ovsnet (its IPAM, spare veths on) against a user-defined bridge:
  * BENCH_STORM (100) parallel `docker run -d`, each network in turn, and the same on the null
  * driver (null-driver.ts: the remote protocol's floor, Docker's IPAM); and `docker run --rm`
- * alternating over ovsnet, the bridge and `--network none` (the floor: no network at all).
+ * alternating over ovsnet, the bridge, the null driver and `--network none` (the floor: no
+ * network at all), with each plugin's CPU over its own runs beside its CPU in the storms.
  */
 async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   await host.dockerOk(['network', 'create', '-d', 'ovsnet', '--ipam-driver', 'ovsnet', '--subnet', '10.249.0.0/20', 'stormovs']);
@@ -174,14 +175,27 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
   const errors = [...ovs, ...br, ...nul].flatMap((s) => (s.firstError === undefined ? [] : [s.firstError]));
 
   const runs = Number(process.env.BENCH_RUNS ?? 10);
-  const rm: Record<string, number[]> = { ovs: [], br: [], none: [] };
+  const rm: Record<string, number[]> = { ovs: [], br: [], none: [], null: [] };
   const before = await dockerCalls(host);
-  const args: Record<string, string[]> = { ovs: ['--network', 'stormovs'], br: ['--network', 'stormbr'], none: ['--network', 'none'] };
+  const args: Record<string, string[]> = {
+    ovs: ['--network', 'stormovs'],
+    br: ['--network', 'stormbr'],
+    none: ['--network', 'none'],
+    null: ['--network', 'stormnull'],
+  };
+  // Each plugin's CPU over its own runs, one container at a time: the same work as in a storm
+  // without 100 starts contending for the 2 cores.
+  const plugins: Record<string, Ovsnet> = { ovs: ovsnet, null: nullDriver };
+  const soloCpu: Record<string, number> = { ovs: 0, null: 0 };
   for (let i = 0; i < runs + 2; i++) {
-    for (const k of ['none', 'ovs', 'br']) {
+    for (const k of ['none', 'ovs', 'br', 'null']) {
+      const plugin = plugins[k];
+      const u0 = plugin === undefined ? 0 : cpuSeconds(plugin);
       const t0 = process.hrtime.bigint();
       await host.dockerOk(['run', '--rm', ...(args[k] ?? []), IMAGE, 'true']);
-      if (i >= 2) rm[k]?.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      if (i < 2) continue;
+      rm[k]?.push(Number(process.hrtime.bigint() - t0) / 1e6);
+      if (plugin !== undefined) soloCpu[k] = (soloCpu[k] ?? 0) + ((cpuSeconds(plugin) - u0) * 1000) / runs;
     }
   }
   const after = await dockerCalls(host);
@@ -189,9 +203,11 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
   // beside what the run costs over none.
   const ownMs = ((after.seconds - before.seconds) * 1000) / (runs + 2);
   const callsPerRun = (after.count - before.count) / (runs + 2);
-  const [mn, mo, mb] = ['none', 'ovs', 'br'].map((k) => median(rm[k] ?? []));
+  const [mn, mo, mb, mu] = ['none', 'ovs', 'br', 'null'].map((k) => median(rm[k] ?? []));
   const costO = (mo ?? NaN) - (mn ?? NaN);
   const costB = (mb ?? NaN) - (mn ?? NaN);
+  const costU = (mu ?? NaN) - (mn ?? NaN);
+  const stormLifecycle = (cs: { start: number; stop: number }[]) => cs.map((c) => fmt(c.start + c.stop, 1)).join(' / ');
   return [
     `${n} parallel docker run -d, ${rounds} rounds each, alternating which network goes first; target: 0 failures, ovsnet <= 1.00x of the bridge\n`,
     table(
@@ -222,10 +238,12 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
         ['--network none [floor]', fmt(mn ?? NaN, 1), '0', ''],
         ['user-defined bridge [baseline]', fmt(mb ?? NaN, 1), fmt(costB, 1), '1.00x'],
         ['ovsnet', fmt(mo ?? NaN, 1), fmt(costO, 1), `${fmt(costO / costB)}x`],
+        ['null remote driver', fmt(mu ?? NaN, 1), fmt(costU, 1), `${fmt(costU / costB)}x`],
       ],
     ),
     `ovsnet's own handling per run: ${fmt(ownMs, 1)} ms in ${fmt(callsPerRun, 1)} Docker calls (its handlers' durations summed, from its metrics); dockerd waits for each call, but works beside some, so this is not a part of the cost over none`,
     `run --rm: ${costO / costB <= 0.8 ? 'met' : 'NOT met'}`,
+    `CPU per container, start + stop, one at a time (these runs) vs in the storms (per round): ovsnet ${fmt(soloCpu.ovs ?? NaN, 1)} vs ${stormLifecycle(cpu)} ms, the null driver ${fmt(soloCpu.null ?? NaN, 1)} vs ${stormLifecycle(nullCpu)} ms: what contending for 2 cores with 100 starts adds to the same work`,
   ].join('\n');
 }
 
