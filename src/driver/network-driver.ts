@@ -241,17 +241,18 @@ export class NetworkDriver {
     // No record of this host's: only what OVS marks as this endpoint's here goes (never by a
     // derived name: another live endpoint may hold it; never another host's record).
     if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
-    const { hostVeth } = ep;
     await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
     await this.bestEffort('remove QoS', async () => this.qos.remove(network, ep));
-    await this.deps.ovs.deletePort(hostVeth);
+    // Unplugged (Join cut short, or never called), the pair may carry no alias yet (a crash
+    // between create and marking): only this record shows it is ovsnet's, so it goes first.
+    const plugged = await this.deps.ovs.deletePort(ep.hostVeth);
+    if (!plugged) await this.reconciler.removeRecordedVeth(ep);
     await this.records.deleteEndpoint(networkId, endpointId, releaseOf(this.deps.pools, ep));
     await Promise.all([this.groups.endpointGone(network), this.rules.endpointGone(network)]);
-    // The kernel takes ~20 ms to delete a veth (an RCU grace period, under its link lock, which
-    // the next Join waits for). The veth is off the bridge and no record names it any more: it
-    // is kept as a spare for the next Join (spares.ts) or deleted, in the background either way
-    // (if ovsnet stops first, the next reconcile removes the leftover).
-    const unlink: Promise<void> = this.spares.release(hostVeth, ep.containerVeth).finally(() => this.unlinking.delete(unlink));
+    if (!plugged) return;
+    // Plugged, it carries the alias (a leftover is reconcile's). Deleting a veth holds the kernel's link lock
+    // ~20 ms (an RCU grace period; the next Join waits): kept as a spare (spares.ts) or deleted, in the background.
+    const unlink: Promise<void> = this.spares.release(ep.hostVeth, ep.containerVeth).finally(() => this.unlinking.delete(unlink));
     this.unlinking.add(unlink);
   }
 

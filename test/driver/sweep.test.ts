@@ -1,11 +1,15 @@
 /**
  * What a crash leaves of a network, swept by DeleteNetwork (Reconciler.sweepNetwork) and by a
  * DeleteEndpoint without a record: only what ovsnet marked as the network's or as an endpoint's
- * without a record; another network's and what ovsnet never marked stay.
+ * without a record; another network's and what ovsnet never marked stay. And an unmarked pair a
+ * record names (a Join killed before marking it), removed before that record goes.
  */
 import t from 'tap';
 import { endpointIds } from '../../src/driver/ovs/external-ids.js';
+import { NetworkDriver } from '../../src/driver/network-driver.js';
+import { createLogger } from '../../src/lib/log.js';
 import { keys } from '../../src/store/keys.js';
+import type { Store, TxnRequest } from '../../src/store/types.js';
 import { EP, NET, NET2, ep, net, setup } from '../helpers/driver-setup.js';
 
 const FORGOTTEN = EP; // Docker's DeleteEndpoint lost to a restart: the record, port and veth stayed
@@ -90,5 +94,81 @@ t.test(
     t.notOk(links.names.has(`ovh${short(FORGOTTEN)}`), 'the unmarked pair its record names is gone');
     t.notOk(links.names.has(`ovc${short(FORGOTTEN)}`), 'both ends');
     t.ok(links.names.has(`ovh${short(NO_RECORD)}`), "a link of the recorded name carrying another endpoint's alias stays");
+  },
+);
+
+/**
+ * `o` in a process that dies once `dead()` says so: from then on none of its calls answers.
+ * `own` replaces some of its methods.
+ */
+function until<T extends object>(o: T, dead: () => boolean, own: Partial<T> = {}): T {
+  return new Proxy(o, {
+    get: (target, prop) => {
+      const v: unknown = prop in own ? own[prop as keyof T] : Reflect.get(target, prop, target);
+      if (typeof v !== 'function') return v;
+      return (...args: unknown[]) => (dead() ? new Promise(() => undefined) : (v as (...a: unknown[]) => unknown).apply(target, args));
+    },
+  });
+}
+
+t.test(
+  'a Join killed before marking its pair, then its DeleteEndpoint killed once the record is gone: nothing of it is left, without a lookup more when plugged',
+  async (t) => {
+    const { store, ovs, links, nat, flows, hostPorts, driver } = setup(t);
+    await driver.createNetwork(net(NET));
+    await driver.createEndpoint(ep());
+    // The first ovsnet is killed in Join between creating the pair and marking it (the kernel
+    // ignores an alias in the create message, so for a moment the pair carries none).
+    await links.createVeth({ host: `ovh${short(EP)}`, container: `ovc${short(EP)}`, mtu: 1500 });
+    await links.createVeth({ host: 'ovh123456789ab', container: 'ovc123456789ab', mtu: 1500 }); // not ovsnet's
+
+    // The second gets Docker's DeleteEndpoint (its rollback of the failed Join) and is killed as
+    // the transaction deleting the record commits: nothing it started after that happens.
+    let dead = false;
+    const record = keys.endpoint(NET, EP);
+    const txn = async (req: TxnRequest) => {
+      const res = await store.txn(req);
+      if (res.succeeded && req.success.some((op) => op.type === 'delete' && op.key === record)) dead = true;
+      return res;
+    };
+    const alive = <T extends object>(o: T, own: Partial<T> = {}) => until(o, () => dead, own);
+    const killed = new NetworkDriver({
+      store: alive<Store>(store, { txn }),
+      ...{ ovs: alive(ovs), links: alive(links), nat: alive(nat), flows: alive(flows), hostPorts: alive(hostPorts) },
+      ...{ log: createLogger('silent'), host: 'h1', bridge: 'br0', datapath: () => 'netdev' as const },
+    });
+    void killed.deleteEndpoint(NET, EP);
+    for (let i = 0; i < 100 && !dead; i++) await new Promise((r) => setTimeout(r, 5));
+    t.ok(dead, 'the record was deleted, and that ovsnet died');
+
+    // Docker's retry of the broken call has no body and is refused: it forgets the endpoint.
+    // The third ovsnet removes the network, and reconciles.
+    const third = new NetworkDriver({
+      store,
+      ovs,
+      links,
+      nat,
+      flows,
+      hostPorts,
+      log: createLogger('silent'),
+      host: 'h1',
+      bridge: 'br0',
+      datapath: () => 'netdev',
+    });
+    await third.deleteNetwork(NET);
+    await third.reconcile();
+    t.notOk(links.names.has(`ovh${short(EP)}`), 'the unmarked pair the record named is gone');
+    t.notOk(links.names.has(`ovc${short(EP)}`), 'both ends');
+    t.ok(links.names.has('ovh123456789ab'), 'an unmarked pair no record named stays');
+
+    // A plugged endpoint's DeleteEndpoint looks no link up: its veth carries the alias.
+    await third.createNetwork(net(NET));
+    await third.createEndpoint(ep());
+    await third.join(NET, EP);
+    const lookups = links.lookups;
+    await third.deleteEndpoint(NET, EP);
+    await third.settled();
+    t.equal(links.lookups, lookups, 'no link lookup in the DeleteEndpoint of a plugged endpoint');
+    t.notOk(links.names.has(`ovh${short(EP)}`), 'and its veth is gone');
   },
 );

@@ -108,12 +108,13 @@ export class FakeOvs extends Failer implements OvsApi {
     });
     if (opts.type === 'internal') this.links?.names.add(name);
   }
-  async deletePort(name: string): Promise<void> {
+  async deletePort(name: string): Promise<boolean> {
     this.check('deletePort');
     const p = this.ports.get(name);
     this.ports.delete(name);
     // As ovs-vswitchd does: the internal device goes once it applies the change (waitApplied).
     if (p?.type === 'internal') this.unapplied.add(name);
+    return p !== undefined;
   }
   /** Internal devices whose port is deleted but which ovs-vswitchd has not removed yet. */
   readonly unapplied = new Set<string>();

@@ -50,8 +50,11 @@ export interface OvsApi {
    * (deletePort); reconcile removes ports of endpoints and networks the store no longer has.
    */
   addPort(bridge: string, name: string, opts: PortOptions): Promise<void>;
-  /** Removes a port from whichever bridge holds it. Idempotent: a missing port is done. */
-  deletePort(name: string): Promise<void>;
+  /**
+   * Removes a port from whichever bridge holds it; true when there was one. Idempotent: a
+   * missing port is done (false).
+   */
+  deletePort(name: string): Promise<boolean>;
   /** Every port ovsnet created (found by its external_ids). A read. */
   ownPorts(): Promise<OwnPort[]>;
   /** Waits until ovs-vswitchd has applied the configuration so far. Safe to repeat. */

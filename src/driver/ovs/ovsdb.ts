@@ -175,11 +175,11 @@ export class Ovsdb {
     await this.transact([{ op: 'update', table: 'Interface', where: [['name', '==', name]], row: { mtu_request: mtu } }]);
   }
 
-  /** Removes a port by name from whichever bridge holds it; a missing port is success. */
-  async deletePort(name: string): Promise<void> {
+  /** Removes a port by name from whichever bridge holds it; true when there was one (a missing port is success). */
+  async deletePort(name: string): Promise<boolean> {
     const [sel] = await this.transact([{ op: 'select', table: 'Port', where: [['name', '==', name]], columns: ['_uuid'] }]);
     const row = rowsOf(sel)[0];
-    if (row === undefined) return;
+    if (row === undefined) return false;
     const uuid = uuidOf(row._uuid);
     await this.transact([
       {
@@ -189,6 +189,7 @@ export class Ovsdb {
         mutations: [['ports', 'delete', ['set', [['uuid', uuid]]]]],
       },
     ]);
+    return true;
   }
 
   /** Every port ovsnet created, with its tag and external_ids. */

@@ -114,10 +114,11 @@ export class Reconciler {
   }
 
   /**
-   * A forgotten endpoint's veth (its record about to go with its network), by the name its record
-   * gives, when that link is this endpoint's: carrying its alias, or none at all (a Join cut short
-   * between creating the pair and marking it, which the alias sweep cannot see). A link of that
-   * name marked as another endpoint's stays.
+   * An endpoint's veth by the name its record gives, before the record goes (DeleteNetwork's
+   * forgotten endpoints, DeleteEndpoint of one with no port), when that link is this endpoint's:
+   * carrying its alias, or none at all (a Join cut short between creating the pair and marking
+   * it, which the alias sweep cannot see; once the record is gone nothing shows it is ovsnet's).
+   * A link of that name marked as another endpoint's stays.
    */
   async removeRecordedVeth(ep: Pick<EndpointRecord, 'endpointId' | 'hostVeth'>): Promise<void> {
     const alias = await this.deps.links.alias(ep.hostVeth);

@@ -145,8 +145,8 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   t.equal(await ovs.interfaceType('p1'), '', 'a kernel device\'s interface has type ""');
   t.equal(await ovs.interfaceType('br0'), 'internal', "the bridge's own interface is internal");
   t.equal(await ovs.interfaceType('nope'), undefined, 'no such interface');
-  await ovs.deletePort('p1');
-  await ovs.deletePort('p1');
+  t.equal(await ovs.deletePort('p1'), true, 'deletePort says there was a port');
+  t.equal(await ovs.deletePort('p1'), false, 'and, again, that there was none: done all the same');
   t.same(await ovs.ownPorts(), []);
 });
 

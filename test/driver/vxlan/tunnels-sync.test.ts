@@ -26,7 +26,7 @@ class CountingOvs extends FakeOvs {
     this.calls.addPort++;
     return super.addPort(...a);
   }
-  override deletePort(name: string): Promise<void> {
+  override deletePort(name: string): Promise<boolean> {
     this.calls.deletePort++;
     return super.deletePort(name);
   }
