@@ -19,9 +19,10 @@ start_etcd
 # - timing assertions the parallel e2e files could starve of CPU: the lifecycle test's (startup
 #   in time for Docker) and the restarts test's (a new container joins within 5 s of each
 #   restart: it took 9.2 s beside the swarm test's set-up, load 8.6 on the 2 cores);
-# - the crash sweep, until ovsnet's crash window between creating a veth pair and setting its
-#   alias is closed: under load its kills land there, and the unaliased pair, which no sweep
-#   takes for ovsnet's, is left (seen once in two parallel runs, never in eleven serial ones);
+# - the crash sweep: under load its kills land in more windows (one left an unaliased veth pair,
+#   fixed since); it goes back to the parallel set once a parallel run passes with it;
+# - the cluster failures test: a restarted ovsnet there did not answer within the harness's wait
+#   at load 16 (the wait is 30 s since; not yet seen to pass in parallel);
 # - the files using the run's etcd (test/helpers/services.ts): they share its one keyspace and
 #   its revision, which the store contract asserts moves by exactly one per write.
 # tap runs the files it is given in the order of their paths, whatever the order here.
@@ -29,6 +30,7 @@ alone=$(
   echo dist/test/plugin-api/lifecycle.test.js
   echo dist/test/e2e/restarts.test.js
   echo dist/test/e2e/crash-sweep.test.js
+  echo dist/test/e2e/cluster-failures.test.js
   grep -rlF --include='*.test.js' 'helpers/services.js' dist/test || true
 )
 # A helper importing the run's etcd would hide its test files from the list above.
