@@ -69,11 +69,14 @@ export async function benchChurn(): Promise<void> {
   console.log(`\n${docker}`);
 }
 
+/** The null driver's socket, as seen from outside the host. */
+const nullSocket = (host: DockerHost) => path.join(host.pluginDir, 'nullnet.sock');
+
 /** The null driver (null-driver.ts), started inside the host as ovsnet is. */
 function startNullDriver(host: DockerHost): Promise<Ovsnet> {
   const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
   return Ovsnet.start(
-    path.join(host.pluginDir, 'nullnet.sock'),
+    nullSocket(host),
     { OVSNET_SOCKET: '/run/docker/plugins/nullnet.sock' },
     ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
     main,
@@ -100,14 +103,34 @@ async function dockerRuns(host: DockerHost, ovsnet: Ovsnet): Promise<string> {
   }
 }
 
+type PerContainer = { start: number; stop: number };
+
+/** A storm on `network` and `plugin`'s CPU per container over its starts, then over its removals. */
+async function pluginStorm(
+  host: DockerHost,
+  plugin: Ovsnet,
+  network: string,
+  n: number,
+  prefix: string,
+  afterStart: () => Promise<void>,
+): Promise<{ storm: Storm; cpu: PerContainer }> {
+  const u0 = cpuSeconds(plugin);
+  let u1 = u0;
+  const s = await storm(host, network, n, prefix, async () => {
+    u1 = cpuSeconds(plugin);
+    await afterStart();
+  });
+  return { storm: s, cpu: { start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(plugin) - u1) * 1000) / n } };
+}
+
 async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet): Promise<string> {
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const ovs: Storm[] = [];
   const br: Storm[] = [];
   const nul: Storm[] = [];
-  const cpu: { start: number; stop: number }[] = [];
-  const nullCpu: { start: number; stop: number }[] = [];
+  const cpu: PerContainer[] = [];
+  const nullCpu: PerContainer[] = [];
   /** Both plugins' RSS after each null-driver storm (the two idle then, all containers removed). */
   const rss: string[] = [];
   // ovsnet's loop delay idle (5 s, nothing asked of it), over each of its storms' starts and
@@ -116,6 +139,8 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
   const probe = await LoopProbe.start();
   const loopRows: string[][] = [];
   const begin = () => Promise.all([scrape(host, METRICS_PORT), probe.read()]);
+  /** The null driver's loop delay since the last read (a new window begins). */
+  const nullLag = async () => (await unixGet(nullSocket(host), '/metrics', 5000))?.body ?? '';
   const end = async (label: string, judged: boolean) => {
     const [text, bare] = await begin();
     loopRows.push(loopRow(label, loopDelay(text), bare, judged));
@@ -131,30 +156,19 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
         await begin();
         if (which === 'ovs') {
           // ovsnet's CPU (/proc: both threads) over the starts, then over the removals.
-          const u0 = cpuSeconds(ovsnet);
-          let u1 = u0;
-          ovs.push(
-            await storm(host, 'stormovs', n, `so${r}x`, async () => {
-              u1 = cpuSeconds(ovsnet);
-              await end(`round ${r + 1}: ${n} starts`, true);
-            }),
-          );
-          cpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(ovsnet) - u1) * 1000) / n });
+          const run = await pluginStorm(host, ovsnet, 'stormovs', n, `so${r}x`, () => end(`round ${r + 1}: ${n} starts`, true));
+          ovs.push(run.storm);
+          cpu.push(run.cpu);
           await end(`round ${r + 1}: ${n} removals`, true);
         } else if (which === 'null') {
           // The null driver's own loop delay over its storm's starts, beside the bare process's.
-          const nullLag = async () => (await unixGet(path.join(host.pluginDir, 'nullnet.sock'), '/metrics', 5000))?.body ?? '';
           await nullLag();
-          const u0 = cpuSeconds(nullDriver);
-          let u1 = u0;
-          nul.push(
-            await storm(host, 'stormnull', n, `sn${r}x`, async () => {
-              u1 = cpuSeconds(nullDriver);
-              const [text, bare] = await Promise.all([nullLag(), probe.read()]);
-              loopRows.push(loopRow(`round ${r + 1}: ${n} starts on the null driver (its own loop)`, loopDelay(text), bare, false));
-            }),
-          );
-          nullCpu.push({ start: ((u1 - u0) * 1000) / n, stop: ((cpuSeconds(nullDriver) - u1) * 1000) / n });
+          const run = await pluginStorm(host, nullDriver, 'stormnull', n, `sn${r}x`, async () => {
+            const [text, bare] = await Promise.all([nullLag(), probe.read()]);
+            loopRows.push(loopRow(`round ${r + 1}: ${n} starts on the null driver (its own loop)`, loopDelay(text), bare, false));
+          });
+          nul.push(run.storm);
+          nullCpu.push(run.cpu);
           rss.push(`round ${r + 1}: ovsnet ${fmt(rssMiB(ovsnet), 1)}, the null driver ${fmt(rssMiB(nullDriver), 1)}`);
         } else
           br.push(
@@ -207,7 +221,7 @@ async function dockerRunsOn(host: DockerHost, ovsnet: Ovsnet, nullDriver: Ovsnet
   const costO = (mo ?? NaN) - (mn ?? NaN);
   const costB = (mb ?? NaN) - (mn ?? NaN);
   const costU = (mu ?? NaN) - (mn ?? NaN);
-  const stormLifecycle = (cs: { start: number; stop: number }[]) => cs.map((c) => fmt(c.start + c.stop, 1)).join(' / ');
+  const stormLifecycle = (cs: PerContainer[]) => cs.map((c) => fmt(c.start + c.stop, 1)).join(' / ');
   return [
     `${n} parallel docker run -d, ${rounds} rounds each, alternating which network goes first; target: 0 failures, ovsnet <= 1.00x of the bridge\n`,
     table(

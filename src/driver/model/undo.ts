@@ -6,7 +6,8 @@
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
 
-export type Undo = () => Promise<void>;
+/** A step's undo; what it resolves to is not used. */
+export type Undo = () => Promise<unknown>;
 
 /** Runs the undo steps in reverse; `what` and `id` name the failed operation in the log. */
 export async function undoAll(undo: Undo[], log: Logger, what: string, id: string): Promise<void> {

@@ -40,7 +40,7 @@ export class InfraPorts {
       addresses.push(address);
     }
     const infra = { port: await infraName(this.deps, n.networkId, others), addresses };
-    undo.push(async () => void (await this.deps.ovs.deletePort(infra.port)));
+    undo.push(() => this.deps.ovs.deletePort(infra.port));
     await this.ensure({ ...n, infra });
     return infra;
   }
