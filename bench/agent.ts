@@ -45,6 +45,8 @@ function counted(inner: Store, seen: Seen): Store {
 
 export interface Agent<O extends OvsApi = OvsApi> {
   readonly name: string;
+  /** Its tunnel address (agentVtep of its index): what its tunnel ports are named by. */
+  readonly vtepIp: string;
   readonly ovs: O;
   readonly seen: Seen;
   /** When its registry was up (its record written, the others' listed) and its member key written (performance.now()). */
@@ -67,6 +69,9 @@ export interface AgentSpec<O extends OvsApi> {
   readonly tunnelsLater?: boolean;
 }
 
+/** Agent `i`'s tunnel address, unique per index (10.200.x.y up). */
+export const agentVtep = (i: number): string => `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+
 /** Registers the host, joins the logical network with a network on br0 (which must exist), starts its tunnels. */
 export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSpec<O>): Promise<Agent<O>> {
   const i = spec.index;
@@ -75,7 +80,7 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
   const seen: Seen = { events: 0, bytes: 0, lastEventAt: 0 };
   const raw = new EtcdStore({ endpoints, timeoutMs: 10_000 });
   const store = counted(raw, seen);
-  const vtepIp = `10.${200 + (i >> 16)}.${(i >> 8) & 255}.${i & 255}`;
+  const vtepIp = agentVtep(i);
   const networkId = i.toString(16).padStart(64, '0');
   const network: NetworkRecord = {
     networkId,
@@ -128,5 +133,5 @@ export async function agent<O extends OvsApi>(endpoints: string[], spec: AgentSp
     tunnels.schedule();
   };
   if (spec.tunnelsLater !== true) tunnels.schedule();
-  return { name, ovs, seen, wrote, startTunnels, stop };
+  return { name, vtepIp, ovs, seen, wrote, startTunnels, stop };
 }

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import { tunnelName } from '../src/driver/vxlan/tunnels.js';
 import { FakeOvs } from '../test/helpers/driver-fakes.js';
-import { agent, type Agent } from './agent.js';
+import { agent, agentVtep, type Agent } from './agent.js';
 import { FullHost, type SyncFigures, type TunnelAdd } from './full-host.js';
 import { fmt, median, table } from './stats.js';
 
@@ -83,7 +83,7 @@ async function round(endpoints: string[], n: number, vni: number, full: FullHost
       endpoints,
       logical,
       vni,
-      agents.map((a) => a.name),
+      agents.map((a) => a.vtepIp),
     );
     await sleep(500);
     const before = agents.map((a) => ({ ...a.seen }));
@@ -91,7 +91,7 @@ async function round(endpoints: string[], n: number, vni: number, full: FullHost
     const t1Perf = performance.now();
     const late = await light(endpoints, n, logical, vni);
     agents.push(late);
-    const want = tunnelName(vni, late.name);
+    const want = tunnelName(vni, late.vtepIp) ?? '';
     // One process runs every agent's sync in turn: the last agent's time is the sum of all their
     // work, the first's what one host alone would take.
     const reached: number[] = [];
@@ -106,14 +106,14 @@ async function round(endpoints: string[], n: number, vni: number, full: FullHost
     };
     await until('the new host reached', seen, 60_000);
     const propagationMs = Date.now() - t1;
-    const adds = full === undefined ? [] : [await full.tunnelAdded(vni, late.name, t1Perf)];
+    const adds = full === undefined ? [] : [await full.tunnelAdded(vni, late.vtepIp, t1Perf)];
     await sleep(500);
     const events = agents.slice(0, n).reduce((s, a, k) => s + a.seen.events - (before[k]?.events ?? 0), 0) / n;
     const bytes = agents.slice(0, n).reduce((s, a, k) => s + a.seen.bytes - (before[k]?.bytes ?? 0), 0) / n;
     for (let k = 1; full !== undefined && k < 5; k++) {
       const started = performance.now();
       agents.push(await light(endpoints, n + k, logical, vni));
-      adds.push(await full.tunnelAdded(vni, `scale${n + k}`, started));
+      adds.push(await full.tunnelAdded(vni, agentVtep(n + k), started));
       await sleep(200);
     }
     return {

@@ -169,6 +169,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     log,
     hostName,
     vswitchd,
+    hosts: () => registry.hosts(),
     syncFlows: () => driver.upkeep.syncFlows(),
   });
   const driver = new NetworkDriver({

@@ -4,6 +4,7 @@
  * trace requests of their ovsnet trace (src/cluster/traces.ts). With the embedded store,
  * neither: no host shares it.
  */
+import type { HostRecord } from '../cluster/hosts.js';
 import { TraceAnswerer } from '../cluster/traces.js';
 import type { Config } from '../config/config.js';
 import { RemoteFamilies } from '../driver/groups/remote-family.js';
@@ -19,6 +20,8 @@ export interface PeerPartsInput {
   readonly hostName: string;
   /** ovs-vswitchd's control socket, when the daemon has one already (userspace datapath). */
   readonly vswitchd: Vswitchd | undefined;
+  /** The host registry (the groups find a peer's tunnel port by its address). */
+  readonly hosts: () => ReadonlyMap<string, HostRecord>;
   /** The whole bridge's OpenFlow state made what the records say (Upkeep.syncFlows). */
   readonly syncFlows: () => Promise<unknown>;
 }
@@ -29,6 +32,7 @@ export function peerParts(i: PeerPartsInput): { remoteGroups: RemoteFamilies | u
     store: i.store,
     log: i.log.child({ component: 'groups' }),
     self: i.hostName,
+    hosts: i.hosts,
     onChange: () => {
       i.syncFlows().catch((err: unknown) => i.log.warn({ err }, `cannot apply the groups of logical networks: ${messageOf(err)}`));
     },

@@ -162,7 +162,9 @@ t.test(
     const before = await dropsOnH2();
     t.ok(Number.isInteger(before.vni), `h2 drops what the tunnels of VNI ${before.vni} bring`);
     const port = await m.dockerOk(0, ['exec', 'q1', 'cat', '/sys/class/net/eth0/address']);
-    const tunnel = (await m.host(0).exec(['ovs-vsctl', 'get', 'Interface', tunnelName(before.vni, 'h2'), 'ofport'])).stdout.trim();
+    const tunnel = (
+      await m.host(0).exec(['ovs-vsctl', 'get', 'Interface', tunnelName(before.vni, m.cluster.addresses[1] ?? '') ?? 'none', 'ofport'])
+    ).stdout.trim();
     const mac = port.replace(/:/g, '');
     const ip4 = (a: string) =>
       a

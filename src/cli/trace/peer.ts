@@ -50,10 +50,19 @@ export async function peerPass(r: PeerRequest): Promise<PeerPass | { readonly no
   // ofproto/trace prints "Final flow: unchanged" when no flow rewrote the packet: it left as sent.
   const smac = r.pass.leaving.dl_src ?? r.sent.dl_src;
   const dmac = r.pass.leaving.dl_dst ?? r.sent.dl_dst;
-  if (peer === undefined || me === undefined || r.network.vni === undefined || smac === undefined || dmac === undefined)
+  // The port the packet comes in by on the peer: its tunnel to this host, named by this host's address.
+  const inPort = r.network.vni === undefined || me === undefined ? undefined : tunnelName(r.network.vni, me.vtepIp);
+  if (
+    peer === undefined ||
+    me === undefined ||
+    r.network.vni === undefined ||
+    inPort === undefined ||
+    smac === undefined ||
+    dmac === undefined
+  )
     return { note: `the rest of its way is the peer's (${r.outcome.remote ?? 'unknown'}): ovsnet trace there` };
   const l3 = r.six ? `ipv6_src=${r.src},ipv6_dst=${r.dst}` : `nw_src=${r.src},nw_dst=${r.dst}`;
-  const flow = `${r.l4},in_port=${tunnelName(r.network.vni, r.self)},tun_id=${r.network.vni},tun_src=${me.vtepIp},tun_dst=${peer.vtepIp},dl_src=${smac},dl_dst=${dmac},${l3}`;
+  const flow = `${r.l4},in_port=${inPort},tun_id=${r.network.vni},tun_src=${me.vtepIp},tun_dst=${peer.vtepIp},dl_src=${smac},dl_dst=${dmac},${l3}`;
   try {
     const answer = await tracePeer(r.store, peer.name, r.self, flow);
     const names = namesFrom(

@@ -21,6 +21,7 @@ import { listEndpoints, listNetworks } from '../../driver/records/driver-records
 import { OpenFlow } from '../../driver/ovs/openflow.js';
 import { QosFlows } from '../../driver/ovs/qos-flows.js';
 import { Vswitchd } from '../../driver/ovs/vswitchd.js';
+import { registeredHosts } from '../../cluster/hosts.js';
 import { CT_NEXT } from '../../cluster/traces.js';
 import { dockerContainer, type Destination, type DockerEndpoint, type Proto } from './destination.js';
 import { outcomeOf, parseTrace, verdictOf, type BridgeTrace, type Outcome, type TraceStep } from './explain.js';
@@ -145,6 +146,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
   const target = endpoints.find((e) => addressOf(e.address) === address || addressOf(e.addressV6) === address);
   // A logical parent's family on other hosts, as the daemon plans it (groups/remote-family.ts).
   const family = networks.filter((n) => n.networkId === exit.networkId || n.group?.parent === exit.networkId);
+  const vteps = new Map(exit.logical === undefined ? [] : (await registeredHosts(s.store)).map((h) => [h.name, h.vtepIp]));
   const remote = remotePart({
     self,
     parent: exit,
@@ -152,6 +154,7 @@ export async function trace(s: Session, containerName: string, dest: Destination
     endpointsOf: (id) => endpoints.filter((e) => e.networkId === id),
     localTags: new Map(family.map((n) => [n.group?.name ?? parentName(exit) ?? '', n.tag])),
     ofports,
+    vtepOf: (host) => vteps.get(host),
   });
   const grouped = family.length > 1 || remote.groups;
   const local = target !== undefined && (target.host ?? self) === self;

@@ -9,6 +9,7 @@
  * record, and the endpoints of the networks of families that have a group somewhere, and calls
  * `onChange` (coalesced) when what a plan reads moved.
  */
+import type { HostRecord } from '../../cluster/hosts.js';
 import type { Logger } from '../../lib/log.js';
 import type { FollowedRecords } from '../../store/follow.js';
 import type { Store } from '../../store/types.js';
@@ -39,6 +40,8 @@ export interface RemoteInputs {
   readonly localTags: ReadonlyMap<string, number>;
   /** The bridge's OpenFlow ports by name (the tunnels'). */
   readonly ofports: ReadonlyMap<string, number>;
+  /** A registered host's tunnel address (its tunnel port's name holds it). */
+  readonly vtepOf: (host: string) => string | undefined;
 }
 
 const plain = (cidr: string | undefined) => cidr?.split('/')[0];
@@ -104,7 +107,8 @@ export function remotePart(i: RemoteInputs): RemotePart {
       if (own !== undefined) allows.push({ from: own, to: group });
       allows.push(...resolveAllows(group, wellFormed(n.group?.allow ?? n.allow ?? []), i.localTags).allows);
     }
-    const tunnel = i.ofports.get(tunnelName(vni, host));
+    const port = tunnelName(vni, i.vtepOf(host) ?? '');
+    const tunnel = port === undefined ? undefined : i.ofports.get(port);
     for (const ep of i.endpointsOf(n.networkId)) {
       const address = inside(plain(ep.address), subnets4);
       const address6 = six ? inside(plain(ep.addressV6), subnets6) : undefined;
@@ -133,6 +137,8 @@ export interface RemoteFamiliesDeps {
   readonly store: Store;
   readonly log: Logger;
   readonly self: string;
+  /** The host registry (tunnel ports are named by the peer's address). */
+  readonly hosts: () => ReadonlyMap<string, HostRecord>;
   /** Something a plan reads changed: resync the bridge (called at most every 50 ms). */
   readonly onChange: () => void;
 }
@@ -174,6 +180,7 @@ export class RemoteFamilies {
       endpointsOf: (id) => [...(this.endpoints.get(id)?.records.values() ?? [])],
       localTags,
       ofports,
+      vtepOf: (host) => this.deps.hosts().get(host)?.vtepIp,
     });
   }
 

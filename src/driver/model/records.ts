@@ -172,7 +172,7 @@ export const names = {
   infra: (networkId: string, k = 0) => `ovi${part(networkId, k)}`,
   /** The alias of an endpoint's veth host end. */
   alias: (endpointId: string) => `${LINK_ALIAS_PREFIX}${endpointId}`,
-  // Tunnel ports: tunnelName() in vxlan/tunnels.ts (ovx + VNI + peer).
+  // Tunnel ports: tunnelName() in vxlan/tunnel-plan.ts (ovx + VNI + the peer's tunnel address).
 } as const;
 
 /**

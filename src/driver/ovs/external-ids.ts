@@ -60,5 +60,7 @@ export const networkOf = (port: Tagged): string | undefined => port.externalIds[
 export const roleOf = (port: Tagged): string | undefined => port.externalIds[ID.role];
 /** The peer address a tunnel port reaches. */
 export const remoteOf = (port: Tagged): string | undefined => port.externalIds[ID.remote];
+/** A tunnel port's VNI (NaN if it has none). */
+export const vniOf = (port: Tagged): number => Number(port.externalIds[ID.vni]);
 /** A tunnel port's UDP port. */
 export const portOf = (port: Tagged): number => Number(port.externalIds[ID.port] ?? VXLAN_PORT);

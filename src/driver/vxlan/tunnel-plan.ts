@@ -4,7 +4,6 @@
  * one peer (what a peer's registration or member key changes, tunnels.ts's incremental sync).
  * Both come from tunnelTo, so the two paths cannot disagree on what a tunnel is.
  */
-import { createHash } from 'node:crypto';
 import type { HostRecord } from '../../cluster/hosts.js';
 import type { LogicalNetwork, NetworkRecord } from '../model/records.js';
 
@@ -17,20 +16,27 @@ export interface Tunnel {
   readonly remoteIp: string;
 }
 
-/** Names made so far (a full sync names every tunnel again: one SHA-1 per peer each time). */
-const names = new Map<string, string>();
-
-/** `ovx` + the VNI in hex + 6 hex of the peer's name: 15 characters, unique per (VNI, peer). */
-export function tunnelName(vni: number, peer: string): string {
-  const key = `${vni}/${peer}`;
-  let name = names.get(key);
-  if (name === undefined) {
-    if (names.size >= 100_000) names.clear(); // bounded: peers come and go
-    name = `ovx${vni.toString(16).padStart(6, '0')}${createHash('sha1').update(peer).digest('hex').slice(0, 6)}`;
-    names.set(key, name);
-  }
-  return name;
+/**
+ * `ovx` + the VNI in 6 hex digits + the peer's tunnel address (IPv4, OVSNET_VTEP_IP's form) as
+ * a 32-bit number in 6 base-62 digits: 15 characters, the most a port name may have. The name
+ * is what OVS tells a tunnel by (its key and remote_ip), written out whole: two tunnels of one
+ * host never share a name. (Six hex digits of a hash of the peer's name collided at 1,000 peers
+ * in one VNI about 3% of the time, and two peers then took turns holding one port.) Undefined
+ * when `remoteIp` is not an IPv4 address: no tunnel can go there from an IPv4 VTEP.
+ */
+export function tunnelName(vni: number, remoteIp: string): string | undefined {
+  const m = IPV4.exec(remoteIp);
+  if (m === null) return undefined;
+  let n = m.slice(1).reduce((a, o) => a * 256 + Number(o), 0);
+  let ip = '';
+  for (let i = 0; i < 6; i++, n = Math.floor(n / 62)) ip = BASE62.charAt(n % 62) + ip;
+  return `ovx${vni.toString(16).padStart(6, '0')}${ip}`;
 }
+
+/** OVSNET_VTEP_IP's octets (config.ts). */
+const OCTET = '(25[0-5]|2[0-4]\\d|1?\\d?\\d)';
+const IPV4 = new RegExp(`^${OCTET}\\.${OCTET}\\.${OCTET}\\.${OCTET}$`);
+const BASE62 = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ';
 
 /** The tunnel of network `n` to `peer`, if `peer` is a live member of n's logical network other than `self`. */
 function tunnelTo(
@@ -44,8 +50,10 @@ function tunnelTo(
   const members = logical.get(n.logical)?.members;
   const host = hosts.get(peer);
   // Object.hasOwn: a peer named "constructor" is no member of every network.
-  if (members === undefined || !Object.hasOwn(members, peer) || host === undefined || host.vtepIp === '') return undefined;
-  return { name: tunnelName(n.vni, peer), bridge: n.bridge, tag: n.tag, vni: n.vni, peer, remoteIp: host.vtepIp };
+  if (members === undefined || !Object.hasOwn(members, peer) || host === undefined) return undefined;
+  const name = tunnelName(n.vni, host.vtepIp);
+  if (name === undefined) return undefined; // no address (''), or not one an IPv4 VTEP reaches
+  return { name, bridge: n.bridge, tag: n.tag, vni: n.vni, peer, remoteIp: host.vtepIp };
 }
 
 /** The tunnels this host should have, by peer. Pure. */

@@ -24,8 +24,8 @@ import type { Store } from '../../store/types.js';
 import type { NetworkRecord } from '../model/records.js';
 import { FollowedLogical } from '../records/logical-follow.js';
 import type { OvsApi } from '../effects/deps.js';
-import { portOf, remoteOf, roleOf, tunnelIds, VXLAN_PORT } from '../ovs/external-ids.js';
-import { sameTunnel, wantedTunnels, wantedTunnelsTo, type Tunnel } from './tunnel-plan.js';
+import { portOf, remoteOf, roleOf, tunnelIds, vniOf, VXLAN_PORT } from '../ovs/external-ids.js';
+import { sameTunnel, tunnelName, wantedTunnels, wantedTunnelsTo, type Tunnel } from './tunnel-plan.js';
 
 export { tunnelName, wantedTunnels, type Tunnel } from './tunnel-plan.js';
 
@@ -69,6 +69,8 @@ export class Tunnels {
   private peers = new Set<string>();
   /** The tunnels this host made, by peer: the last full sync's, changed by the syncs by peer. */
   private readonly applied = new Map<string, readonly Tunnel[]>();
+  /** The peers whose tunnels (as made) are each port: two when two peers share an address. */
+  private readonly owners = new Map<string, Set<string>>();
   private timer: NodeJS.Timeout | undefined;
   /** Ports were added and afterAdding has not succeeded since. */
   private addedUnsettled = false;
@@ -152,21 +154,37 @@ export class Tunnels {
     const added: string[] = [];
     const removed: string[] = [];
     const udp = this.udp();
+    const haveNames = new Set(have.map((p) => p.name));
+    const kept = new Set<string>();
     for (const port of have) {
       const w = byName.get(port.name);
-      if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag && portOf(port) === udp) continue;
+      if (w !== undefined && remoteOf(port) === w.remoteIp && port.tag === w.tag && portOf(port) === udp) {
+        kept.add(port.name);
+        continue;
+      }
       await this.deps.ovs.deletePort(port.name);
       removed.push(port.name);
+      // Its successor at once (the same peer's address and VNI: a tag or address changed, or a
+      // name of an earlier version's), so that peer's traffic pauses for one OVSDB round trip,
+      // not for the whole sync.
+      const next = byName.get(tunnelName(vniOf(port), remoteOf(port) ?? '') ?? '') ?? w;
+      if (next === undefined || kept.has(next.name) || (next.name !== port.name && haveNames.has(next.name))) continue;
+      await this.add(next, self.vtepIp);
+      added.push(next.name);
+      kept.add(next.name);
     }
-    const kept = new Set(have.filter((p) => !removed.includes(p.name)).map((p) => p.name));
     for (const w of wanted) {
-      if (kept.has(w.name)) continue;
+      if (kept.has(w.name)) continue; // made, or wanted by a peer before (two peers at one address: one port)
       await this.add(w, self.vtepIp);
       added.push(w.name);
+      kept.add(w.name);
     }
     this.applied.clear();
-    for (const w of wanted) this.applied.set(w.peer, [...(this.applied.get(w.peer) ?? []), w]);
-    this.count = wanted.length;
+    this.owners.clear();
+    const byPeer = new Map<string, Tunnel[]>();
+    for (const w of wanted) byPeer.set(w.peer, [...(byPeer.get(w.peer) ?? []), w]);
+    for (const [peer, tunnels] of byPeer) this.setApplied(peer, tunnels);
+    this.count = byName.size;
     await this.changed(added, removed);
   }
 
@@ -178,8 +196,11 @@ export class Tunnels {
     const [networks, logical, hosts] = [await this.deps.networks(), this.logical.records, this.deps.hosts()];
     const added: string[] = [];
     const removed: string[] = [];
-    for (const peer of peers) {
-      const want = wantedTunnelsTo(self.name, peer, networks, logical, hosts);
+    const plans = [...peers].map((peer) => ({ peer, want: wantedTunnelsTo(self.name, peer, networks, logical, hosts) }));
+    // A port is named by its VNI and address: a peer registered at another's address shares the
+    // other's port, which only a full sync (every peer's tunnels at once) may add or remove.
+    if (this.shared(plans)) return this.syncAll();
+    for (const { peer, want } of plans) {
       const have = this.applied.get(peer) ?? [];
       for (const h of have) {
         if (want.some((w) => sameTunnel(w, h))) continue;
@@ -191,11 +212,34 @@ export class Tunnels {
         await this.add(w, self.vtepIp);
         added.push(w.name);
       }
-      if (want.length === 0) this.applied.delete(peer);
-      else this.applied.set(peer, want);
+      this.setApplied(peer, want);
       this.count += want.length - have.length;
     }
     await this.changed(added, removed);
+  }
+
+  /** Whether a port these peers want or made is another peer's too (wanted in this sync, or made). */
+  private shared(plans: readonly { readonly peer: string; readonly want: readonly Tunnel[] }[]): boolean {
+    const wantedBy = new Map<string, string>();
+    for (const { peer, want } of plans)
+      for (const t of [...want, ...(this.applied.get(peer) ?? [])]) {
+        const other = wantedBy.get(t.name) ?? peer;
+        if (other !== peer || [...(this.owners.get(t.name) ?? [])].some((p) => p !== peer)) return true;
+        wantedBy.set(t.name, peer);
+      }
+    return false;
+  }
+
+  /** `peer`'s tunnels as made now (none: forgotten), in applied and in owners. */
+  private setApplied(peer: string, tunnels: readonly Tunnel[]): void {
+    for (const t of this.applied.get(peer) ?? []) {
+      const owners = this.owners.get(t.name);
+      owners?.delete(peer);
+      if (owners?.size === 0) this.owners.delete(t.name);
+    }
+    if (tunnels.length === 0) this.applied.delete(peer);
+    else this.applied.set(peer, tunnels);
+    for (const t of tunnels) this.owners.set(t.name, (this.owners.get(t.name) ?? new Set()).add(peer));
   }
 
   private udp(): number {

@@ -41,9 +41,14 @@ const endpoints: Record<string, EndpointRecord[]> = {
   p3: [ep('p3', 31)],
   x3: [ep('x3', 99)],
 };
+const vteps = new Map([
+  ['h2', '192.0.2.2'],
+  ['h3', '192.0.2.3'],
+]);
+const tunnelTo = (host: string) => tunnelName(7, vteps.get(host) ?? '') ?? '';
 const ofports = new Map([
-  [tunnelName(7, 'h2'), 40],
-  [tunnelName(7, 'h3'), 41],
+  [tunnelTo('h2'), 40],
+  [tunnelTo('h3'), 41],
 ]);
 const inputs = {
   self: 'h1',
@@ -55,6 +60,7 @@ const inputs = {
     ['web', 11],
   ]),
   ofports,
+  vtepOf: (host: string) => vteps.get(host),
 };
 
 t.test("the family on other hosts: their parent's network and its groups, no other logical network's", async (t) => {
@@ -105,11 +111,29 @@ t.test("allows: the receiver's own rule, resolved to this host's tags, and the s
 });
 
 t.test('a member whose host has no tunnel yet is left out, and said so', async (t) => {
-  const { plan, skipped } = remotePart({ ...inputs, ofports: new Map([[tunnelName(7, 'h2'), 40]]) });
+  const { plan, skipped } = remotePart({ ...inputs, ofports: new Map([[tunnelTo('h2'), 40]]) });
   t.equal(skipped.length, 1);
   t.match(skipped[0], /^h3\//);
   t.notOk(plan?.members.some((m) => m.address === '10.9.0.31'));
 });
+
+t.test(
+  "a member's tunnel is the port named by its host's address: unregistered, or moved to an address with no port yet, it is left out",
+  async (t) => {
+    const unregistered = remotePart({ ...inputs, vtepOf: (host) => (host === 'h3' ? undefined : vteps.get(host)) });
+    t.same(
+      unregistered.skipped.map((s) => s.split('/')[0]),
+      ['h3'],
+    );
+    const moved = remotePart({ ...inputs, vtepOf: (host) => (host === 'h3' ? '192.0.2.33' : vteps.get(host)) });
+    t.same(
+      moved.skipped.map((s) => s.split('/')[0]),
+      ['h3'],
+      "h3's port is still the one to its old address",
+    );
+    t.equal(new Map(moved.plan?.members.map((m) => [m.address, m])).get('10.9.0.21')?.tunnel, 40);
+  },
+);
 
 t.test('no family elsewhere, or not a logical parent: nothing added', async (t) => {
   t.same(remotePart({ ...inputs, networks: [mine] }), { plan: undefined, groups: false, skipped: [] });

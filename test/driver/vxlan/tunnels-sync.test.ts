@@ -7,9 +7,9 @@
 import t, { type Test } from 'tap';
 import type { HostRecord } from '../../../src/cluster/hosts.js';
 import type { LogicalNetwork, NetworkRecord } from '../../../src/driver/model/records.js';
-import { remoteOf, roleOf } from '../../../src/driver/ovs/external-ids.js';
+import { remoteOf, roleOf, tunnelIds } from '../../../src/driver/ovs/external-ids.js';
 import { joinLogical, leaveLogical } from '../../../src/driver/vxlan/logical.js';
-import { Tunnels, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
+import { Tunnels, tunnelName, wantedTunnels } from '../../../src/driver/vxlan/tunnels.js';
 import { createLogger } from '../../../src/lib/log.js';
 import type { Store } from '../../../src/store/types.js';
 import { FakeOvs } from '../../helpers/driver-fakes.js';
@@ -22,12 +22,16 @@ const SELF = 'self';
 /** FakeOvs counting the calls the tunnels make. */
 class CountingOvs extends FakeOvs {
   calls = { addPort: 0, deletePort: 0, ownPorts: 0 };
+  /** Ports added (+name) and deleted (-name), in order. */
+  readonly order: string[] = [];
   override addPort(...a: Parameters<FakeOvs['addPort']>): Promise<void> {
     this.calls.addPort++;
+    this.order.push(`+${a[1]}`);
     return super.addPort(...a);
   }
   override deletePort(name: string): Promise<boolean> {
     this.calls.deletePort++;
+    this.order.push(`-${name}`);
     return super.deletePort(name);
   }
   override ownPorts(): ReturnType<FakeOvs['ownPorts']> {
@@ -132,9 +136,8 @@ class Rig {
       // The VNI is the local network's (NETS): the record's is not read here.
       logical.set(name, { name, encap: 'vxlan', vni: 0, subnets: [], internal: false, members, createdBy: SELF, createdAt: '' });
     }
-    return wantedTunnels(SELF, NETS, logical, this.hosts)
-      .map((w) => `${w.name} ${w.remoteIp} ${w.tag}`)
-      .sort();
+    // Two peers at one address want one port.
+    return [...new Set(wantedTunnels(SELF, NETS, logical, this.hosts).map((w) => `${w.name} ${w.remoteIp} ${w.tag}`))].sort();
   }
 
   /** The tunnel ports in OVS, as wanted() gives them. */
@@ -253,6 +256,58 @@ t.test('random joins, leaves, VTEP changes and restarts, events at once: OVS alw
     await rig.tunnels.stop();
   }
 });
+
+t.test('two peers at one address (one re-registered under a new name) share one port, kept until neither wants it', async (t) => {
+  const rig = new Rig(t, tempStore(t));
+  await rig.up();
+  rig.register('old', '10.6.0.1');
+  await rig.join('old', 'blue');
+  await rig.inLine("old's tunnel");
+  rig.register('new', '10.6.0.1');
+  await rig.join('new', 'blue');
+  await rig.inLine('the same port for new');
+  t.equal(rig.have().length, 1);
+  t.equal(rig.tunnels.count, 1);
+  rig.ovs.reset();
+  await rig.leave('old', 'blue');
+  rig.deregister('old');
+  await rig.inLine('the port stays: new wants it');
+  t.equal(rig.ovs.calls.deletePort, 0, 'not taken down under new');
+  t.equal(rig.have().length, 1);
+  await rig.leave('new', 'blue');
+  rig.deregister('new');
+  await rig.inLine('gone with the last peer at the address');
+  t.same(rig.have(), []);
+  t.equal(rig.tunnels.count, 0);
+});
+
+t.test(
+  "an earlier version's tunnel ports (named by a hash of the peer's name) are replaced at start, each successor right after",
+  async (t) => {
+    const rig = new Rig(t, tempStore(t));
+    await rig.ovs.ensureBridge('br0', 'system', 'standalone');
+    const peers = [
+      ['a', '10.7.0.1', 'ovx0000078e2fd5'],
+      ['b', '10.7.0.2', 'ovx0000073a1b77'],
+    ] as const;
+    for (const [peer, ip, old] of peers) {
+      rig.hosts.set(peer, host(peer, ip));
+      await rig.join(peer, 'blue');
+      await rig.ovs.addPort('br0', old, {
+        tag: 3,
+        type: 'vxlan',
+        protected: true,
+        options: { remote_ip: ip, key: '7' },
+        externalIds: tunnelIds(peer, ip, 7),
+      });
+    }
+    rig.ovs.order.length = 0;
+    await rig.up();
+    await rig.inLine('renamed');
+    const [a, b] = peers.map(([, ip]) => tunnelName(7, ip) ?? '');
+    t.same(rig.ovs.order, ['-ovx0000078e2fd5', `+${a ?? ''}`, '-ovx0000073a1b77', `+${b ?? ''}`]);
+  },
+);
 
 t.test('the periodic full sync puts back a tunnel port removed or changed behind ovsnet’s back', async (t) => {
   const rig = new Rig(t, tempStore(t), 200);
