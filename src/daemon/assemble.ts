@@ -92,7 +92,7 @@ export interface Parts {
 export function assemble(config: Config, log: Logger, settings: Settings = effectiveSettings({})): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
   // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
-  const metrics = new Metrics();
+  const metrics = new Metrics({ runtime: config.metrics !== undefined });
   const observed = config.metrics === undefined ? undefined : metrics;
   const raw = openStore(config.store, config.storeTimeoutMs, log);
   const store: Store = observed === undefined ? raw : observed.instrument(raw);

@@ -3,7 +3,7 @@
  * write transaction (BEGIN IMMEDIATE) per store transaction, so two processes on one file
  * serialise their writes and a reader never sees half a transaction; a global revision in `meta`
  * moved by one per writing transaction; every change appended to `events` under its revision
- * (watches replay from there and poll the revision to see other processes' writes); leases in
+ * (watches replay from there, and hear other processes' writes: write-watch.ts); leases in
  * `leases` with an absolute expiry, swept by any process. better-sqlite3 is synchronous: each
  * call holds the event loop for one SQLite transaction (tens of microseconds, plus a commit's
  * fsync). Schema and statements: sqlite-db.ts; transactions: sqlite-txn.ts; watches:
@@ -19,12 +19,16 @@ import { MAX_PAGE } from '../common.js';
 import { currentRevision, openDatabase, prepareStatements, toKv, type Statements } from './sqlite-db.js';
 import { applyTxn, expireLeases } from './sqlite-txn.js';
 import { SqliteWatches } from './sqlite-watch.js';
+import { watchWrites, type WriteWatch } from './write-watch.js';
 
 export interface SqliteStoreOptions {
   readonly file: string;
   /** How long a writer waits for another process's lock before STORE_UNAVAILABLE. */
   readonly busyTimeoutMs?: number;
-  /** How often other processes' writes are looked for, for watches. */
+  /**
+   * How often other processes' writes are looked for, for watches, besides hearing them as they
+   * happen (write-watch.ts): POLL_MS unless said; FAST_POLL_MS when they cannot be heard.
+   */
   readonly pollMs?: number;
   /** How often expired leases are swept. */
   readonly sweepMs?: number;
@@ -34,6 +38,11 @@ export interface SqliteStoreOptions {
   readonly now?: () => number;
 }
 
+/** The revision's poll while other processes' writes are heard as they happen: a safety net. */
+export const POLL_MS = 1000;
+/** The poll when they cannot be heard (no inotify). */
+export const FAST_POLL_MS = 20;
+
 export class SqliteStore implements Store {
   readonly kind = 'sqlite' as const;
   private readonly db: Database.Database;
@@ -42,6 +51,8 @@ export class SqliteStore implements Store {
   private readonly watches: SqliteWatches;
   private closed = false;
   private readonly timers: NodeJS.Timeout[] = [];
+  private poller: NodeJS.Timeout | undefined;
+  private readonly writes: WriteWatch | undefined;
   private readonly s: Statements;
 
   constructor(options: SqliteStoreOptions) {
@@ -59,11 +70,22 @@ export class SqliteStore implements Store {
     }
     this.s = prepareStatements(this.db);
     this.watches = new SqliteWatches(this.s);
-    const poll = setInterval(() => this.dispatch(), options.pollMs ?? 20);
     const sweep = setInterval(() => this.sweep(), options.sweepMs ?? 250);
-    poll.unref();
     sweep.unref();
-    this.timers.push(poll, sweep);
+    this.timers.push(sweep);
+    this.writes = watchWrites(
+      options.file,
+      () => this.dispatch(),
+      () => this.poll(options.pollMs ?? FAST_POLL_MS),
+    );
+    this.poll(options.pollMs ?? (this.writes === undefined ? FAST_POLL_MS : POLL_MS));
+  }
+
+  /** Looks for other processes' writes every `ms` (replacing the poll there was). */
+  private poll(ms: number): void {
+    if (this.closed) return;
+    clearInterval(this.poller);
+    this.poller = setInterval(() => this.dispatch(), ms).unref();
   }
 
   get(key: string): Promise<KeyValue | undefined> {
@@ -155,6 +177,8 @@ export class SqliteStore implements Store {
     if (this.closed) return Promise.resolve();
     this.closed = true;
     this.timers.forEach((t) => clearInterval(t));
+    clearInterval(this.poller);
+    this.writes?.close();
     const err = new OvsnetError('STORE_CLOSED', 'the store was closed');
     this.watches.endAll(err);
     this.db.close();

@@ -27,6 +27,26 @@ t.test('two handles on one file see each other, watches included', async (t) => 
   await w.close();
 });
 
+t.test("another handle's write is heard as it happens, not at the poll or sweep (60 s here)", async (t) => {
+  const file = path.join(dir, 'heard.db');
+  const a = new SqliteStore({ file, pollMs: 60_000, sweepMs: 60_000 });
+  const b = new SqliteStore({ file, pollMs: 60_000, sweepMs: 60_000 });
+  t.teardown(async () => {
+    await a.close();
+    await b.close();
+  });
+  const seen: string[] = [];
+  const w = await b.watch('/h/', (await b.revision()) + 1, { onEvents: (evs) => evs.forEach((e) => seen.push(e.kv.value)) });
+  for (let i = 0; i < 3; i++) {
+    await a.txn({ compares: [], success: [{ type: 'put', key: `/h/${i}`, value: `v${i}` }] });
+    // A correctness bound, far under the poll: heard by inotify, not found by polling.
+    const until = Date.now() + 5000;
+    while (seen.length <= i && Date.now() < until) await new Promise((r) => setTimeout(r, 5));
+  }
+  t.same(seen, ['v0', 'v1', 'v2']);
+  await w.close();
+});
+
 t.test('a watch from compacted history fails clearly', async (t) => {
   const s = new SqliteStore({ file: path.join(dir, 'compact.db'), historyRevisions: 5, sweepMs: 20 });
   t.teardown(() => s.close());
