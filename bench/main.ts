@@ -3,6 +3,7 @@ import { benchChurn } from './churn.js';
 import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
 import { benchHosts } from './hosts.js';
+import { benchIdle } from './idle.js';
 import { benchIpam } from './ipam.js';
 import { benchLinks } from './links.js';
 import { benchRequests } from './requests.js';
@@ -27,6 +28,7 @@ const suites: Record<string, () => Promise<void>> = {
   startup: benchStartup,
   vip: benchVip,
   requests: benchRequests,
+  idle: benchIdle,
   policy: benchPolicy,
 };
 

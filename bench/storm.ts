@@ -64,7 +64,7 @@ export function rssMiB(ovsnet: Ovsnet): number {
 }
 
 /** The `ovsnet serve` process: `pid` itself, or its child when started through a wrapper that forks. */
-function servePid(pid: number): number {
+export function servePid(pid: number): number {
   const cmd = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8');
   if (cmd.includes('serve')) return pid;
   const children = fs.readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(' ').filter(Boolean);
