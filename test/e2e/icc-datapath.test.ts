@@ -17,6 +17,7 @@ import { iccCookie, iccFlows, type IccPlan } from '../../src/driver/network/icc-
 import { Nat } from '../../src/driver/ports/nat.js';
 import { QosFlows, meterId } from '../../src/driver/ovs/qos-flows.js';
 import { flavour } from '../../src/driver/ports/iptables-flavour.js';
+import { stdinText } from '../../src/lib/exec.js';
 import { must, run } from '../harness/host.js';
 import { connects, nsSwitch, type Member } from '../harness/ns-switch.js';
 
@@ -38,7 +39,7 @@ const plan: IccPlan = {
   members: members.map((m) => ({ ofport: m.ofport, mac: m.mac, address: m.address, address6: m.address6 })),
 };
 const nat = new Nat(async (cmd, args, input) => {
-  const r = await run('ip', ['netns', 'exec', sw.ns, cmd, ...args], input === undefined ? {} : { input });
+  const r = await run('ip', ['netns', 'exec', sw.ns, cmd, ...args], input === undefined ? {} : { input: stdinText(input) });
   return { ...r, code: r.code ?? -1 };
 }, flavour(''));
 

@@ -11,6 +11,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { OpenFlow } from '../../src/driver/ovs/openflow.js';
+import { exec } from '../../src/lib/exec.js';
 import { must, run, type Run } from './host.js';
 
 const SCHEMA = '/usr/share/openvswitch/vswitch.ovsschema';
@@ -44,7 +45,8 @@ export async function nsSwitch(t: Test, prefix: string, gateway: { tag: number; 
   const id = randomBytes(2).toString('hex');
   const sw = `${prefix}-sw-${id}`;
   const dir = path.join('/tmp', `ovsnet-${prefix}-${id}`);
-  const env = { ...process.env, OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVS_SYSCONFDIR: dir };
+  const ovsEnv = { OVS_RUNDIR: dir, OVS_DBDIR: dir, OVS_LOGDIR: dir, OVS_SYSCONFDIR: dir };
+  const env = { ...process.env, ...ovsEnv };
   const inSw = (args: readonly string[]) => must('ip', ['netns', 'exec', sw, ...args], env);
   const vsctl = (args: readonly string[]) => inSw(['ovs-vsctl', `--db=unix:${dir}/db.sock`, ...args]);
   const namespaces: string[] = [];
@@ -84,10 +86,15 @@ export async function nsSwitch(t: Test, prefix: string, gateway: { tag: number; 
   };
   const macOf = async (ns: string, dev: string) =>
     (await must('ip', ['-n', ns, '-j', 'link', 'show', dev])).stdout.match(/"address":"([^"]+)"/)?.[1] ?? '';
-  const openflow = new OpenFlow(async (cmd, args, input) => {
-    const r = await run('ip', ['netns', 'exec', sw, cmd, ...args], { env, ...(input === undefined ? {} : { input }) });
-    return { ...r, code: r.code ?? -1 };
-  });
+  // ovsnet's own spawner, so that a file given as stdin reaches ovs-ofctl as one (/dev/stdin).
+  const openflow = new OpenFlow((cmd, args, input, timeoutMs) =>
+    exec(
+      'ip',
+      ['netns', 'exec', sw, 'env', ...Object.entries(ovsEnv).map(([k, v]) => `${k}=${v}`), cmd, ...args],
+      input,
+      timeoutMs ?? 120_000,
+    ),
+  );
   const member = async (name: string, tag: number, address: string, address6: string): Promise<Member> => {
     const ns = `${prefix}-${name}-${id}`;
     await must('ip', ['netns', 'add', ns]);

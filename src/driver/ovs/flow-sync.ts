@@ -7,13 +7,10 @@
  * left alone: a sync with nothing to change makes no OpenFlow modification at all (one
  * diff-flows and, when meters are wanted or held, one dump-meters, both reads).
  *
- * diff-flows reads the wanted flows from a file (it takes no stdin): one per call, in a directory
- * of that call's own (mkdtemp, mode 0700, under the system's temporary directory), both removed
- * once the call is done, so nothing of ovsnet's stays in the temporary directory.
+ * diff-flows reads the wanted flows only from a named file: it is given /dev/stdin, and its stdin
+ * is a file with no name (exec.ts), so nothing of ovsnet's is ever left in the temporary
+ * directory, not even by a daemon killed during the call.
  */
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
-import os from 'node:os';
-import path from 'node:path';
 import { OvsnetError } from '../../lib/errors.js';
 import {
   flowMods,
@@ -69,18 +66,6 @@ export const changeCount = (c: Changes): number =>
   c.groups.modify.length +
   c.groups.remove.length;
 
-/** A file holding `text`, in a directory of its own, for the length of `use`; both removed after. */
-async function withFile<T>(text: string, use: (file: string) => Promise<T>): Promise<T> {
-  const dir = await mkdtemp(path.join(os.tmpdir(), 'ovsnet-flows-'));
-  try {
-    const file = path.join(dir, 'wanted.flows');
-    await writeFile(file, text, { flag: 'wx', mode: 0o600 });
-    return await use(file);
-  } finally {
-    await rm(dir, { recursive: true, force: true });
-  }
-}
-
 export class FlowSync {
   /**
    * `mgmt`: the bridge's management socket, when known (a unix OVSDB socket's directory): meters
@@ -99,12 +84,9 @@ export class FlowSync {
   async diff(bridge: string, scope: CookieScope, wanted: Wanted, ownMeters = wanted.meters !== undefined): Promise<Changes> {
     const text = wanted.flows.length === 0 ? '' : `${wanted.flows.join('\n')}\n`;
     // diff-flows exits 2 when the two sides differ, 1 when it failed.
-    const r = await withFile(text, async (file) => {
-      const args = ['diff-flows', bridge, file];
-      const answer = await this.of.answer(args, OF13);
-      if (answer.code !== 0 && answer.code !== 2) throw this.of.error(args, answer, OF13);
-      return answer;
-    });
+    const args = ['diff-flows', bridge, '/dev/stdin'];
+    const r = await this.of.answer(args, { ...OF13, input: { file: text } });
+    if (r.code !== 0 && r.code !== 2) throw this.of.error(args, r, OF13);
     const flows = r.stdout.trim() === '' ? noMods : flowMods(r.stdout, scope);
     const groups =
       wanted.groups === undefined
@@ -164,10 +146,8 @@ export class FlowSync {
         ...mods.lines.map((l) => `flow ${l}`),
         ...groups.remove.map((id) => group('delete', id)),
       ];
-      r = await withFile(`${lines.join('\n')}\n`, (file) => {
-        args = [...OF15, 'bundle', bridge, file];
-        return this.of.answer(args);
-      });
+      args = [...OF15, 'bundle', bridge, '/dev/stdin'];
+      r = await this.of.answer(args, { input: { file: `${lines.join('\n')}\n` } });
     }
     if (r.code === 0) return;
     const base = this.of.error(args, r);

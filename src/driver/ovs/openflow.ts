@@ -7,7 +7,7 @@
  */
 import { setTimeout as delay } from 'node:timers/promises';
 import { OvsnetError } from '../../lib/errors.js';
-import { exec, type ExecResult, type Run } from '../../lib/exec.js';
+import { exec, type ExecResult, type Run, type Stdin } from '../../lib/exec.js';
 
 const OF13 = ['-O', 'OpenFlow13'];
 
@@ -17,8 +17,8 @@ const UNREACHED = /failed to connect to socket|connection refused|connection res
 export interface OfctlCall {
   /** `-O OpenFlow13` first: meters, conntrack and registers need it. */
   readonly of13?: boolean;
-  /** stdin: add-flows' batch. */
-  readonly input?: string;
+  /** stdin: add-flows' batch; diff-flows' wanted flows as a file (`/dev/stdin`). */
+  readonly input?: Stdin;
   /** Whether running it twice does what running it once does (reads, replacing adds, deletes); true unless said. */
   readonly repeatable?: boolean;
   /** The run's timeout (the spawner's 10 s unless said): a caller bound in time (a metrics scrape) says less. */

@@ -3,12 +3,11 @@
  * read, meters before the bundle and stale ones after, one bundle of every flow change, and
  * nothing written when nothing is to change.
  */
-import fs from 'node:fs';
-import path from 'node:path';
 import t from 'tap';
 import { OWN } from '../../../src/driver/ovs/cookies.js';
 import { FlowSync } from '../../../src/driver/ovs/flow-sync.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
+import { stdinText, type Stdin } from '../../../src/lib/exec.js';
 
 type Answer = { code: number; stdout: string; stderr: string };
 const ok = (stdout = ''): Answer => ({ code: 0, stdout, stderr: '' });
@@ -22,17 +21,17 @@ interface Call {
 }
 
 /** A scripted ovs-ofctl: `answer` by verb, every call kept. */
-function scripted(answer: (verb: string, args: readonly string[]) => Answer) {
+function scripted(answer: (verb: string, args: readonly string[], input?: Stdin) => Answer) {
   const calls: Call[] = [];
-  const run = async (_cmd: string, args: readonly string[], input?: string) => {
+  const run = async (_cmd: string, args: readonly string[], input?: Stdin) => {
     const verb = args.find((a) => /^[a-z]+-[a-z]+$/.test(a)) ?? '';
-    const call: Call = { args: [...args], ...(input === undefined ? {} : { input }) };
-    if (verb === 'diff-flows') {
+    const call: Call = { args: [...args], ...(typeof input === 'string' ? { input } : {}) };
+    if (typeof input === 'object') {
       call.file = args.at(-1) ?? '';
-      call.wanted = fs.readFileSync(call.file, 'utf8');
+      call.wanted = input.file;
     }
     calls.push(call);
-    return answer(verb, args);
+    return answer(verb, args, input);
   };
   return { sync: new FlowSync(new OpenFlow(run, 1)), calls, verbs: () => calls.map((c) => c.args.find((a) => /^[a-z]+-[a-z]+$/.test(a))) };
 }
@@ -51,8 +50,8 @@ t.test('nothing to change: one diff-flows (and dump-meters only when meters are 
   const changes = await flowsOnly.sync.sync('br0', OWN, { flows: [BASE, GUARD] });
   t.same(flowsOnly.verbs(), ['diff-flows']);
   t.same(flowsOnly.calls[0]?.args.slice(0, 4), ['-O', 'OpenFlow13', 'diff-flows', 'br0']);
-  t.equal(flowsOnly.calls[0]?.wanted, `${BASE}\n${GUARD}\n`, 'the wanted flows, one a line, from a file');
-  t.notOk(fs.existsSync(flowsOnly.calls[0]?.file ?? ''), 'the file is gone once the call is done');
+  t.equal(flowsOnly.calls[0]?.wanted, `${BASE}\n${GUARD}\n`, 'the wanted flows, one a line, as stdin given as a file');
+  t.equal(flowsOnly.calls[0]?.file, '/dev/stdin', 'diff-flows reads it by /dev/stdin (it takes only files)');
   t.same(changes, {
     flows: { lines: [], added: 0, modified: 0, deleted: 0 },
     meters: { add: [], modify: [], remove: [] },
@@ -168,10 +167,13 @@ t.test('groups: compared with dump-groups, added and modified before the flows i
   const G1 = 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.7))';
   const G2 = 'type=select,bucket=bucket_id:0,actions=ct(commit,table=52,zone=4101,nat(dst=10.90.0.8))';
   let bundled = '';
-  const s = scripted((verb, args) => {
+  const s = scripted((verb, args, input) => {
     if (verb === 'diff-flows') return { code: 2, stdout: '+priority=0 cookie=0xf5c000000000000 actions=NORMAL\n', stderr: '' };
     if (verb === 'dump-groups') return ok(` group_id=${0x0f610002},${G2}\n group_id=${0x0f610003},${G1}\n group_id=9,type=all\n`);
-    if (args.includes('bundle')) bundled = fs.readFileSync(args.at(-1) ?? '', 'utf8');
+    if (args.includes('bundle')) {
+      t.equal(args.at(-1), '/dev/stdin', 'the bundle is read from stdin, a file');
+      bundled = stdinText(input);
+    }
     return ok();
   });
   const wanted = {
@@ -213,16 +215,10 @@ t.test('groups already right: no bundle at all', async (t) => {
   );
 });
 
-t.test('the wanted flows file and its directory are gone after the call, whether it succeeded or failed', async (t) => {
+t.test('the wanted flows go as a file on stdin, whether the call succeeded or failed (exec.ts: it has no name)', async (t) => {
   for (const code of [0, 2, 1]) {
     const { sync, calls } = scripted(() => ({ code, stdout: '', stderr: code === 1 ? 'failed\n' : '' }));
     await sync.diff('br0', OWN, { flows: [BASE] }).catch(() => undefined);
-    const file = calls[0]?.file ?? '';
-    t.match(calls[0]?.wanted, BASE, `exit ${code}: the file held the wanted flows while the call ran`);
-    t.match(path.basename(path.dirname(file)), /^ovsnet-flows-/);
-    t.notOk(fs.existsSync(path.dirname(file)), `exit ${code}: its directory is removed`);
+    t.same([calls[0]?.file, calls[0]?.wanted], ['/dev/stdin', `${BASE}\n`], `exit ${code}`);
   }
-  const { sync, calls } = scripted(() => ok());
-  await Promise.all([1, 2, 3].map(() => sync.diff('br0', OWN, { flows: [BASE] })));
-  t.equal(new Set(calls.map((c) => path.dirname(c.file ?? ''))).size, 3, 'concurrent calls each have a directory of their own');
 });

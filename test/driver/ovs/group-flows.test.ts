@@ -2,7 +2,6 @@
  * Endpoint groups' flows (pure) and how ovs-ofctl is called; their effect on traffic is
  * test/e2e/groups-datapath.test.ts.
  */
-import fs from 'node:fs';
 import t from 'tap';
 import { inScope } from '../../../src/driver/ovs/cookies.js';
 import { GroupFlows, groupCookie, groupFlows, groupScope, type GroupPlan } from '../../../src/driver/ovs/groups/group-flows.js';
@@ -75,9 +74,9 @@ t.test('apply syncs the parent flows in one bundle, remove deletes them by cooki
   const ok = new GroupFlows(
     new OpenFlow(async (_cmd, args, input) => {
       const i = args.indexOf('diff-flows');
-      // diff-flows reads the wanted flows from a file that is gone once the call is done: read it now.
-      const file = i < 0 ? undefined : fs.readFileSync(args[i + 2] ?? '', 'utf8');
-      calls.push({ args: [...args], ...(input === undefined ? {} : { input }), ...(file === undefined ? {} : { file }) });
+      // diff-flows reads the wanted flows from its stdin, given as a file (/dev/stdin).
+      const file = typeof input === 'object' ? input.file : undefined;
+      calls.push({ args: [...args], ...(typeof input === 'string' ? { input } : {}), ...(file === undefined ? {} : { file }) });
       return i < 0 ? { code: 0, stdout: '', stderr: '' } : diff;
     }),
   );

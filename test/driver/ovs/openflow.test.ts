@@ -1,14 +1,15 @@
 /** The one ovs-ofctl client: its error text, its stdin, and one more try only where it is safe and useful. */
 import t from 'tap';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
+import { stdinText as text, type Stdin } from '../../../src/lib/exec.js';
 
 type Answer = { code: number; stdout: string; stderr: string };
 
 /** A fake ovs-ofctl answering from a script, one answer per run. */
 function fake(...answers: Answer[]) {
   const calls: { cmd: string; args: readonly string[]; input?: string }[] = [];
-  const run = async (cmd: string, args: readonly string[], input?: string) => {
-    calls.push({ cmd, args, ...(input === undefined ? {} : { input }) });
+  const run = async (cmd: string, args: readonly string[], input?: Stdin) => {
+    calls.push({ cmd, args, ...(input === undefined ? {} : { input: text(input) }) });
     return answers.shift() ?? { code: 0, stdout: '', stderr: '' };
   };
   return { of: new OpenFlow(run, 1), calls };

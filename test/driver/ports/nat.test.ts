@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { createLogger } from '../../../src/lib/log.js';
 import t, { type Test } from 'tap';
-import type { ExecResult } from '../../../src/lib/exec.js';
+import { stdinText as text, type ExecResult, type Stdin } from '../../../src/lib/exec.js';
 import { Nat } from '../../../src/driver/ports/nat.js';
 import {
   CHAINS,
@@ -206,7 +206,7 @@ function fakeIptables(docker: string[] = []) {
     rules.set(key, here);
     return ok();
   };
-  const run = async (cmd: string, args: readonly string[], input?: string): Promise<ExecResult> => {
+  const run = async (cmd: string, args: readonly string[], input?: Stdin): Promise<ExecResult> => {
     calls.push([cmd, ...args]);
     const rules = tables[cmd.startsWith('ip6') ? 6 : 4];
     if (cmd.endsWith('-save')) {
@@ -219,7 +219,7 @@ function fakeIptables(docker: string[] = []) {
     if (cmd.endsWith('-restore')) {
       const copy = new Map([...rules].map(([k, l]) => [k, [...l]]));
       let table = '';
-      for (const line of (input ?? '').split('\n')) {
+      for (const line of text(input).split('\n')) {
         if (line.startsWith('*')) table = line.slice(1);
         if (!line.startsWith('-')) continue;
         const [op = '', chain = '', ...rest] = line.split(' ');

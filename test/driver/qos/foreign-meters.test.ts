@@ -11,6 +11,7 @@ import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import { FlowSync } from '../../../src/driver/ovs/flow-sync.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 import { METER_BASE, QosFlows, meterPort } from '../../../src/driver/ovs/qos-flows.js';
+import { stdinText, type Stdin } from '../../../src/lib/exec.js';
 import { createLogger } from '../../../src/lib/log.js';
 import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
 import { fakeSideEffects } from '../../helpers/driver-fakes.js';
@@ -40,7 +41,7 @@ const dumped = (id: number, spec: string) => {
 
 /**
  * ovs-ofctl against one bridge: meters by id, flows by match (an add replaces a flow of the same
- * match), diff-flows against a file, a bundle of add and delete_strict lines on stdin.
+ * match), diff-flows against its stdin (a file), a bundle of add and delete_strict lines on stdin.
  */
 function bridge(ports: () => string[]) {
   const meters = new Map<number, string>();
@@ -50,7 +51,7 @@ function bridge(ports: () => string[]) {
     const f = parseFlow(text);
     flows.set(f.key, f);
   };
-  const run = async (_cmd: string, all: readonly string[], input?: string) => {
+  const run = async (_cmd: string, all: readonly string[], input?: Stdin) => {
     const args = all.filter((a, i) => a !== '--bundle' && a !== '-O' && all[i - 1] !== '-O');
     const [verb = '', , arg = ''] = args;
     const id = Number(/meter=(\d+)/.exec(arg)?.[1] ?? -1);
@@ -79,7 +80,9 @@ function bridge(ports: () => string[]) {
         add(arg);
         return ok();
       case 'add-flows':
-        for (const line of (input ?? '').split('\n').filter((l) => l !== '')) {
+        for (const line of stdinText(input)
+          .split('\n')
+          .filter((l) => l !== '')) {
           if (line.startsWith('add ')) add(line.slice(4));
           else if (line.startsWith('delete_strict ')) flows.delete(parseFlow(line.slice('delete_strict '.length)).key);
           else return { code: 1, stdout: '', stderr: `unknown flow mod ${line}` };
@@ -87,8 +90,7 @@ function bridge(ports: () => string[]) {
         return ok();
       case 'diff-flows': {
         const wanted = new Map(
-          fs
-            .readFileSync(arg, 'utf8')
+          stdinText(input)
             .split('\n')
             .filter((l) => l !== '')
             .map((l) => [parseFlow(l).key, parseFlow(l)] as const),
