@@ -45,7 +45,8 @@ export async function withSession<T>(ctx: CliContext, envFile: string | undefine
   const { location, dockerSocket } = await located(ctx, envFile);
   if (location.storeProblem !== undefined) throw new OvsnetError('CONFIG_INVALID', location.storeProblem);
   const config = loadConfig(location.env);
-  const store = openStore(config.store, Math.min(config.storeTimeoutMs, 3000));
+  // The daemon's store, never a new one: a command run where no daemon ran says so, and makes nothing.
+  const store = openStore(config.store, Math.min(config.storeTimeoutMs, 3000), { existing: true });
   const ovs = new Ovsdb(config.ovsdb, 2000);
   try {
     return await fn({ location, config, dockerSocket, store, ovs });

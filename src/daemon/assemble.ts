@@ -94,7 +94,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
   // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
   const metrics = new Metrics({ runtime: config.metrics !== undefined });
   const observed = config.metrics === undefined ? undefined : metrics;
-  const raw = openStore(config.store, config.storeTimeoutMs, log);
+  const raw = openStore(config.store, config.storeTimeoutMs, { log });
   const store: Store = observed === undefined ? raw : observed.instrument(raw);
   skippedRecords.log = log.child({ component: 'store' });
   const hostName = hostNameOf(config);

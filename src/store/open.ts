@@ -10,9 +10,20 @@ import type { Logger } from '../lib/log.js';
 import { secureStateFiles } from './state-files.js';
 import type { KeyValue, LeaseId, RangeOptions, RangePage, Store, TxnRequest, TxnResult, WatchHandlers, Watcher } from './types.js';
 
-async function load(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'warn'> | undefined): Promise<Store> {
+/** How a store is opened: `existing`, an embedded store's file must be there (the CLI never makes one). */
+export interface OpenOptions {
+  readonly log?: Pick<Logger, 'warn'>;
+  readonly existing?: boolean;
+}
+
+async function load(config: StoreConfig, timeoutMs: number, { log, existing = false }: OpenOptions): Promise<Store> {
   switch (config.kind) {
     case 'sqlite': {
+      if (existing && !fs.existsSync(config.file))
+        throw new OvsnetError(
+          'STORE_UNAVAILABLE',
+          `no embedded store at ${config.file}: no ovsnet daemon has run here with OVSNET_STORE=sqlite:${config.file} (start it, or name the store it uses: OVSNET_STORE, or --settings-file with its settings)`,
+        );
       let notes: string[];
       try {
         notes = secureStateFiles(config.file, { sharedDir: config.sharedDir === true });
@@ -63,9 +74,9 @@ class DeferredStore implements Store {
   readonly kind: Store['kind'];
   private readonly ready: Promise<Store>;
 
-  constructor(config: StoreConfig, timeoutMs: number, log: Pick<Logger, 'warn'> | undefined) {
+  constructor(config: StoreConfig, timeoutMs: number, options: OpenOptions) {
     this.kind = config.kind;
-    this.ready = load(config, timeoutMs, log);
+    this.ready = load(config, timeoutMs, options);
     this.ready.catch(() => undefined); // surfaced by the first call
   }
 
@@ -110,8 +121,8 @@ class DeferredStore implements Store {
 }
 
 /** `log` hears what was changed to keep the embedded store's files private (secureStateFiles). */
-export function openStore(config: StoreConfig, timeoutMs: number, log?: Pick<Logger, 'warn'>): Store & { loaded(): Promise<Store> } {
-  return new DeferredStore(config, timeoutMs, log);
+export function openStore(config: StoreConfig, timeoutMs: number, options: OpenOptions = {}): Store & { loaded(): Promise<Store> } {
+  return new DeferredStore(config, timeoutMs, options);
 }
 
 /** Where the store is, for logs and status (never the password). */

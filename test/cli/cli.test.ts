@@ -14,6 +14,7 @@ import { dockerNames, nameOf } from '../../src/cli/docker-api.js';
 import { hostPath, locate, parseEnvFile } from '../../src/cli/locate.js';
 import { REDACTED } from '../../src/config/settings-view.js';
 import { VERSION } from '../../src/lib/version.js';
+import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { MAIN, NO_OVS, Ovsnet, pluginCall, run } from '../harness/host.js';
 
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-cli-'));
@@ -68,7 +69,14 @@ t.test('no daemon: the systemd environment file', async (t) => {
 });
 
 t.test('the CLI and the daemon disagree on the store: it says so', async (t) => {
-  const other = `sqlite:${path.join(dir, 'other', 'state.db')}`;
+  const otherFile = path.join(dir, 'other', 'state.db');
+  const other = `sqlite:${otherFile}`;
+  // A store no daemon made: the CLI says so, and makes none.
+  const none = await cli(['ipam', '-o', 'json', '--settings-file', emptyFile], { OVSNET_SOCKET: socket, OVSNET_STORE: other });
+  t.equal(none.code, 1, none.stderr);
+  t.match(none.stderr, `no embedded store at ${otherFile}: no ovsnet daemon has run here with OVSNET_STORE=${other}`);
+  t.notOk(fs.existsSync(path.dirname(otherFile)), 'nothing made');
+  await new SqliteStore({ file: otherFile }).close();
   const r = await cli(['ipam', '-o', 'json', '--settings-file', emptyFile], { OVSNET_SOCKET: socket, OVSNET_STORE: other });
   t.equal(r.code, 0);
   t.same(JSON.parse(r.stdout), [], 'its own environment wins: the other store is empty');

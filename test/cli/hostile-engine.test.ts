@@ -55,10 +55,13 @@ const info = (store: string) => ({
 });
 
 t.test('a plugin ID or a daemon path leading out of place: the file it names is never opened as the store', async (t) => {
-  // Docker's plugin directory, as on a Docker host (made here when this machine has none).
-  const made = ['/run/docker', '/run/docker/plugins'].filter((d) => !fs.existsSync(d));
-  fs.mkdirSync('/run/docker/plugins', { recursive: true });
-  t.teardown(() => made.reverse().forEach((d) => fs.rmSync(d, { recursive: true, force: true })));
+  // Docker's plugin directory is /run/docker/plugins, and the default store is under /var/lib:
+  // the CLI runs in a mount namespace of its own where both are this test's directories, so
+  // nothing is made on the host.
+  const run_ = path.join(dir, 'run');
+  const varLib = path.join(dir, 'var-lib');
+  fs.mkdirSync(varLib);
+  let asked = 0;
   const victim = path.join(dir, 'victim');
   fs.writeFileSync(victim, 'precious\n', { mode: 0o644 });
   fs.chmodSync(victim, 0o644);
@@ -68,17 +71,30 @@ t.test('a plugin ID or a daemon path leading out of place: the file it names is 
   const hex = 'f00d'.repeat(16);
   const mounted = path.join(dir, 'state');
   fs.mkdirSync(mounted);
-  await serve(path.join('/run/docker/plugins', hex, 'ovsnet.sock'), (url) =>
-    url === '/ovsnet/v1/info' ? info(`sqlite:/var/lib/ovsnet/../../..${victim}`) : undefined,
+  // A socket's path is at most 107 bytes: it is bound through a short link to its directory.
+  fs.mkdirSync(path.join(run_, 'docker/plugins', hex), { recursive: true });
+  fs.symlinkSync(path.join(run_, 'docker/plugins', hex), path.join(dir, 'p'));
+  await serve(path.join(dir, 'p', 'ovsnet.sock'), (url) =>
+    url === '/ovsnet/v1/info' && ++asked > 0 ? info(`sqlite:/var/lib/ovsnet/../../..${victim}`) : undefined,
   );
-  t.teardown(() => fs.rmSync(path.join('/run/docker/plugins', hex), { recursive: true, force: true }));
   for (const [what, p] of [
     ['an ID with ../', plugin(`../../..${path.join(dir, 'evil')}`)],
     ['a path out of its mount', plugin(hex, [{ Source: mounted, Destination: '/var/lib/ovsnet' }])],
   ] as const) {
     const engine = path.join(dir, `engine-${what.length}.sock`);
     await serve(engine, (url) => (url === '/plugins' ? [p] : []));
-    const r = await run(process.execPath, [MAIN, 'networks', '--settings-file', emptyFile], {
+    const inRun = [
+      '--mount',
+      '--propagation',
+      'private',
+      '--',
+      'sh',
+      '-c',
+      'mount --bind "$0" /run && mount --bind "$1" /var/lib && shift && exec "$@"',
+      run_,
+      varLib,
+    ];
+    const r = await run('unshare', [...inRun, process.execPath, MAIN, 'networks', '--settings-file', emptyFile], {
       env: { PATH: process.env.PATH ?? '', DOCKER_HOST: `unix://${engine}` },
       timeoutMs: 30_000,
     });
@@ -86,6 +102,7 @@ t.test('a plugin ID or a daemon path leading out of place: the file it names is 
     t.equal(fs.readFileSync(victim, 'utf8'), 'precious\n', `${what}: and its content`);
     t.notMatch(r.stdout + r.stderr, victim, `${what}: the CLI never took it for the store`);
   }
+  t.ok(asked > 0, "the genuine-looking plugin's daemon was asked: the CLI reached it at /run/docker/plugins/ID/");
 });
 
 t.test('hostile plugin entries are skipped, whatever their shape', async (t) => {
