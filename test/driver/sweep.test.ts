@@ -172,3 +172,26 @@ t.test(
     t.notOk(links.names.has(`ovh${short(EP)}`), 'and its veth is gone');
   },
 );
+
+t.test(
+  "DeleteEndpoint removes its port only when OVS marks it as the endpoint's: another's port of that name, and its veth, stay",
+  async (t) => {
+    const { store, ovs, links, driver } = setup(t);
+    await driver.createNetwork(net(NET));
+    await driver.createEndpoint(ep()); // recorded with host veth ovhcccccccccccc, never joined
+    // That name held by another endpoint (a name derived from an ID's first digits can repeat).
+    await links.createVeth({ host: 'ovhcccccccccccc', container: 'ovcother', mtu: 1500, alias: `ovsnet:${OTHER}` });
+    await ovs.addPort('br0', 'ovhcccccccccccc', { tag: 1, externalIds: endpointIds(NET, OTHER) });
+    await driver.deleteEndpoint(NET, EP);
+    await driver.settled();
+    t.match(ovs.ports.get('ovhcccccccccccc'), { externalIds: { 'ovsnet-endpoint': OTHER } }, "the other endpoint's port stays");
+    t.ok(links.names.has('ovhcccccccccccc'), 'and its veth (neither deleted nor parked as a spare)');
+    t.equal(await store.get(keys.endpoint(NET, EP)), undefined, "the endpoint's record is gone");
+    // Its own port, marked as its own, goes as before.
+    await driver.createEndpoint({ ...ep(), endpointId: NO_RECORD, address: '10.1.0.6/24' });
+    await driver.join(NET, NO_RECORD);
+    t.ok(ovs.ports.has(`ovh${short(NO_RECORD)}`));
+    await driver.deleteEndpoint(NET, NO_RECORD);
+    t.notOk(ovs.ports.has(`ovh${short(NO_RECORD)}`), 'its own marked port goes');
+  },
+);

@@ -108,9 +108,10 @@ export class FakeOvs extends Failer implements OvsApi {
     });
     if (opts.type === 'internal') this.links?.names.add(name);
   }
-  async deletePort(name: string): Promise<boolean> {
+  async deletePort(name: string, marks?: Readonly<Record<string, string>>): Promise<boolean> {
     this.check('deletePort');
     const p = this.ports.get(name);
+    if (p !== undefined && marks !== undefined && Object.entries(marks).some(([k, v]) => p.externalIds[k] !== v)) return false;
     this.ports.delete(name);
     // As ovs-vswitchd does: the internal device goes once it applies the change (waitApplied).
     if (p?.type === 'internal') this.unapplied.add(name);

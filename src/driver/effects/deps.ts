@@ -52,9 +52,10 @@ export interface OvsApi {
   addPort(bridge: string, name: string, opts: PortOptions): Promise<void>;
   /**
    * Removes a port from whichever bridge holds it; true when there was one. Idempotent: a
-   * missing port is done (false).
+   * missing port is done (false). With `marks`, only a port whose external_ids include them
+   * (an endpoint's: endpointMark): a port of that name that is another's stays (false).
    */
-  deletePort(name: string): Promise<boolean>;
+  deletePort(name: string, marks?: Readonly<Record<string, string>>): Promise<boolean>;
   /** Every port ovsnet created (found by its external_ids). A read. */
   ownPorts(): Promise<OwnPort[]>;
   /** Waits until ovs-vswitchd has applied the configuration so far. Safe to repeat. */

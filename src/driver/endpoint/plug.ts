@@ -36,7 +36,7 @@ export async function plugEndpoint(
     undo.push(() => deps.links.deleteLink(ep.hostVeth));
     const externalIds = endpointIds(network.networkId, ep.endpointId);
     await deps.ovs.addPort(network.bridge, ep.hostVeth, { tag: network.tag, externalIds, replace: true });
-    undo.push(() => deps.ovs.deletePort(ep.hostVeth));
+    undo.push(() => deps.ovs.deletePort(ep.hostVeth, externalIds));
     await rules.qos.apply(network, ep, undo);
     await rules.icc.refresh(network);
     await rules.egress.refresh(network);

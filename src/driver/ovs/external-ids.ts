@@ -31,6 +31,9 @@ export const endpointIds = (networkId: string, endpointId: string): Record<strin
   [ID.endpoint]: endpointId,
 });
 
+/** What marks a port as this endpoint's, whatever its name (DeleteEndpoint removes no other). */
+export const endpointMark = (endpointId: string): Record<string, string> => ({ [ID.endpoint]: endpointId });
+
 /** What a network's gateway port carries. */
 export const gatewayIds = (networkId: string): Record<string, string> => ({ [ID.network]: networkId, [ID.role]: 'gateway' });
 

@@ -175,9 +175,13 @@ export class Ovsdb {
     await this.transact([{ op: 'update', table: 'Interface', where: [['name', '==', name]], row: { mtu_request: mtu } }]);
   }
 
-  /** Removes a port by name from whichever bridge holds it; true when there was one (a missing port is success). */
-  async deletePort(name: string): Promise<boolean> {
-    const [sel] = await this.transact([{ op: 'select', table: 'Port', where: [['name', '==', name]], columns: ['_uuid'] }]);
+  /**
+   * Removes a port by name from whichever bridge holds it; true when there was one (a missing
+   * port is success). With `marks`, only when its external_ids include them.
+   */
+  async deletePort(name: string, marks?: Readonly<Record<string, string>>): Promise<boolean> {
+    const where: unknown[] = [['name', '==', name], ...(marks === undefined ? [] : [['external_ids', 'includes', map(marks)]])];
+    const [sel] = await this.transact([{ op: 'select', table: 'Port', where, columns: ['_uuid'] }]);
     const row = rowsOf(sel)[0];
     if (row === undefined) return false;
     const uuid = uuidOf(row._uuid);

@@ -12,7 +12,7 @@ import { joinLogical } from '../vxlan/logical.js';
 import { readLogical } from '../records/logical-records.js';
 import type { DriverRecords } from '../records/driver-records.js';
 import type { DriverDeps } from '../effects/deps.js';
-import { endpointOf, networkOf, roleOf } from '../ovs/external-ids.js';
+import { endpointMark, endpointOf, networkOf, roleOf } from '../ovs/external-ids.js';
 import { LINK_ALIAS_PREFIX, names, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 
 export class Reconciler {
@@ -123,6 +123,17 @@ export class Reconciler {
   async removeRecordedVeth(ep: Pick<EndpointRecord, 'endpointId' | 'hostVeth'>): Promise<void> {
     const alias = await this.deps.links.alias(ep.hostVeth);
     if (alias === '' || alias === names.alias(ep.endpointId)) await this.deps.links.deleteLink(ep.hostVeth);
+  }
+
+  /**
+   * DeleteEndpoint's: the endpoint's port by its record's name, only when OVS marks it as this
+   * endpoint's (a port of that name that is another's stays); with none, its recorded veth
+   * (removeRecordedVeth). True when it was plugged: its pair then goes to the spares.
+   */
+  async unplug(ep: Pick<EndpointRecord, 'endpointId' | 'hostVeth'>): Promise<boolean> {
+    const plugged = await this.deps.ovs.deletePort(ep.hostVeth, endpointMark(ep.endpointId));
+    if (!plugged) await this.removeRecordedVeth(ep);
+    return plugged;
   }
 
   /** veths ovsnet made (they carry its alias) whose endpoint is not in `endpoints`; no other link, whatever its name. */

@@ -145,6 +145,10 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   t.equal(await ovs.interfaceType('p1'), '', 'a kernel device\'s interface has type ""');
   t.equal(await ovs.interfaceType('br0'), 'internal', "the bridge's own interface is internal");
   t.equal(await ovs.interfaceType('nope'), undefined, 'no such interface');
+  t.equal(await ovs.deletePort('p1', { 'ovsnet-endpoint': 'e3' }), false, "marked as another endpoint's: it stays");
+  t.equal(await ovs.interfaceType('p1'), '', 'still there');
+  t.equal(await ovs.deletePort('p1', { 'ovsnet-endpoint': 'e1' }), true, 'marked as its own: it goes');
+  await ovs.addPort('br0', 'p1', { tag: 8, externalIds: { 'ovsnet-endpoint': 'e1' } });
   t.equal(await ovs.deletePort('p1'), true, 'deletePort says there was a port');
   t.equal(await ovs.deletePort('p1'), false, 'and, again, that there was none: done all the same');
   t.same(await ovs.ownPorts(), []);
