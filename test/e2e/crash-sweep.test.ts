@@ -4,13 +4,15 @@
  * restarted on the same state, as systemd or the managed plugin would. Then every container and
  * both networks are removed and, without another restart of ovsnet (whose reconcile would tidy
  * up), nothing of ovsnet's may be left: no OVS port, no veth carrying its alias, no endpoint
- * record, no address reservation, no tombstone; and no address was handed out twice meanwhile.
+ * record, no address reservation, no tombstone, no file in its temporary directory; and no
+ * address was handed out twice meanwhile.
  *
  * Docker's calls go through a proxy (test/helpers/plugin-proxy.ts) that shows which call ovsnet
  * is handling, so that a kill lands inside one. A kill during DeleteEndpoint is what left ports
  * and veths behind: Docker retries the broken call with an empty body, which is refused, and
  * forgets the endpoint; its record went with DeleteNetwork, and the port and veth stayed.
  */
+import fs from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { keys } from '../../src/store/keys.js';
@@ -60,7 +62,10 @@ const proxy = new PluginProxy(path.join(host.pluginDir, 'ovsnet.sock'), realSock
     ovsnet = await startOvsnet();
   })().finally(() => (restarting = undefined));
 });
-const startOvsnet = () => host.startOvsnet({ OVSNET_SOCKET: '/run/ovsnet/real.sock' });
+// Its temporary directory of its own (the flow syncs' ovs-ofctl input): killed anywhere, ovsnet leaves nothing there.
+const tmp = path.join(host.dir, 'run', 'ovsnet-tmp');
+fs.mkdirSync(tmp, { recursive: true });
+const startOvsnet = () => host.startOvsnet({ OVSNET_SOCKET: '/run/ovsnet/real.sock', TMPDIR: '/run/ovsnet-tmp' });
 
 await proxy.listen();
 t.teardown(async () => {
@@ -149,6 +154,7 @@ await t.test(`${LIFECYCLES} container lifecycles on two networks, ovsnet SIGKILL
   t.equal(ports, '', 'no OVS port of ovsnet left on the bridge');
   t.same(aliased, [], "no link carrying ovsnet's alias left");
   t.same(veths, [], 'no veth end named as ovsnet names them left');
+  t.same(fs.readdirSync(tmp), [], 'nothing in its temporary directory');
   const store = new SqliteStore({ file: host.storeFile });
   t.same((await store.list(`${keys.root}endpoints/`)).kvs, [], 'no endpoint record');
   t.same((await store.list(keys.allAddresses)).kvs, [], 'no address reservation');
