@@ -184,7 +184,9 @@ export class Ovsnet {
     main = MAIN,
     flags: readonly string[] = launchFlags(main),
   ): Promise<Ovsnet> {
-    const [cmd, ...args] = [...wrap, process.execPath, ...flags, main, 'serve'];
+    // SIGTERM when the process that started it dies (a test file killed at its timeout): no
+    // daemon outlives its test. setpriv sets it and execs; the signal stays across execs.
+    const [cmd, ...args] = ['setpriv', '--pdeathsig', 'TERM', '--', ...wrap, process.execPath, ...flags, main, 'serve'];
     const child = spawn(cmd ?? process.execPath, args, {
       // The journal beside the socket, in the test's own directory (its default is the machine's /var/lib).
       env: {
