@@ -66,8 +66,8 @@ export class MultiHost {
     return this.host(i).docker(args);
   }
 
-  dockerOk(i: number, args: readonly string[]): Promise<string> {
-    return this.host(i).dockerOk(args);
+  dockerOk(i: number, args: readonly string[], timeoutMs?: number): Promise<string> {
+    return this.host(i).dockerOk(args, timeoutMs);
   }
 
   /** docker network create of logical network `name` on host i. */

@@ -193,8 +193,12 @@ t.test('endpoint groups of a logical network across hosts: what the receiving gr
 t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', async (t) => {
   const names = (i: number) => Array.from({ length: 30 }, (_, k) => `p${i + 1}-${k}`);
   const t0 = Date.now();
+  // 90 starts on 2 cores beside other test files: a wait of 3 minutes each (a bound on a hang,
+  // not a speed check; one run, its machine loaded, took 92 s in all and timed out at 60 s).
   const runs = await Promise.allSettled(
-    [0, 1, 2].flatMap((i) => names(i).map((n) => m.dockerOk(i, ['run', '-d', '--name', n, '--network', 'blue', IMAGE, 'sleep', '600']))),
+    [0, 1, 2].flatMap((i) =>
+      names(i).map((n) => m.dockerOk(i, ['run', '-d', '--name', n, '--network', 'blue', IMAGE, 'sleep', '600'], 180_000)),
+    ),
   );
   const failed = runs.flatMap((r) => (r.status === 'rejected' ? [String(r.reason)] : []));
   t.same(failed, [], `90 containers up in ${Date.now() - t0} ms`);

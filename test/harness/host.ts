@@ -85,8 +85,8 @@ export class DockerHost {
   }
 
   /** docker ..., failing the test with Docker's output when it fails. */
-  async dockerOk(args: readonly string[]): Promise<string> {
-    const r = await this.docker(args);
+  async dockerOk(args: readonly string[], timeoutMs?: number): Promise<string> {
+    const r = await this.docker(args, timeoutMs);
     if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
     return r.stdout.trim();
   }

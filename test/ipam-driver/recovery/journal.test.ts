@@ -28,10 +28,9 @@ const onDisk = (journal: string) => (JSON.parse(fs.readFileSync(journal, 'utf8')
 
 t.test('a burst of doubts costs the caller no disk write; the journal catches up', async (t) => {
   const { d, journal } = doubts(t, 'burst');
-  const t0 = performance.now();
   for (let i = 0; i < 3000; i++) d.add(doubt(i));
-  const ms = performance.now() - t0;
-  t.ok(ms < 300, `3000 doubts added in ${ms.toFixed(0)} ms (each one used to rewrite and fsync the journal)`);
+  // By its effect, not a time bound: adding wrote nothing (each add used to rewrite and fsync the journal).
+  t.notOk(fs.existsSync(journal), '3000 doubts added and no journal written while the caller added them');
   await d.flushed();
   t.equal(onDisk(journal), 3000, 'all of them on disk once written');
   t.equal(d.size, 3000);
