@@ -23,7 +23,8 @@ const marks = [m.cluster.underlay.name, ...m.cluster.hosts.flatMap((h) => [h.nam
 
 t.test('hosts reach each other over the underlay, and see each other in the registry', async (t) => {
   t.equal((await m.host(0).exec(['busybox', 'ping', '-c', '1', '-W', '2', m.cluster.addresses[1] ?? ''])).code, 0);
-  t.ok((await until(async () => (await m.registered()).length === 3, 5000)) < 5000, 'three hosts registered');
+  // A wait, not a speed check: on a loaded machine the third registration came after 5 s.
+  t.ok((await until(async () => (await m.registered()).length === 3, 30_000)) < 30_000, 'three hosts registered');
   t.same(await m.registered(), ['h1', 'h2', 'h3']);
 });
 
