@@ -123,8 +123,11 @@ function child(cmd: string, args: readonly string[], stdin: string | number, tim
     let size = 0;
     let why: string | undefined;
     const p = spawnChild(cmd, args, { stdio: [typeof stdin === 'number' ? stdin : 'pipe', 'pipe', 'pipe'] });
+    // As execFile did: its pipes closed too, so that a grandchild holding them cannot keep the run open.
     const kill = (reason: string) => {
       why ??= reason;
+      p.stdout?.destroy();
+      p.stderr?.destroy();
       p.kill('SIGTERM');
     };
     const timer = setTimeout(() => kill(`killed after ${timeoutMs} ms`), timeoutMs);
