@@ -36,6 +36,7 @@ export class Cluster {
     await must('bash', [SCRIPT, 'underlay-up', underlay.name, underlay.dir]);
     const hosts: DockerHost[] = [];
     const cluster = new Cluster(underlay, hosts, [], path.join('/dev/shm', `ovsnet-etcd-${prefix}-${tag}`));
+    cluster.removeWith(cluster.etcdDir);
     try {
       // Every host that came up is known to down(), even when another failed.
       const made = await Promise.allSettled(Array.from({ length: count }, (_, i) => DockerHost.up(`${prefix}${i + 1}`)));
@@ -115,6 +116,14 @@ export class Cluster {
   /** Freezes etcd (SIGSTOP): connections hang, as with a partition, until resumeEtcd(). */
   pauseEtcd(): void {
     this.etcd?.kill('SIGSTOP');
+  }
+
+  /**
+   * `dir` (under /tmp/ovsnet-* or /dev/shm/ovsnet-*) is removed with the underlay, also when this
+   * process ends without its teardown (host.sh reap).
+   */
+  removeWith(dir: string): void {
+    fs.appendFileSync(path.join(this.underlay.dir, 'also'), `${dir}\n`);
   }
 
   resumeEtcd(): void {

@@ -13,6 +13,10 @@
 #   host.sh restart-ovsdb NAME DIR   restart ovsdb-server (its database file stays)
 #   host.sh down NAME DIR    stop everything it started (by recorded PID), remove all traces
 #
+# `up` and `underlay-up` also start a watcher (`host.sh reap`): when the process that asked for
+# the host ends without taking it down (a test file killed at its timeout runs no teardown),
+# the watcher takes it down, so that its dockerd and OVS do not load every file after it.
+#
 # Processes are stopped only by the PIDs recorded in DIR, after checking they are in the
 # host's network namespace; never by name.
 set -euo pipefail
@@ -30,6 +34,22 @@ alive() { [ -e "/proc/$1" ] && ! grep -q '^[0-9]* ([^)]*) Z' "/proc/$1/stat" 2>/
 # PIDs whose network namespace is inode $1, in one pass over /proc.
 host_pids() {
   find /proc -mindepth 3 -maxdepth 3 -path '/proc/[0-9]*/ns/net' -lname "net:\[$1\]" 2>/dev/null | cut -d/ -f3
+}
+
+# Starts the watcher of this host (or underlay) for the process that asked for it: bash's parent.
+watch_owner() {
+  echo "$PPID" >"$D/owner"
+  setsid bash "$0" reap "$name" "$D" </dev/null >/dev/null 2>&1 &
+}
+
+# Waits for the owner to end (tail checks it every second, no process per check), then takes the
+# host down unless the owner did: its `down` removed DIR.
+reap() {
+  local owner
+  read -r owner <"$D/owner" || return 0
+  tail --pid="$owner" -f /dev/null
+  [ -d "$D" ] && down
+  return 0
 }
 
 in_host() { [ "$(stat -L -c %i "/proc/$1/ns/net" 2>/dev/null || echo x)" = "$(netns_inode)" ]; }
@@ -87,6 +107,7 @@ up() {
   # Persistent namespace files must sit on a mount that does not propagate.
   mount --bind "$D" "$D"
   mount --make-private "$D"
+  watch_owner
   nsenter --net="/run/netns/$name" -- unshare --mount="$D/mntns" --uts="$D/utsns" --propagation private -- sh -ec "
     hostname $name
     findmnt -rn -t nsfs -o TARGET | sort -r | while read -r m; do umount \"\$m\" 2>/dev/null || true; done
@@ -136,6 +157,13 @@ down() {
   # The bind mount of DIR on itself: busy for a moment while the last processes exit.
   for _ in $(seq 30); do mountpoint -q "$D" || break; umount "$D" 2>/dev/null || sleep 0.1; done
   ip netns del "$name" 2>/dev/null || true
+  # Directories the owner made for this host elsewhere (a cluster's etcd data in /dev/shm), a
+  # path a line; only the owner's own kind of names are removed.
+  if [ -f "$D/also" ]; then
+    while read -r extra; do
+      case $extra in /dev/shm/ovsnet-* | /tmp/ovsnet-*) [[ $extra == *..* ]] || rm -rf -- "$extra" ;; esac
+    done <"$D/also"
+  fi
   for cg in /sys/fs/cgroup/*/"$name"; do
     [ -d "$cg" ] && find "$cg" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   done
@@ -149,6 +177,7 @@ underlay_up() {
   ip -n "$name" link add br0 type bridge
   ip -n "$name" link set br0 up
   mkdir -p "$D"
+  watch_owner
 }
 
 # attach UNDERLAY ADDR/LEN: a veth from this host (ul0, MTU 1600) to the underlay's bridge. The
@@ -183,5 +212,6 @@ case $cmd in
   # ovsdb-server only: the database file (bridges, ports) stays; ovs-vswitchd reconnects to it.
   restart-ovsdb) stop_pid "$(cat "$D/ovsdb-server.pid")"; start_ovsdb ;;
   down) down ;;
+  reap) reap ;;
   *) echo "usage: host.sh up|exec|down NAME DIR" >&2; exit 2 ;;
 esac

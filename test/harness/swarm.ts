@@ -41,6 +41,7 @@ export class Swarm {
       fs.rmSync(pluginDir, { recursive: true, force: true });
       throw err;
     }
+    cluster.removeWith(pluginDir);
     const swarm = new Swarm(cluster, pluginDir);
     try {
       await Promise.all(cluster.hosts.map((_, i) => swarm.installPlugin(i, opts.env ?? {})));
