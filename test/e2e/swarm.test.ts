@@ -124,6 +124,8 @@ t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the t
 // A default-mode service: dockerd makes no load balancer for a driver other than overlay; ovsnet
 // reads the VIP and its tasks from each node's Engine and load-balances in OVS (docs/swarm.md).
 const HTTPD = ['sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec busybox httpd -f -p 80 -h /www'];
+/** httpd as a task's PID 1 ignores SIGTERM: its tasks are killed 1 s after, not Docker's 10 s. */
+const QUICK_STOP = ['--stop-grace-period', '1s'];
 /** `n` connections to `to`:80 in a row from a container on node i: each answer (a task's hostname) or 'FAIL'. */
 async function fetchMany(i: number, container: string, to: string, n: number, pause = 0): Promise<string[]> {
   const loop = `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 ${to} 80 | tail -n 1 | grep . || echo FAIL; ${pause > 0 ? `sleep ${pause}` : ':'}; done`;
@@ -165,6 +167,7 @@ t.test('a service in its default mode (VIP): load-balanced over its tasks from e
     NET,
     '--replicas',
     '4',
+    ...QUICK_STOP,
     IMAGE,
     ...HTTPD,
   ]);
@@ -233,7 +236,7 @@ t.test('a service in its default mode (VIP): load-balanced over its tasks from e
   // time out. Scaled to 0, the service leaves the Engine's list (made of its tasks' entries);
   // ovsnet keeps refusing on its VIP for a while (VANISHED_GRACE_MS) for clients that still have it.
   await mgr.dockerOk(['service', 'scale', '-d', 'lb=0']);
-  await view.converge(0, 'lb', 0); // its tasks stopped (httpd ignores SIGTERM: Docker's 10 s, then SIGKILL)
+  await view.converge(0, 'lb', 0); // its tasks stopped (QUICK_STOP)
   let refused = { stderr: '', ms: 0 };
   const tried: string[] = [];
   await until(async () => {
@@ -260,7 +263,7 @@ t.test(
   async (t) => {
     await mgr.dockerOk([
       ...['service', 'create', '-d', '--no-resolve-image', '--name', 'ing', '--network', NET, '--replicas', '2'],
-      ...['--publish', 'published=8081,target=80', IMAGE, ...HTTPD],
+      ...['--publish', 'published=8081,target=80', ...QUICK_STOP, IMAGE, ...HTTPD],
     ]);
     const tasks = await view.converge(0, 'ing', 2);
     await swarm.host(1).dockerOk(['run', '-d', '--name', 'ci1', '--network', NET, IMAGE, 'sleep', '600']);
