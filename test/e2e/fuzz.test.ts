@@ -8,7 +8,9 @@
  *
  * FUZZ_SEED=<n> replays a run; FUZZ_RUNS=<n> changes its length. Every run draws a new seed, so
  * the requests tried add up over runs; 6,000 a run (about 1,000 of them accepted changes, each
- * sampled) keeps the test command inside its time (10,000 took 250-310 s of it).
+ * sampled) keeps the test command inside its time (10,000 took 250-310 s of it on a faster
+ * machine; 6,000 took 500 s beside other files on one where a process costs ~4 ms to start,
+ * before the sample ran four programs instead of twelve).
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import http from 'node:http';
