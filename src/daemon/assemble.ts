@@ -88,8 +88,8 @@ export interface Parts {
   readonly remoteGroups: RemoteFamilies | undefined;
 }
 
-/** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment). */
-export function assemble(config: Config, log: Logger, settings: Settings = effectiveSettings({})): Parts {
+/** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment); `onCall`: told of each Docker call answered. */
+export function assemble(config: Config, log: Logger, settings: Settings = effectiveSettings({}), onCall?: () => void): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
   // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
   const metrics = new Metrics({ runtime: config.metrics !== undefined });
@@ -238,6 +238,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ipam,
     driver,
     ...(observed === undefined ? {} : { metrics: observed }),
+    ...(onCall === undefined ? {} : { onCall }),
     info: about(raw, describeStore(config.store), settings, swarmVips === undefined ? undefined : () => swarmVips.info()),
     // Never on a store of a newer layout (src/store/layout.ts): its OVS ports are not ours to remove.
     onActivate: () =>

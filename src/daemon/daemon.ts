@@ -18,10 +18,12 @@ import { assemble, type Parts } from './assemble.js';
 import { storeUpgrade } from './store-upgrade.js';
 import { reapIntervalMs } from './reaper.js';
 import { exposedCollector, HeapWatch, settleAfterStart } from './memory.js';
+import { Pauses } from './pauses.js';
 
 /**
  * How often the bridge's OpenFlow state is compared with the records and put right: a safety net
  * (flows deleted by hand, OVS reached over tcp:), restarts are noticed at once (ovs-watch.ts).
+ * A check waits for a pause in Docker's calls, at most a minute (pauses.ts).
  */
 const FLOW_CHECK_MS = 10_000;
 
@@ -47,13 +49,15 @@ export class Daemon {
   /** Aborted when stopping: the background tasks' retries end. */
   private readonly retries = new AbortController();
   private flowChecks: NodeJS.Timeout | undefined;
+  /** Docker's calls, for the work that waits for a pause in them. */
+  private readonly pauses = new Pauses();
   /** Collections between bursts (memory.ts). */
   private readonly heapWatch = new HeapWatch(exposedCollector());
   private metricsServer: http.Server | undefined;
   private stopping: Promise<void> | undefined;
 
   constructor(config: Config, log: Logger, settings?: Settings) {
-    this.parts = assemble(config, log, settings);
+    this.parts = assemble(config, log, settings, () => this.pauses.called());
   }
 
   /**
@@ -164,7 +168,10 @@ export class Daemon {
       {
         name: "check the bridge's flows",
         start: () => {
+          let checked = this.pauses.now();
           this.flowChecks = setInterval(() => {
+            if (!this.pauses.due(checked)) return;
+            checked = this.pauses.now();
             driver.upkeep
               .syncFlows()
               .then(async (r) => {

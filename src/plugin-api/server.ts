@@ -38,6 +38,8 @@ export interface ServerDeps {
   readonly driver?: NetworkDriver;
   /** Observes every call and error, when metrics are on. */
   readonly metrics?: Pick<Metrics, 'observeCall' | 'observeError'>;
+  /** Told of every Docker call once answered (daemon/pauses.ts: background work waits for a pause). */
+  readonly onCall?: () => void;
   /** Answers the CLI's GET /ovsnet/v1/info (admin-routes.ts); absent: no admin endpoint. */
   readonly info?: () => Promise<AdminInfo>;
   /** Largest request body accepted (BODY_LIMIT unless said). */
@@ -217,6 +219,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     req.log.info({ method, url, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
     // The label is a route or `unknown`: a query string or a scanner's URLs make no new series.
     deps.metrics?.observeCall(method, reply.statusCode, reply.elapsedTime / 1000);
+    deps.onCall?.();
   };
   app.addHook('onRoute', (route) => {
     if (route.url === ADMIN_INFO_PATH) return;

@@ -31,7 +31,8 @@ const sink = new Writable({
 const store = new SqliteStore({ file: path.join(dir, 'state.db') });
 const log = createLogger('info', sink);
 const ipam = makeIpam(store, { log: log.child({ component: 'ipam' }) });
-const app = buildServer({ log, ipam, bodyLimit: 4096 });
+let answered = 0;
+const app = buildServer({ log, ipam, bodyLimit: 4096, onCall: () => answered++ });
 t.teardown(async () => {
   await app.close();
   await ipam.stop();
@@ -172,6 +173,15 @@ t.test('one request id per Docker call in the logs', async (t) => {
     'no line names its call twice',
   );
   t.notOk('poolId' in (calls[0] ?? {}), "a line does not inherit the fields of the call's earlier lines");
+});
+
+t.test('onCall: told once per Docker call answered, refused and unknown ones too', async (t) => {
+  const before = answered;
+  await docker('IpamDriver.GetCapabilities', {});
+  await docker('IpamDriver.RequestPool', { Pool: '10.81.0.0/24', V6: false }); // refused: overlaps
+  const unknown = await app.inject({ method: 'POST', url: '/NoSuch.Method', payload: '{}' });
+  t.equal(unknown.statusCode, 404);
+  t.equal(answered - before, 3);
 });
 
 function post(socketPath: string, method: string): Promise<{ status: number; body: string }> {
