@@ -39,11 +39,17 @@ export function run(
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
-    const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 120_000);
+    const limit = opts.timeoutMs ?? 120_000;
+    let killed = false;
+    const timer = setTimeout(() => {
+      killed = true;
+      child.kill('SIGKILL');
+    }, limit);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
-      resolve({ code, stdout, stderr });
+      // A run killed at its bound says so (a failure's message read "failed (null):" and nothing).
+      resolve({ code, stdout, stderr: killed ? `${stderr}(killed by the test harness after ${limit} ms)` : stderr });
     });
     // A command that exits without reading its input closes the pipe: that is no error.
     child.stdin.on('error', () => undefined);
