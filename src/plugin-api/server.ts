@@ -38,7 +38,7 @@ export interface ServerDeps {
   readonly driver?: NetworkDriver;
   /** Observes every call and error, when metrics are on. */
   readonly metrics?: Pick<Metrics, 'observeCall' | 'observeError'>;
-  /** Told of every Docker call once answered (daemon/pauses.ts: background work waits for a pause). */
+  /** Told of each Docker call answered that may do work (daemon/pauses.ts: background work waits for a pause). */
   readonly onCall?: () => void;
   /** Answers the CLI's GET /ovsnet/v1/info (admin-routes.ts); absent: no admin endpoint. */
   readonly info?: () => Promise<AdminInfo>;
@@ -56,6 +56,9 @@ export interface ServerDeps {
  * Anything larger is refused with 413 before it is parsed.
  */
 export const BODY_LIMIT = 1024 * 1024;
+
+/** Calls that only ask (health checks poll them: `ovsnet doctor`'s) and no route: not Docker at work for onCall. */
+const ASKS_ONLY = new Set(['unknown', 'NetworkDriver.GetCapabilities', 'IpamDriver.GetCapabilities', 'IpamDriver.GetDefaultAddressSpaces']);
 
 /**
  * Time limits of the plugin socket (Docker sets none on a v1 plugin's calls: these bound only
@@ -219,7 +222,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     req.log.info({ method, url, status: reply.statusCode, ms: Number(reply.elapsedTime.toFixed(3)) }, 'docker call');
     // The label is a route or `unknown`: a query string or a scanner's URLs make no new series.
     deps.metrics?.observeCall(method, reply.statusCode, reply.elapsedTime / 1000);
-    deps.onCall?.();
+    if (!ASKS_ONLY.has(method)) deps.onCall?.();
   };
   app.addHook('onRoute', (route) => {
     if (route.url === ADMIN_INFO_PATH) return;
