@@ -6,9 +6,10 @@
  * a container goes, Docker moves the container end of its veth back to the host under the name
  * the driver gave it (ovc...), then calls Leave and DeleteEndpoint; if those found no plugin, the
  * endpoint's record, OVS port and veth stay, and its reservation with them. A container end
- * seen in the host's namespace on two looks at least the grace period apart (Docker moves it
- * into the container within milliseconds of Join) is such an endpoint: it is deleted as
- * DeleteEndpoint would, and the reaper then finds its reservation's endpoint gone.
+ * seen in the host's namespace on two looks at least the grace period apart is such an
+ * endpoint: it is deleted as DeleteEndpoint would, and the reaper then finds its reservation's
+ * endpoint gone. An endpoint this daemon joined is judged only once its end was seen in its
+ * container: before that, Docker has not moved it yet (endpoint/placements.ts).
  */
 import type { Config } from '../config/config.js';
 import type { LinksApi } from '../driver/effects/deps.js';
@@ -30,7 +31,8 @@ export interface ReaperParts {
   readonly log: Logger;
   readonly host: string;
   readonly ipam: Ipam;
-  readonly driver: Pick<NetworkDriver, 'deleteEndpoint'>;
+  /** Its placements: the Joins whose container end Docker has not moved yet. */
+  readonly driver: Pick<NetworkDriver, 'deleteEndpoint' | 'placements'>;
   readonly links: Pick<LinksApi, 'exists'>;
   readonly metrics: Metrics | undefined;
   /** The CNI front end's view of its attachments; undefined with OVSNET_CNI_SOCKET=off. */
@@ -47,9 +49,12 @@ export function makeReaper(p: ReaperParts): Reaper {
     const now = Date.now();
     const seen = new Set<string>();
     const all = await listEndpoints(p.store);
+    p.driver.placements.prune(new Set(all.map((e) => e.endpointId)), now);
     const removed = new Set<string>();
     for (const ep of all) {
-      if ((ep.host ?? p.host) !== p.host || !(await p.links.exists(ep.containerVeth))) continue;
+      if ((ep.host ?? p.host) !== p.host) continue;
+      const onHost = await p.links.exists(ep.containerVeth);
+      if (!p.driver.placements.judgeable(ep.endpointId, onHost) || !onHost) continue;
       seen.add(ep.endpointId);
       const since = left.get(ep.endpointId) ?? now;
       left.set(ep.endpointId, since);
@@ -59,7 +64,7 @@ export function makeReaper(p: ReaperParts): Reaper {
         removed.add(ep.endpointId);
         p.log.warn(
           { networkId: ep.networkId, endpointId: ep.endpointId, veth: ep.containerVeth },
-          `endpoint ${ep.endpointId.slice(0, 12)} left its container while ovsnet was down (its container end ${ep.containerVeth} is back on the host): removed`,
+          `endpoint ${ep.endpointId.slice(0, 12)} left its container and Docker's DeleteEndpoint never reached ovsnet (its container end ${ep.containerVeth} is back on the host): removed`,
         );
       } catch (err) {
         p.log.warn({ err, endpointId: ep.endpointId }, `cannot remove endpoint ${ep.endpointId.slice(0, 12)} yet: ${messageOf(err)}`);

@@ -32,6 +32,7 @@ import { endpointRecord } from './records/endpoint-record.js';
 import { gatewayName, plugUnderFreeNames } from './effects/naming.js';
 import { Publisher, portmapInfo } from './ports/publishing.js';
 import { SpareVeths } from './endpoint/spares.js';
+import { Placements } from './endpoint/placements.js';
 import { plugEndpoint } from './endpoint/plug.js';
 import { EndpointQos, requireQosSupport } from './qos/endpoint-qos.js';
 import { GroupWiring } from './groups/group-wiring.js';
@@ -40,10 +41,7 @@ import { Upkeep } from './upkeep/upkeep.js';
 
 export class NetworkDriver {
   private readonly now: () => Date;
-  /**
-   * Calls that change OVS ports run one at a time, and never while reconcile() runs: reconcile
-   * would otherwise see a port whose record is not written yet and remove it.
-   */
+  /** Calls that change OVS ports run one at a time, never during reconcile() (it would remove a port not recorded yet). */
   private readonly ports = new Mutex();
   /** veth deletions DeleteEndpoint started and did not wait for (see deleteEndpointLocked). */
   private readonly unlinking = new Set<Promise<void>>();
@@ -60,6 +58,8 @@ export class NetworkDriver {
   private readonly rules: NetworkRules;
   /** Reconcile, the flows' sync and what follows an ovs-vswitchd restart. */
   readonly upkeep: Upkeep;
+  /** Joined endpoints whose container end Docker has not moved yet: the reaper leaves them (endpoint/placements.ts). */
+  readonly placements = new Placements();
 
   constructor(private readonly deps: DriverDeps) {
     this.now = deps.now ?? (() => new Date());
@@ -214,12 +214,10 @@ export class NetworkDriver {
 
   private async joinLocked(network: NetworkRecord, recorded: EndpointRecord): Promise<JoinResult> {
     // Under the record's names, or the next free ones (IDs may share 12 characters), kept in the record.
-    const ep = await plugUnderFreeNames(
-      this.deps.links,
-      recorded,
-      (ep) => plugEndpoint(this.deps, this.spares, { qos: this.qos, icc: this.rules.icc, egress: this.rules.egress }, network, ep),
-      (ep) => this.records.updateEndpoint(ep),
-    );
+    const rules = { qos: this.qos, icc: this.rules.icc, egress: this.rules.egress };
+    const plug = (ep: EndpointRecord) => plugEndpoint(this.deps, this.spares, rules, network, ep);
+    const save = (ep: EndpointRecord) => this.records.updateEndpoint(ep);
+    const ep = await this.placements.join(recorded.endpointId, () => plugUnderFreeNames(this.deps.links, recorded, plug, save));
     // Its family's rules (Docker deletes the endpoint when Join fails), and whose gateway it gets: a group's parent's.
     return joinResult(ep, await this.groups.joined(network));
   }
@@ -235,6 +233,7 @@ export class NetworkDriver {
   }
 
   private async deleteEndpointLocked(networkId: string, endpointId: string): Promise<void> {
+    this.placements.forget(endpointId);
     const { network, endpoint: ep } = await this.records
       .pair(networkId, endpointId)
       .catch(() => ({ network: undefined, endpoint: undefined }));

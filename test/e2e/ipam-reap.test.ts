@@ -11,7 +11,8 @@ import t from 'tap';
 import { keys } from '../../src/store/keys.js';
 import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import type { Reservation } from '../../src/ipam-driver/state/records.js';
-import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, type Ovsnet, pluginCall } from '../harness/host.js';
+import { CREATE_OVSNET, DockerHost, IMAGE, MAIN, must, type Ovsnet, pluginCall } from '../harness/host.js';
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
@@ -68,6 +69,17 @@ async function reservations(): Promise<Map<string, Reservation>> {
   }
 }
 
+/** The pool ID of an ovsnet pool, by its subnet. */
+async function poolOf(subnet: string): Promise<string> {
+  const store = new SqliteStore({ file: host.storeFile });
+  try {
+    const pools = (await store.list(keys.pools)).kvs.map((kv) => JSON.parse(kv.value) as { poolId: string; pool: string });
+    return pools.find((p) => p.pool === subnet)?.poolId ?? '';
+  } finally {
+    await store.close();
+  }
+}
+
 /** Waits until `test` holds, or `ms` pass; returns whether it held. */
 async function until(ms: number, test: () => Promise<boolean>): Promise<boolean> {
   const deadline = Date.now() + ms;
@@ -115,16 +127,51 @@ await t.test('a container removed while ovsnet was down: its address is reaped, 
   await host.dockerOk(['rm', '-f', 'keep', 'again']);
 });
 
+await t.test('a joined endpoint whose end Docker has not moved yet is never reaped; back from its container, it is', async (t) => {
+  // A container slow to start (a storm on a loaded host): Join has answered, and its runtime has
+  // not yet run the hook that moves the container end in. Docker's calls, replayed.
+  const networkId = await host.dockerOk(['network', 'inspect', '-f', '{{.Id}}', 'reapnet']);
+  const poolId = await poolOf('10.64.0.0/24');
+  const asked = await pluginCall(socket, 'IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: null });
+  const address = (asked.body as { Address: string }).Address;
+  const endpointId = crypto.randomBytes(32).toString('hex');
+  const ids = { NetworkID: networkId, EndpointID: endpointId };
+  const created = await pluginCall(socket, 'NetworkDriver.CreateEndpoint', { ...ids, Interface: { Address: address }, Options: {} });
+  t.equal(created.status, 200, JSON.stringify(created.body));
+  const joined = await pluginCall(socket, 'NetworkDriver.Join', { ...ids, SandboxKey: '/var/run/docker/netns/slow', Options: {} });
+  t.equal(joined.status, 200, JSON.stringify(joined.body));
+  const end = (joined.body as { InterfaceName: { SrcName: string } }).InterfaceName.SrcName;
+  const plain = address.split('/')[0] ?? '';
+  const endOnHost = async () => (await host.exec(['ip', 'link', 'show', end])).code === 0;
+
+  await sleep((3 * GRACE + 1) * 1000); // three grace periods, a sweep each second
+  t.ok(await endOnHost(), `its end ${end} is still on the host for Docker to move, ${3 * GRACE + 1} s after Join`);
+  t.equal((await reservations()).get(plain)?.endpoint, endpointId, 'its address still bound to it');
+  t.notMatch(ovsnet?.log ?? '', new RegExp(`endpoint ${endpointId.slice(0, 12)} left its container`), 'not taken for one that left');
+
+  // Docker moves it into the container; the container goes, and Docker's Leave and
+  // DeleteEndpoint never reach ovsnet: its end is back on the host.
+  const ns = `ovsnet-slow-${process.pid}`;
+  await must('ip', ['netns', 'add', ns]);
+  t.teardown(() => must('ip', ['netns', 'del', ns]).catch(() => undefined));
+  await must('ip', ['-n', host.name, 'link', 'set', end, 'netns', ns]);
+  await sleep(2500); // two sweeps see it in its container
+  t.notOk(await endOnHost(), 'in its container');
+  await must('ip', ['-n', ns, 'link', 'set', end, 'netns', host.name]);
+  const back = Date.now();
+  t.ok(await until((3 * GRACE + 5) * 1000, async () => !(await endOnHost())), 'back on the host, it is removed with its endpoint');
+  t.ok(await until(5000, async () => !(await reservations()).has(plain)), 'and its address released');
+  t.comment(`removed ${Math.round((Date.now() - back) / 100) / 10} s after its end came back (grace ${GRACE} s)`);
+  t.match(ovsnet?.log ?? '', new RegExp(`endpoint ${endpointId.slice(0, 12)} left its container`), 'logged');
+});
+
 await t.test("never bound: reaped in ovsnet networks, never in networks of Docker's driver", async (t) => {
   await host.dockerOk(['network', 'create', '-d', 'bridge', '--ipam-driver', 'ovsnet', '--subnet', '10.66.0.0/24', 'bridged']);
   await host.dockerOk(['run', '-d', '--name', 'b1', '--network', 'bridged', IMAGE, 'sleep', '600']);
   await host.dockerOk(['run', '-d', '--name', 'b2', '--network', 'bridged', IMAGE, 'sleep', '600']);
   const b2 = await ipOf('b2', 'bridged');
   // A request whose CreateEndpoint never came (a docker run that failed, its release lost).
-  const store = new SqliteStore({ file: host.storeFile });
-  const pools = (await store.list(keys.pools)).kvs.map((kv) => JSON.parse(kv.value) as { poolId: string; pool: string });
-  await store.close();
-  const poolId = pools.find((p) => p.pool === '10.64.0.0/24')?.poolId ?? '';
+  const poolId = await poolOf('10.64.0.0/24');
   const orphan = await pluginCall(socket, 'IpamDriver.RequestAddress', { PoolID: poolId, Address: '', Options: null });
   const address = ((orphan.body as { Address: string }).Address ?? '').split('/')[0] ?? '';
   t.equal(orphan.status, 200, `reserved ${address}`);
