@@ -63,7 +63,13 @@ export async function must(cmd: string, args: readonly string[], env?: NodeJS.Pr
   return r;
 }
 
+/** How many lines of ovsnet's and dockerd's logs a failed dockerOk quotes. */
+const LOG_TAIL_LINES = 25;
+
 export class DockerHost {
+  /** The ovsnet startOvsnet() started last: its log goes into a failed dockerOk's message. */
+  private lastOvsnet: Ovsnet | undefined;
+
   private constructor(
     readonly name: string,
     readonly dir: string,
@@ -93,8 +99,22 @@ export class DockerHost {
   /** docker ..., failing the test with Docker's output when it fails. */
   async dockerOk(args: readonly string[], timeoutMs?: number): Promise<string> {
     const r = await this.docker(args, timeoutMs);
-    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}`);
     return r.stdout.trim();
+  }
+
+  /** The last lines of ovsnet's and dockerd's logs, for a failure's message: what a CI log keeps. */
+  private logTails(): string {
+    const last = (text: string) => text.split('\n').slice(-LOG_TAIL_LINES).join('\n');
+    const dockerd = (() => {
+      try {
+        return last(fs.readFileSync(path.join(this.dir, 'log', 'dockerd.log'), 'utf8'));
+      } catch {
+        return '(none)';
+      }
+    })();
+    const ovsnet = this.lastOvsnet === undefined ? '(none started)' : last(this.lastOvsnet.log);
+    return `\n--- ovsnet's log, last lines ---\n${ovsnet}\n--- dockerd's log, last lines ---\n${dockerd}`;
   }
 
   exec(args: readonly string[]): Promise<Run> {
@@ -107,8 +127,8 @@ export class DockerHost {
    * `main`: another build's entry point (an earlier version, for upgrades); `flags`: node's
    * (the ones its plugin/config.json gives unless said).
    */
-  startOvsnet(env: Record<string, string> = {}, main = MAIN, flags?: readonly string[]): Promise<Ovsnet> {
-    return Ovsnet.start(
+  async startOvsnet(env: Record<string, string> = {}, main = MAIN, flags?: readonly string[]): Promise<Ovsnet> {
+    this.lastOvsnet = await Ovsnet.start(
       path.join(this.pluginDir, 'ovsnet.sock'),
       {
         OVSNET_SOCKET: '/run/docker/plugins/ovsnet.sock',
@@ -123,6 +143,7 @@ export class DockerHost {
       main,
       flags,
     );
+    return this.lastOvsnet;
   }
 
   /** The embedded store file of an ovsnet started by startOvsnet(), as seen from outside. */
