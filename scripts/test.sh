@@ -22,7 +22,7 @@ start_etcd
 # - the crash sweep: under load its kills land in more windows (one left an unaliased veth pair,
 #   fixed since); it goes back to the parallel set once a parallel run passes with it;
 # - the cluster failures test: a restarted ovsnet there did not answer within the harness's wait
-#   at load 16 (the wait is 30 s since; not yet seen to pass in parallel);
+#   at load 16 (the wait is 90 s since; not yet seen to pass in parallel);
 # - the files using the run's etcd (test/helpers/services.ts): they share its one keyspace and
 #   its revision, which the store contract asserts moves by exactly one per write.
 # tap runs the files it is given in the order of their paths, whatever the order here.
