@@ -8,11 +8,19 @@ import { median } from './stats.js';
 
 const CHILD = fileURLToPath(new URL('./rss-floor-child.js', import.meta.url));
 
-export interface RssFloor {
-  readonly bare: number;
-  readonly modules: number;
-  readonly withWorker: number;
+/** RSS, MiB, and of it the file-backed pages (the node binary's, shared). */
+export interface Rss {
+  readonly rss: number;
+  readonly file: number;
 }
+
+export interface RssFloor {
+  readonly bare: Rss;
+  readonly modules: Rss;
+  readonly withWorker: Rss;
+}
+
+const medianOf = (rs: readonly Rss[]): Rss => ({ rss: median(rs.map((r) => r.rss)), file: median(rs.map((r) => r.file)) });
 
 export function rssFloor(flags: readonly string[]): RssFloor {
   const runs = Array.from({ length: Number(process.env.BENCH_FLOOR_RUNS ?? 3) }, () => {
@@ -20,8 +28,8 @@ export function rssFloor(flags: readonly string[]): RssFloor {
     return JSON.parse(execFileSync(process.execPath, args, { encoding: 'utf8' }).trim().split('\n').at(-1) ?? '{}') as RssFloor;
   });
   return {
-    bare: median(runs.map((r) => r.bare)),
-    modules: median(runs.map((r) => r.modules)),
-    withWorker: median(runs.map((r) => r.withWorker)),
+    bare: medianOf(runs.map((r) => r.bare)),
+    modules: medianOf(runs.map((r) => r.modules)),
+    withWorker: medianOf(runs.map((r) => r.withWorker)),
   };
 }

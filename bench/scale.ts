@@ -22,8 +22,8 @@ import { names, type EndpointRecord } from '../src/driver/model/records.js';
 import { keys } from '../src/store/keys.js';
 import { HEAP_CHECK_MS } from '../src/daemon/memory.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
-import { rssFloor } from './rss-floor.js';
-import { rssMiB } from './storm.js';
+import { rssFloor, type Rss } from './rss-floor.js';
+import { rssMiB, rssOf, servePid } from './storm.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
 import { fmt, percentile, table } from './stats.js';
@@ -99,6 +99,8 @@ function recordCopies(): string[][] {
 
 interface Figures {
   rssMiB: number;
+  /** Of that RSS, the file-backed pages (storm.ts rssOf): the node binary's, shared. */
+  fileMiB: number;
   /** V8's live heap (after a collection only if one ran: nodejs_heap_size_used_bytes), beside RSS, which V8 does not give back at once. */
   heapMiB: number;
   reconcileMs: number;
@@ -130,6 +132,7 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
   const heap = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1]);
   return {
     rssMiB: rssMiB(ovsnet),
+    fileMiB: rssOf(servePid(ovsnet.child.pid ?? 0)).file,
     heapMiB: heap / 2 ** 20,
     reconcileMs,
     ipamCliMs: await cli(['ipam']),
@@ -238,6 +241,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
     const each: [string, string, keyof Figures, string, (f: number, n: number) => boolean][] = [
       // The RSS target is the 10k's (issue 27); more records have none.
       ['daemon RSS', 'MiB', 'rssMiB', 'empty <= 80, 10k <= 110 MiB', (f, n) => empty.rssMiB <= 80 && (n > 10_000 || f <= 110)],
+      ['of that RSS, file-backed (the node binary and libraries, shared)', 'MiB', 'fileMiB', '', () => true],
       ['daemon V8 heap used (of that RSS)', 'MiB', 'heapMiB', '', () => true],
       ['start-up to reconcile done', 'ms', 'reconcileMs', '<= 5 s', (f) => f <= 5000],
       ['ovsnet ipam', 'ms', 'ipamCliMs', '<= 1 s', (f) => f <= 1000],
@@ -314,8 +318,9 @@ export async function benchScale(): Promise<void> {
   const rows: string[][] = [];
   for (const daemon of daemons) {
     const floor = rssFloor(daemon.flags);
+    const mib = (r: Rss) => `${fmt(r.rss, 1)} MiB (file-backed ${fmt(r.file, 1)})`;
     console.log(
-      `\n${daemon.label}: the floor under its empty RSS (node ${daemon.flags.join(' ')}, nothing served): bare Node ${fmt(floor.bare, 1)} MiB; ovsnet's daemon modules loaded ${fmt(floor.modules, 1)} MiB; and one idle worker thread under the link worker's limits ${fmt(floor.withWorker, 1)} MiB`,
+      `\n${daemon.label}: the floor under its empty RSS (node ${daemon.flags.join(' ')}, nothing served): bare Node ${mib(floor.bare)}; ovsnet's daemon modules loaded ${mib(floor.modules)}; and one idle worker thread under the link worker's limits ${mib(floor.withWorker)}`,
     );
     const r = await scaled(daemon, counts);
     console.log(

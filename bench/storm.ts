@@ -59,8 +59,18 @@ export function cpuSplit(ovsnet: Ovsnet): { user: number; system: number } {
 
 /** The resident memory of the `ovsnet serve` process (or the null driver), MiB. */
 export function rssMiB(ovsnet: Ovsnet): number {
-  const status = fs.readFileSync(`/proc/${servePid(ovsnet.child.pid ?? 0)}/status`, 'utf8');
-  return Number(/VmRSS:\s+(\d+) kB/.exec(status)?.[1]) / 1024;
+  return rssOf(servePid(ovsnet.child.pid ?? 0)).rss;
+}
+
+/**
+ * A process's resident memory, MiB, and of it the file-backed part: pages of the node binary
+ * and its libraries, shared with every other process mapping them and given back to the page
+ * cache under pressure (RssFile); the rest is the process's own (RssAnon, RssShmem).
+ */
+export function rssOf(pid: number | 'self'): { rss: number; file: number } {
+  const status = fs.readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(status)?.[1]) / 1024;
+  return { rss: kb('VmRSS'), file: kb('RssFile') };
 }
 
 /** The `ovsnet serve` process: `pid` itself, or its child when started through a wrapper that forks. */
