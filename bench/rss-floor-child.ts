@@ -1,10 +1,15 @@
 /**
- * Child of rss-floor.ts: its RSS bare, then with ovsnet's daemon modules loaded (not started;
- * the embedded store's, since etcd's client loads only with etcd), then with one idle worker
- * thread under the link worker's limits, each with its file-backed part. Printed as one JSON line. Each step's RSS is taken
+ * Child of rss-floor.ts: its RSS bare; then serving a bare Fastify server on a unix socket
+ * (no logger, one route) that has answered 200 Join-shaped calls: the server the design keeps;
+ * then with ovsnet's daemon modules loaded too (not started; the embedded store's, since etcd's
+ * client loads only with etcd); then with one idle worker thread under the link worker's
+ * limits. Each with its file-backed part, printed as one JSON line. Each step's RSS is taken
  * after three full collections (--expose-gc) 200 ms apart.
  */
 import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { LINK_WORKER_LIMITS } from '../src/driver/links/links.js';
 
@@ -18,12 +23,37 @@ const settle = async (): Promise<{ rss: number; file: number }> => {
   return { rss: process.memoryUsage().rss / 1048576, file: Number(/RssFile:\s+(\d+) kB/.exec(status)?.[1]) / 1024 };
 };
 
+/** POSTs a Join-shaped body on `socket` and reads the answer. */
+const call = (socket: string) =>
+  new Promise<void>((resolve, reject) => {
+    const req = http.request({ socketPath: socket, path: '/NetworkDriver.Join', method: 'POST' }, (res) => {
+      res.resume();
+      res.on('end', resolve);
+    });
+    req.on('error', reject);
+    req.setHeader('content-type', 'application/json');
+    req.end(JSON.stringify({ NetworkID: 'a'.repeat(64), EndpointID: 'b'.repeat(64), SandboxKey: '/var/run/docker/netns/x', Options: {} }));
+  });
+
 const bare = await settle();
-await import('../src/daemon/assemble.js');
-await import('../src/store/sqlite/sqlite.js');
-const modules = await settle();
-const worker = new Worker('setInterval(() => undefined, 1000)', { eval: true, resourceLimits: LINK_WORKER_LIMITS });
-await new Promise((r) => setTimeout(r, 500));
-const withWorker = await settle();
-await worker.terminate();
-console.log(JSON.stringify({ bare, modules, withWorker }));
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-rss-floor-'));
+const { default: Fastify } = await import('fastify'); // after the bare figure: a static import loads first
+const app = Fastify({ logger: false });
+app.post('/:method', (req, reply) => reply.send({ Err: '', got: req.body }));
+try {
+  const socket = path.join(dir, 'plugin.sock');
+  await app.listen({ path: socket });
+  for (let i = 0; i < 200; i++) await call(socket);
+  const fastify = await settle();
+  await import('../src/daemon/assemble.js');
+  await import('../src/store/sqlite/sqlite.js');
+  const modules = await settle();
+  const worker = new Worker('setInterval(() => undefined, 1000)', { eval: true, resourceLimits: LINK_WORKER_LIMITS });
+  await new Promise((r) => setTimeout(r, 500));
+  const withWorker = await settle();
+  await worker.terminate();
+  console.log(JSON.stringify({ bare, fastify, modules, withWorker }));
+} finally {
+  await app.close();
+  fs.rmSync(dir, { recursive: true, force: true });
+}

@@ -16,6 +16,8 @@ export interface Rss {
 
 export interface RssFloor {
   readonly bare: Rss;
+  /** A bare Fastify server on a unix socket that has answered 200 calls. */
+  readonly fastify: Rss;
   readonly modules: Rss;
   readonly withWorker: Rss;
 }
@@ -29,6 +31,7 @@ export function rssFloor(flags: readonly string[]): RssFloor {
   });
   return {
     bare: medianOf(runs.map((r) => r.bare)),
+    fastify: medianOf(runs.map((r) => r.fastify)),
     modules: medianOf(runs.map((r) => r.modules)),
     withWorker: medianOf(runs.map((r) => r.withWorker)),
   };

@@ -320,7 +320,7 @@ export async function benchScale(): Promise<void> {
     const floor = rssFloor(daemon.flags);
     const mib = (r: Rss) => `${fmt(r.rss, 1)} MiB (file-backed ${fmt(r.file, 1)})`;
     console.log(
-      `\n${daemon.label}: the floor under its empty RSS (node ${daemon.flags.join(' ')}, nothing served): bare Node ${mib(floor.bare)}; ovsnet's daemon modules loaded ${mib(floor.modules)}; and one idle worker thread under the link worker's limits ${mib(floor.withWorker)}`,
+      `\n${daemon.label}: the floor under its empty RSS (node ${daemon.flags.join(' ')}, nothing served): bare Node ${mib(floor.bare)}; serving a bare Fastify server (200 calls answered) ${mib(floor.fastify)}; and ovsnet's daemon modules loaded ${mib(floor.modules)}; and one idle worker thread under the link worker's limits ${mib(floor.withWorker)}`,
     );
     const r = await scaled(daemon, counts);
     console.log(
