@@ -3,16 +3,9 @@
  * endpoint only once its container end was seen off the host; a failed Join and DeleteEndpoint
  * forget it; records gone without DeleteEndpoint are pruned, one listed after the read is not.
  */
-import fs from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import t from 'tap';
-import { NetworkDriver } from '../../../src/driver/network-driver.js';
 import { Placements } from '../../../src/driver/endpoint/placements.js';
-import { createLogger } from '../../../src/lib/log.js';
-import { SqliteStore } from '../../../src/store/sqlite/sqlite.js';
-import { fakeSideEffects } from '../../helpers/driver-fakes.js';
-import { NET, ep, net } from '../../helpers/driver-setup.js';
+import { NET, ep, net, setup } from '../../helpers/driver-setup.js';
 
 t.test('a Join under way, then answered: judged only after its end was seen off the host', async (t) => {
   const p = new Placements();
@@ -59,12 +52,7 @@ t.test('prune: listed before the read and in no record: forgotten; listed after 
 });
 
 t.test('the driver lists each Join, forgets it at DeleteEndpoint and when the Join fails', async (t) => {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-placements-'));
-  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
-  const store = new SqliteStore({ file: path.join(dir, 'state.db') });
-  t.teardown(() => store.close());
-  const fx = fakeSideEffects();
-  const driver = new NetworkDriver({ store, log: createLogger('silent'), ...fx, host: 'h1', bridge: 'br0', datapath: () => 'netdev' });
+  const { driver, ovs } = setup(t);
   await driver.createNetwork(net(NET));
   const a = 'a'.repeat(64);
   const b = 'b'.repeat(64);
@@ -72,7 +60,7 @@ t.test('the driver lists each Join, forgets it at DeleteEndpoint and when the Jo
   await driver.join(NET, a);
   t.notOk(driver.placements.judgeable(a, true), 'joined, its end on the host: the reaper leaves it');
   await driver.createEndpoint({ ...ep(), endpointId: b, address: '10.1.0.11/24' });
-  fx.ovs.failNext('addPort');
+  ovs.failNext('addPort');
   await t.rejects(driver.join(NET, b), /injected failure of addPort/);
   t.equal(driver.placements.size, 1, 'the failed Join is not listed');
   await driver.leave(NET, a);
