@@ -5,12 +5,13 @@
  * 2. 10k endpoints on one store, on a simulated host (embedded store): BENCH_SCALE (10,000)
  *    addresses reserved and endpoints created through the plugin socket (RequestAddress +
  *    CreateEndpoint: the records, not containers). Daemon RSS, start-up reconcile, `ovsnet ipam`
- *    and `ovsnet endpoints --json` times, RequestAddress p50: each with the store empty (the
- *    baseline) and with the 10k records.
+ *    and `ovsnet endpoints --json` times, RequestAddress p50, CPU asked nothing for 40 s: each
+ *    with the store empty (the baseline) and with the 10k records.
  * 3. etcd's write capacity here (64 writers at once) against what the cluster's IPAM needs at
  *    200 hosts x 10 container starts per second.
  * 4. 200 hosts as light agents, and one full host among them on a real Open vSwitch (bench/hosts.ts).
  */
+import fs from 'node:fs';
 import os from 'node:os';
 import { EtcdStore } from '../src/store/etcd/etcd.js';
 import { put } from '../src/store/types.js';
@@ -107,6 +108,21 @@ interface Figures {
   ipamCliMs: number;
   endpointsCliMs: number;
   requestP50Ms: number;
+  /** CPU ms per second of the daemon asked nothing for IDLE_MS after the figures above (its sweeps, its heap check). */
+  idleCpuMsPerS: number;
+}
+
+/** A window holding two of the reaper's sweeps (every 20 s with the default OVSNET_REAP_GRACE). */
+const IDLE_MS = 40_000;
+
+/** CPU ms (user + system, every thread and reaped child) of `pid` so far. */
+function cpuMs(pid: number): number {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat
+    .slice(stat.lastIndexOf(')') + 2)
+    .split(' ')
+    .map(Number);
+  return ((f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)) * 10; // USER_HZ 100
 }
 
 async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, poolId: string): Promise<Figures> {
@@ -138,7 +154,16 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
     ipamCliMs: await cli(['ipam']),
     endpointsCliMs: await cli(['endpoints', '--json']),
     requestP50Ms: percentile(req, 0.5),
+    idleCpuMsPerS: await idleCpu(servePid(ovsnet.child.pid ?? 0)),
   };
+}
+
+/** The daemon's CPU per second over IDLE_MS asked nothing (no call, no scrape). */
+async function idleCpu(pid: number): Promise<number> {
+  const c0 = cpuMs(pid);
+  const t0 = process.hrtime.bigint();
+  await new Promise((r) => setTimeout(r, IDLE_MS));
+  return (cpuMs(pid) - c0) / (ms(t0) / 1000);
 }
 
 /** A build of ovsnet to measure: its entry point and the node flags it is started with (its plugin/config.json's). */
@@ -247,6 +272,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       ['ovsnet ipam', 'ms', 'ipamCliMs', '<= 1 s', (f) => f <= 1000],
       ['ovsnet endpoints --json', 'ms', 'endpointsCliMs', '<= 1 s', (f) => f <= 1000],
       ['RequestAddress p50 (200)', 'ms', 'requestP50Ms', 'unchanged', (f) => f <= empty.requestP50Ms * 1.25],
+      ['daemon CPU asked nothing, 40 s after the above (its sweeps)', 'ms/s', 'idleCpuMsPerS', '', () => true],
     ];
     return {
       fabricateS,

@@ -75,8 +75,8 @@ t.test('a scrape while ovs-ofctl hangs: the other metrics, within the read timeo
       localNetworks: async () => [
         { networkId: 'a'.repeat(64), bridge: 'ovsnet0', tag: 1, mtu: 1500, internal: false, ipv4: [], ipv6: [], createdAt: '' },
       ],
-      localEndpoints: async () => [],
     },
+    ovs: { ownPorts: async () => [] },
     openflow: hanging,
     log: createLogger('silent'),
     timeoutMs: 300,

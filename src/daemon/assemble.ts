@@ -51,7 +51,6 @@ import { hostResolvers } from '../host/resolvers.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
 import { TrafficCounters } from '../driver/upkeep/traffic-counters.js';
-import { DriverRecords } from '../driver/records/driver-records.js';
 import type { Store } from '../store/types.js';
 
 /** Everything the daemon is made of, for daemon.ts to start and stop. */
@@ -259,7 +258,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
   // The endpoints' counters and policy drops, read from the bridge at scrape time.
-  const traffic = new TrafficCounters({ records: new DriverRecords(store, hostName), openflow, log: log.child({ component: 'metrics' }) });
+  const traffic = new TrafficCounters({ records: driver, ovs, openflow, log: log.child({ component: 'metrics' }) });
   // The IPAM usage gauges read the index at scrape time.
   metrics.readFrom({
     pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),

@@ -14,7 +14,8 @@
 import type { Config } from '../config/config.js';
 import type { LinksApi } from '../driver/effects/deps.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
-import { listEndpoints, listNetworks } from '../driver/records/driver-records.js';
+import { listNetworks } from '../driver/records/driver-records.js';
+import { pickEndpoints } from '../driver/records/endpoint-pages.js';
 import type { EndpointRecord } from '../driver/model/records.js';
 import { messageOf } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
@@ -25,6 +26,17 @@ import type { Store } from '../store/types.js';
 
 const plain = (cidr: string) => cidr.split('/')[0] ?? '';
 
+/** What a sweep keeps of an endpoint record (endpoint-pages.ts): its names, host and addresses. */
+type Swept = Pick<EndpointRecord, 'endpointId' | 'networkId' | 'host' | 'containerVeth'> & { readonly addresses: readonly string[] };
+
+const swept = (e: EndpointRecord): Swept => ({
+  endpointId: e.endpointId,
+  networkId: e.networkId,
+  containerVeth: e.containerVeth,
+  ...(e.host === undefined ? {} : { host: e.host }),
+  addresses: [e.address, e.addressV6].flatMap((a) => (a === undefined || a === '' ? [] : [plain(a)])),
+});
+
 export interface ReaperParts {
   readonly config: Config;
   readonly store: Store;
@@ -33,7 +45,7 @@ export interface ReaperParts {
   readonly ipam: Ipam;
   /** Its placements: the Joins whose container end Docker has not moved yet. */
   readonly driver: Pick<NetworkDriver, 'deleteEndpoint' | 'placements'>;
-  readonly links: Pick<LinksApi, 'exists'>;
+  readonly links: Pick<LinksApi, 'aliased'>;
   readonly metrics: Metrics | undefined;
   /** The CNI front end's view of its attachments; undefined with OVSNET_CNI_SOCKET=off. */
   readonly cni: { readonly alive: CniJudge; readonly collect: CniRemove } | undefined;
@@ -44,16 +56,19 @@ export function makeReaper(p: ReaperParts): Reaper {
   const cni = p.cni;
   /** This host's endpoints whose container end was seen in the host's namespace: since when. */
   const left = new Map<string, number>();
-  /** Removes those endpoints; returns every endpoint record left (one read of them per sweep). */
-  const removeLeft = async (): Promise<EndpointRecord[]> => {
+  /** Removes those endpoints; returns every endpoint left (one paged read of them per sweep). */
+  const removeLeft = async (): Promise<Swept[]> => {
     const now = Date.now();
     const seen = new Set<string>();
-    const all = await listEndpoints(p.store);
+    const all = await pickEndpoints(p.store, swept);
     p.driver.placements.prune(new Set(all.map((e) => e.endpointId)), now);
     const removed = new Set<string>();
-    for (const ep of all) {
-      if ((ep.host ?? p.host) !== p.host) continue;
-      const onHost = await p.links.exists(ep.containerVeth);
+    const mine = all.filter((ep) => (ep.host ?? p.host) === p.host);
+    // One dump of the host's links per sweep, not a lookup per endpoint (10k on a host are 10k
+    // netlink round trips every sweep): an empty prefix matches every link, with an alias or none.
+    const hostLinks = mine.length === 0 ? new Set<string>() : new Set((await p.links.aliased('')).map((l) => l.name));
+    for (const ep of mine) {
+      const onHost = hostLinks.has(ep.containerVeth);
       if (!p.driver.placements.judgeable(ep.endpointId, onHost) || !onHost) continue;
       seen.add(ep.endpointId);
       const since = left.get(ep.endpointId) ?? now;
@@ -82,7 +97,7 @@ export function makeReaper(p: ReaperParts): Reaper {
       const all = await removeLeft();
       return {
         ids: new Set(all.map((e) => e.endpointId)),
-        addresses: new Set(all.flatMap((e) => [e.address, e.addressV6].flatMap((a) => (a === undefined ? [] : [plain(a)])))),
+        addresses: new Set(all.flatMap((e) => e.addresses)),
       };
     },
     driverPools: async () =>

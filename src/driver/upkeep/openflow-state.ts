@@ -41,7 +41,7 @@ export interface SyncReport {
 export class OpenFlowState {
   constructor(
     private readonly deps: OpenFlowStateDeps,
-    private readonly records: Pick<DriverRecords, 'localNetworks' | 'allEndpoints'>,
+    private readonly records: Pick<DriverRecords, 'localNetworks' | 'endpointsOf' | 'allEndpoints'>,
     private readonly groups: Pick<GroupWiring, 'plan' | 'hasGroups'>,
     private readonly icc: Pick<IccWiring, 'plan'>,
     private readonly egress: Pick<EgressWiring, 'flows'> = new EgressWiring(deps, records),
@@ -55,7 +55,9 @@ export class OpenFlowState {
     const ofports = this.deps.qos === undefined ? new Map<string, number>() : await this.deps.qos.ofports(this.deps.bridge);
     for (const n of networks) flows.push(...guardFlowsOf(n, (name) => ofports.get(name)));
     const byId = new Map(networks.map((n) => [n.networkId, n]));
-    const endpoints = await this.records.allEndpoints();
+    // This host's networks' endpoints: only they can have a port here (every flow below is a
+    // port's), and hosts sharing etcd do not each read every host's records every check.
+    const endpoints = (await Promise.all(networks.map((n) => this.records.endpointsOf(n.networkId)))).flat();
     for (const ep of endpoints) {
       const network = byId.get(ep.networkId);
       const qos = network === undefined ? undefined : effectiveQos(network.qos, ep.qos);

@@ -5,20 +5,29 @@
  * was made again). ovsnet keeps, per port and per flow, the values it read last and adds to each
  * series only what moved since (Monotonic); so a series never goes down while ovsnet runs (a
  * restart of ovsnet starts its series again from OVS's counts: a counter reset, which
- * Prometheus' rate() and increase() take). A series is kept while its endpoint (or network) is
- * in this host's records, and forgotten with it.
+ * Prometheus' rate() and increase() take). An endpoint's series is kept while its port is on
+ * the bridge and its network among this host's records, a network's while it is among them;
+ * each is forgotten when that ends.
  *
- * A read costs one dump-ports and one dump-flows per bridge of this host's networks and two
- * store reads (networks, endpoints); reads within `cacheMs` of one another share it (concurrent
- * scrapes make one), one read runs at a time, and a read is bounded by `timeoutMs`: past it, or
- * with OVS or the store away, the answer is undefined (no endpoint series this scrape) and the
- * totals are kept for the next.
+ * An endpoint's port is found by what OVS holds, not by the store: its external_ids name its
+ * endpoint and network (external-ids.ts). So a read costs the ports on this host's bridges and
+ * this host's network records, whatever the number of endpoint records: 10k records on a host
+ * cost a scrape nothing, and hosts sharing etcd do not each read every host's endpoints. An
+ * endpoint with no port (created, not joined) has no traffic and no series.
+ *
+ * A read costs one dump-ports and one dump-flows per bridge of this host's networks, one OVSDB
+ * select of ovsnet's ports and one store read (the networks); reads within `cacheMs` of one
+ * another share it (concurrent scrapes make one), one read runs at a time, and a read is bounded
+ * by `timeoutMs`: past it, or with OVS or the store away, the answer is undefined (no endpoint
+ * series this scrape) and the totals are kept for the next.
  */
 import { messageOf } from '../../lib/errors.js';
 import type { Logger } from '../../lib/log.js';
-import type { EndpointRecord, NetworkRecord } from '../model/records.js';
+import type { NetworkRecord } from '../model/records.js';
 import { isSwarmNetworkId } from '../model/records.js';
 import type { OpenFlow } from '../ovs/openflow.js';
+import { endpointOf, networkOf } from '../ovs/external-ids.js';
+import type { OvsApi } from '../effects/deps.js';
 import { attribute, readBridge, sourcesOf, type BridgeStats, type EndpointTraffic, type Source } from './traffic-stats.js';
 
 /**
@@ -71,11 +80,10 @@ export interface TrafficSnapshot {
 }
 
 export interface TrafficCountersDeps {
-  /** This host's networks and endpoints (driver-records.ts). */
-  readonly records: {
-    localNetworks(): Promise<NetworkRecord[]>;
-    localEndpoints(networks?: readonly NetworkRecord[]): Promise<EndpointRecord[]>;
-  };
+  /** This host's networks (driver-records.ts). */
+  readonly records: { localNetworks(): Promise<NetworkRecord[]> };
+  /** The ports ovsnet made, with their external_ids: an endpoint's names it and its network. */
+  readonly ovs: Pick<OvsApi, 'ownPorts'>;
   readonly openflow: OpenFlow;
   readonly log: Pick<Logger, 'warn' | 'info'>;
   readonly cacheMs?: number;
@@ -140,15 +148,17 @@ export class TrafficCounters {
   }
 
   private async collect(timeoutMs: number): Promise<TrafficSnapshot> {
-    const networks = await this.deps.records.localNetworks();
-    const endpoints = await this.deps.records.localEndpoints(networks);
+    const [networks, ports] = await Promise.all([this.deps.records.localNetworks(), this.deps.ovs.ownPorts()]);
     const byId = new Map(networks.map((n) => [n.networkId, n]));
     const bridges = [...new Set(networks.map((n) => n.bridge))];
     const read: BridgeStats[] = await Promise.all(bridges.map((b) => readBridge(this.deps.openflow, b, timeoutMs)));
     const moved = this.sources.deltas(read.flatMap((s) => sourcesOf(s)));
-    const places = endpoints.flatMap((e) => {
-      const n = byId.get(e.networkId);
-      return n === undefined ? [] : [{ endpointId: e.endpointId, networkId: n.networkId, network: n, bridge: n.bridge, port: e.hostVeth }];
+    const places = ports.flatMap((p) => {
+      const endpointId = endpointOf(p);
+      const n = byId.get(networkOf(p) ?? '');
+      return endpointId === undefined || n === undefined
+        ? []
+        : [{ endpointId, networkId: n.networkId, network: n, bridge: n.bridge, port: p.name }];
     });
     const placeOf = new Map(places.map((p) => [p.endpointId, p]));
     const found = attribute(read, places, networks, (key) => moved.get(key) ?? []);

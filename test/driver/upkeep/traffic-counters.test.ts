@@ -6,7 +6,9 @@
  */
 import t from 'tap';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
-import type { EndpointRecord, NetworkRecord } from '../../../src/driver/model/records.js';
+import type { NetworkRecord } from '../../../src/driver/model/records.js';
+import { OWNER, endpointIds, gatewayIds } from '../../../src/driver/ovs/external-ids.js';
+import type { OwnPort } from '../../../src/driver/ovs/ovsdb.js';
 import { Monotonic, TrafficCounters, networkLabel } from '../../../src/driver/upkeep/traffic-counters.js';
 
 const NET = 'a'.repeat(64);
@@ -21,14 +23,12 @@ const net = (networkId: string, tag: number, extra: Partial<NetworkRecord> = {})
   createdAt: '',
   ...extra,
 });
-const ep = (endpointId: string, hostVeth: string, networkId = NET): EndpointRecord => ({
-  networkId,
-  endpointId,
-  mac: '',
-  hostVeth,
-  containerVeth: '',
-  portmap: [],
-  createdAt: '',
+/** An endpoint's port as OVSDB holds it: its name, its external_ids naming the endpoint and network. */
+const ep = (endpointId: string, hostVeth: string, networkId = NET): OwnPort => ({
+  name: hostVeth,
+  uuid: `uuid-${hostVeth}`,
+  tag: 5,
+  externalIds: { ...OWNER, ...endpointIds(networkId, endpointId) },
 });
 
 /** A port's counters and when (on the test's clock) it was added. */
@@ -72,13 +72,14 @@ function bridge(clock: () => number) {
   return { b, of };
 }
 
-function setup(opts: { networks?: NetworkRecord[]; endpoints?: EndpointRecord[] } = {}) {
+function setup(opts: { networks?: NetworkRecord[]; endpoints?: OwnPort[] } = {}) {
   let clock = 1_000_000;
   const { b, of } = bridge(() => clock);
   const state = { networks: opts.networks ?? [net(NET, 5)], endpoints: opts.endpoints ?? [ep('e'.repeat(64), 'ovh1')] };
   const warned: string[] = [];
   const counters = new TrafficCounters({
-    records: { localNetworks: async () => state.networks, localEndpoints: async () => state.endpoints },
+    records: { localNetworks: async () => state.networks },
+    ovs: { ownPorts: async () => state.endpoints },
     openflow: of,
     log: { warn: (_o: unknown, msg?: string) => warned.push(msg ?? ''), info: () => undefined },
     now: () => clock,
@@ -137,7 +138,7 @@ t.test('series: from the first read, monotonic across an ovs-vswitchd restart, l
 });
 
 t.test(
-  'bounded: a removed endpoint or network takes its series (and its totals) with it; one not on the bridge yet has none',
+  "bounded: a removed endpoint's port or network takes its series (and its totals) with it; one not on the bridge yet has none",
   async (t) => {
     const other = 'b'.repeat(64);
     const { b, state, counters, later, now } = setup({
@@ -184,6 +185,28 @@ t.test(
     t.match(
       (await counters.read())?.endpoints.find((e) => e.endpoint === 'e'.repeat(12)),
       { sentPackets: 1 },
+    );
+  },
+);
+
+t.test(
+  "an endpoint is found by its port's external_ids: a gateway's port, an unmarked port and another network's endpoint have no series",
+  async (t) => {
+    const gone = 'c'.repeat(64);
+    const { b, counters } = setup({
+      endpoints: [
+        ep('e'.repeat(64), 'ovh1'),
+        { name: 'ovg1', uuid: 'uuid-ovg1', tag: 5, externalIds: { ...OWNER, ...gatewayIds(NET) } },
+        { name: 'stray', uuid: 'uuid-stray', tag: 5, externalIds: { ...OWNER } },
+        ep('d'.repeat(64), 'ovh4', gone),
+      ],
+    });
+    for (const port of ['ovh1', 'ovg1', 'stray', 'ovh4']) b.ports.set(port, { rx: 3, tx: 2, since: 0 });
+    const read = await counters.read();
+    t.same(
+      read?.endpoints.map((e) => [e.endpoint, e.network, e.sentPackets, e.receivedPackets]),
+      [['e'.repeat(12), NET.slice(0, 12), 3, 2]],
+      "only ovh1: ovg1 is a gateway's, stray names no endpoint, ovh4's network is not among this host's",
     );
   },
 );
