@@ -5,8 +5,8 @@
  * 2. 10k endpoints on one store, on a simulated host (embedded store): BENCH_SCALE (10,000)
  *    addresses reserved and endpoints created through the plugin socket (RequestAddress +
  *    CreateEndpoint: the records, not containers). Daemon RSS, start-up reconcile, `ovsnet ipam`
- *    and `ovsnet endpoints --json` times, RequestAddress p50, CPU asked nothing for 40 s: each
- *    with the store empty (the baseline) and with the 10k records.
+ *    and `ovsnet endpoints --json` times, RequestAddress p50, then CPU and RSS (read each second)
+ *    over 40 s asked nothing: each with the store empty (the baseline) and with the 10k records.
  * 3. etcd's write capacity here (64 writers at once) against what the cluster's IPAM needs at
  *    200 hosts x 10 container starts per second.
  * 4. 200 hosts as light agents, and one full host among them on a real Open vSwitch (bench/hosts.ts).
@@ -27,7 +27,7 @@ import { rssFloor, type Rss } from './rss-floor.js';
 import { rssMiB, rssOf, servePid } from './storm.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
-import { fmt, percentile, table } from './stats.js';
+import { fmt, median, percentile, table } from './stats.js';
 
 const ms = (t0: bigint) => Number(process.hrtime.bigint() - t0) / 1e6;
 
@@ -110,6 +110,9 @@ interface Figures {
   requestP50Ms: number;
   /** CPU ms per second of the daemon asked nothing for IDLE_MS after the figures above (its sweeps, its heap check). */
   idleCpuMsPerS: number;
+  /** Its RSS over that window, read each second: the median and the highest (a single read falls anywhere between collections). */
+  idleRssMedianMiB: number;
+  idleRssMaxMiB: number;
 }
 
 /** A window holding two of the reaper's sweeps (every 20 s with the default OVSNET_REAP_GRACE). */
@@ -154,16 +157,20 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
     ipamCliMs: await cli(['ipam']),
     endpointsCliMs: await cli(['endpoints', '--json']),
     requestP50Ms: percentile(req, 0.5),
-    idleCpuMsPerS: await idleCpu(servePid(ovsnet.child.pid ?? 0)),
+    ...(await idle(servePid(ovsnet.child.pid ?? 0))),
   };
 }
 
-/** The daemon's CPU per second over IDLE_MS asked nothing (no call, no scrape). */
-async function idleCpu(pid: number): Promise<number> {
+/** The daemon over IDLE_MS asked nothing (no call, no scrape): its CPU per second, its RSS read each second. */
+async function idle(pid: number): Promise<Pick<Figures, 'idleCpuMsPerS' | 'idleRssMedianMiB' | 'idleRssMaxMiB'>> {
   const c0 = cpuMs(pid);
   const t0 = process.hrtime.bigint();
-  await new Promise((r) => setTimeout(r, IDLE_MS));
-  return (cpuMs(pid) - c0) / (ms(t0) / 1000);
+  const rss: number[] = [];
+  while (ms(t0) < IDLE_MS) {
+    await new Promise((r) => setTimeout(r, 1000));
+    rss.push(rssOf(pid).rss);
+  }
+  return { idleCpuMsPerS: (cpuMs(pid) - c0) / (ms(t0) / 1000), idleRssMedianMiB: median(rss), idleRssMaxMiB: Math.max(...rss) };
 }
 
 /** A build of ovsnet to measure: its entry point and the node flags it is started with (its plugin/config.json's). */
@@ -273,6 +280,8 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       ['ovsnet endpoints --json', 'ms', 'endpointsCliMs', '<= 1 s', (f) => f <= 1000],
       ['RequestAddress p50 (200)', 'ms', 'requestP50Ms', 'unchanged', (f) => f <= empty.requestP50Ms * 1.25],
       ['daemon CPU asked nothing, 40 s after the above (its sweeps)', 'ms/s', 'idleCpuMsPerS', '', () => true],
+      ['daemon RSS over those 40 s, read each second: median', 'MiB', 'idleRssMedianMiB', '', () => true],
+      ['the same: highest', 'MiB', 'idleRssMaxMiB', '', () => true],
     ];
     return {
       fabricateS,

@@ -298,9 +298,13 @@ t.test('started without OVSNET_UPLINK: the uplink is put back as it was', async 
   for (const n of ['vblue', 'vred', 'vx', 'vinfra']) await docker(1, ['network', 'rm', n]);
   await daemons[1]?.kill('SIGTERM');
   await start(1, '');
-  const back = await until(async () => /inet 10\.230\.0\.2\/24/.test(await sh(1, 'ip -4 addr show dev vl0')), 10_000);
-  t.ok(back < 10_000, 'the address is back on vl0');
-  t.match(await sh(1, 'ip route show 10.239.0.0/16'), /dev vl0/, 'the route too');
+  // The address goes back first, then the routes through it: wait for both, then say which is missing.
+  const address = () => sh(1, 'ip -4 addr show dev vl0');
+  const route = () => sh(1, 'ip route show 10.239.0.0/16');
+  const back = await until(async () => /inet 10\.230\.0\.2\/24/.test(await address()) && /dev vl0/.test(await route()), 10_000);
+  t.ok(back < 10_000, `the address and the route are back on vl0 (${back} ms)`);
+  t.match(await address(), /inet 10\.230\.0\.2\/24/, 'the address');
+  t.match(await route(), /dev vl0/, 'the route');
   t.equal((await host(1).exec(['ovs-vsctl', 'port-to-br', 'vl0'])).code === 0, false, 'vl0 is no bridge port');
   t.equal((await host(1).exec(['ip', 'link', 'show', 'ovsnet-host'])).code === 0, false, 'ovsnet-host is gone');
   t.equal((await host(1).exec(['busybox', 'ping', '-c', '2', '-W', '2', hostAddr(0)])).code, 0, 'h2 reaches h1 from vl0');
