@@ -67,7 +67,9 @@ start_dockerd() {
   # --init: containers run under docker-init, so they stop on SIGTERM at once and a dockerd
   # restart takes a second, not the 10 s stop timeout of a PID 1 that ignores SIGTERM.
   # A plain command (not the enter function) so that $! is dockerd itself: nsenter execs it.
-  nsenter --net="/run/netns/$name" --mount="$D/mntns" --uts="$D/utsns" -- dockerd --data-root=/var/lib/docker --exec-root=/var/run/docker --pidfile=/var/run/docker.pid \
+  # TMPDIR: containerd (dockerd's child) writes a goroutine dump there when signalled, and the
+  # machine's /tmp is not the host's to write.
+  TMPDIR="$D/tmp" nsenter --net="/run/netns/$name" --mount="$D/mntns" --uts="$D/utsns" -- dockerd --data-root=/var/lib/docker --exec-root=/var/run/docker --pidfile=/var/run/docker.pid \
     -H unix:///var/run/docker.sock --cgroup-parent="/$name" --shutdown-timeout=2 --init ${DOCKERD_ARGS:-} >>"$D/log/dockerd.log" 2>&1 &
   echo $! >"$D/dockerd.pid"
   for _ in $(seq 300); do
@@ -102,7 +104,7 @@ start_ovs() {
 up() {
   ip netns add "$name"
   ip -n "$name" link set lo up
-  mkdir -p "$D"/{run,lib-docker,etc-docker,ovs,cg,log,image/bin}
+  mkdir -p "$D"/{run,lib-docker,etc-docker,ovs,cg,log,image/bin,tmp}
   touch "$D/mntns" "$D/utsns"
   # Persistent namespace files must sit on a mount that does not propagate.
   mount --bind "$D" "$D"
