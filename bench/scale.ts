@@ -128,11 +128,12 @@ function cpuMs(pid: number): number {
   return ((f[11] ?? 0) + (f[12] ?? 0) + (f[13] ?? 0) + (f[14] ?? 0)) * 10; // USER_HZ 100
 }
 
-async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, poolId: string): Promise<Figures> {
+/** The figures of a daemon just started; the CLI's are those of `main`, the daemon's own build. */
+async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, poolId: string, main: string): Promise<Figures> {
   const socket = ovsnet.socket;
   const cli = async (args: string[]) => {
     const t0 = process.hrtime.bigint();
-    const r = await host.exec(['env', `OVSNET_STORE=sqlite:${host.storeFile}`, process.execPath, MAIN, ...args]);
+    const r = await host.exec(['env', `OVSNET_STORE=sqlite:${host.storeFile}`, process.execPath, main, ...args]);
     if (r.code !== 0) throw new Error(`ovsnet ${args.join(' ')}: ${r.stderr}`);
     return ms(t0);
   };
@@ -230,7 +231,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
     await s.ovsnet.kill('SIGTERM');
     s = await start(host, daemon);
     current = s.ovsnet;
-    const empty = await figures(host, s.ovsnet, s.reconcileMs, poolId);
+    const empty = await figures(host, s.ovsnet, s.reconcileMs, poolId, daemon.main);
     const made: number[] = [];
     const idle: number[] = [];
     const full: Figures[] = [];
@@ -260,7 +261,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       await s.ovsnet.kill('SIGTERM');
       s = await start(host, daemon);
       current = s.ovsnet;
-      full.push(await figures(host, s.ovsnet, s.reconcileMs, poolId));
+      full.push(await figures(host, s.ovsnet, s.reconcileMs, poolId, daemon.main));
     }
     const row = (label: string, unit: string, e: number, fs: readonly number[], target: string, ok: (f: number, n: number) => boolean) => [
       label,

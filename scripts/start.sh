@@ -34,4 +34,4 @@ fi
 # names another directory than /opt/cni/bin.
 if [ "$(id -u)" = 0 ]; then bash scripts/cni-install.sh "${CNI_BIN_DIR:-/opt/cni/bin}" >&2; else say "not root: the CNI plugin is not installed"; fi
 # The V8 heap settings of plugin/config.json's entrypoint (src/daemon/memory.ts says why).
-exec node --max-semi-space-size=1 --expose-gc dist/src/main.js serve
+exec node --max-semi-space-size=1 --optimize-for-size --expose-gc dist/src/main.js serve

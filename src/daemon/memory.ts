@@ -6,8 +6,12 @@
  * once the start-up reconcile is done gives it back.
  *
  * The collector is V8's, exposed by --expose-gc: ovsnet's launchers pass it with
- * --max-semi-space-size (plugin/config.json's entrypoint, deploy/ovsnet.service,
- * scripts/start.sh); a daemon started without it skips the collection, and says so at debug.
+ * --max-semi-space-size and --optimize-for-size (plugin/config.json's entrypoint,
+ * deploy/ovsnet.service, scripts/start.sh); a daemon started without it skips the collection,
+ * and says so at debug. --optimize-for-size puts V8's heap in its memory-first policy: between
+ * its own collections the old generation grows by smaller steps ("conservative" growing), and
+ * a collection compacts pages at a lower fragmentation. Over 100-container storms it cost no
+ * CPU the storms could separate, and the RSS empty fell by 5-7 MiB (docs/benchmarks.md).
  */
 import type { Logger } from '../lib/log.js';
 
