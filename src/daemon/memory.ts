@@ -11,7 +11,8 @@
  * and says so at debug. --optimize-for-size puts V8's heap in its memory-first policy: between
  * its own collections the old generation grows by smaller steps ("conservative" growing), and
  * a collection compacts pages at a lower fragmentation. Over 100-container storms it cost no
- * CPU the storms could separate, and the RSS empty fell by 5-7 MiB (docs/benchmarks.md).
+ * CPU the storms could separate; the RSS fell by 3-5 MiB empty and its peaks at 10k records by
+ * a third (docs/benchmarks.md).
  */
 import type { Logger } from '../lib/log.js';
 
