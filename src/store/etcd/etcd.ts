@@ -6,7 +6,8 @@
  * Docker's 15 s retry window, never as a hang; an answer that arrived by then is never dropped.
  * gRPC and etcd errors are converted where they enter (etcd-convert.ts), kept as `cause`.
  * The client module (etcd3, with gRPC and protobuf: the heaviest of ovsnet's imports) is loaded
- * on the first call, not when the process starts, so that the daemon listens first.
+ * on the first call, not when the process starts, so that the daemon listens first; outside
+ * that call's bound (see call()).
  */
 import type { Etcd3, IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
@@ -99,7 +100,7 @@ export class EtcdStore implements Store {
   }
 
   async get(key: string): Promise<KeyValue | undefined> {
-    const res = await this.call('get', async () => (await this.client).kv.range({ key: bytes(key) }));
+    const res = await this.call('get', async (client) => client.kv.range({ key: bytes(key) }));
     const kv = res.kvs[0];
     return kv === undefined ? undefined : toKv(kv);
   }
@@ -123,13 +124,13 @@ export class EtcdStore implements Store {
   }
 
   async revision(): Promise<number> {
-    const res = await this.call('revision', async () => (await this.client).kv.range({ key: bytes(keys.health), count_only: true }));
+    const res = await this.call('revision', async (client) => client.kv.range({ key: bytes(keys.health), count_only: true }));
     return Number(res.header.revision);
   }
 
   async txn(request: TxnRequest): Promise<TxnResult> {
-    const res = await this.call('txn', async () =>
-      (await this.client).kv.txn({
+    const res = await this.call('txn', async (client) =>
+      client.kv.txn({
         compare: request.compares.map(toCompare),
         success: request.success.map(toRequestOp),
         failure: (request.failure ?? []).map(toRequestOp),
@@ -148,9 +149,7 @@ export class EtcdStore implements Store {
   }
 
   async watch(prefix: string, fromRevision: number, handlers: WatchHandlers): Promise<Watcher> {
-    const watcher = await this.call('watch', async () =>
-      (await this.client).watch().prefix(prefix).startRevision(String(fromRevision)).create(),
-    );
+    const watcher = await this.call('watch', async (client) => client.watch().prefix(prefix).startRevision(String(fromRevision)).create());
     let failed = false;
     watcher.on('data', (res) => {
       if (failed) return;
@@ -189,13 +188,13 @@ export class EtcdStore implements Store {
   }
 
   async grantLease(ttlSeconds: number): Promise<LeaseId> {
-    const res = await this.call('grantLease', async () => (await this.client).leaseClient.leaseGrant({ TTL: ttlSeconds }));
+    const res = await this.call('grantLease', async (client) => client.leaseClient.leaseGrant({ TTL: ttlSeconds }));
     return String(res.ID);
   }
 
   async keepAlive(lease: LeaseId): Promise<void> {
-    const res = await this.call('keepAlive', async () => {
-      const stream = await (await this.client).leaseClient.leaseKeepAlive();
+    const res = await this.call('keepAlive', async (client) => {
+      const stream = await client.leaseClient.leaseKeepAlive();
       return new Promise<RPC.ILeaseKeepAliveResponse>((resolve, reject) => {
         stream.on('data', (r) => {
           resolve(r);
@@ -212,7 +211,7 @@ export class EtcdStore implements Store {
 
   async revokeLease(lease: LeaseId): Promise<void> {
     try {
-      await this.call('revokeLease', async () => (await this.client).leaseClient.leaseRevoke({ ID: lease }));
+      await this.call('revokeLease', async (client) => client.leaseClient.leaseRevoke({ ID: lease }));
     } catch (err) {
       if (err instanceof OvsnetError && err.code === 'STORE_LEASE_NOT_FOUND') return;
       throw err;
@@ -229,8 +228,8 @@ export class EtcdStore implements Store {
   private async page(prefix: string, options: RangeOptions, revision: number | undefined): Promise<RangePage> {
     const limit = Math.min(options.limit ?? MAX_PAGE, MAX_PAGE);
     const start = options.after === undefined ? prefix : options.after + '\0';
-    const res = await this.call('range', async () =>
-      (await this.client).kv.range({
+    const res = await this.call('range', async (client) =>
+      client.kv.range({
         key: bytes(start),
         range_end: bytes(prefixEnd(prefix)),
         limit,
@@ -240,8 +239,19 @@ export class EtcdStore implements Store {
     return { kvs: res.kvs.map(toKv), more: res.more, revision: Number(res.header.revision) };
   }
 
-  /** Runs one etcd call within the timeout, converting every failure into a store error. */
-  private async call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Runs one etcd call within the timeout, converting every failure into a store error. The
+   * client module is loaded before the clock starts: loading gRPC and protobuf is this process's
+   * own work (0.2 s idle, past 2 s on a loaded machine), not etcd failing to answer. Connecting
+   * is inside the bound: that is etcd's part.
+   */
+  private async call<T>(what: string, fn: (client: Etcd3) => Promise<T>): Promise<T> {
+    let client: Etcd3;
+    try {
+      client = await this.client;
+    } catch (err) {
+      throw convertError(this.where, what, err, this.recoverable);
+    }
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
       const expire = () =>
@@ -257,7 +267,7 @@ export class EtcdStore implements Store {
     const attempt = async (): Promise<T> => {
       for (;;) {
         try {
-          return await fn();
+          return await fn(client);
         } catch (err) {
           // An open circuit means the call was never sent (safe to repeat, even a txn): after an
           // outage, wait for the circuit to half-open within the bound rather than fail at once.

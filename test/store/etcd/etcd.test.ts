@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import t from 'tap';
 import { EtcdStore } from '../../../src/store/etcd/etcd.js';
@@ -61,4 +62,38 @@ t.test('an answer that arrived while the event loop was busy past the bound is t
     const r = await pending;
     t.ok(r.succeeded, `attempt ${i}: the txn's answer is taken`);
   }
+});
+
+t.test("loading the client module is not counted against the bound: a slow load is not etcd's timeout", async (t) => {
+  // A fresh process whose import of etcd3 takes 1.5 s (a module hook), with a bound of 500 ms:
+  // as on a loaded machine, where loading gRPC and protobuf took past the bound by itself.
+  const hooks = `export async function load(url, ctx, next) {
+    if (/\\/node_modules\\/etcd3\\/lib\\/index\\.js$/.test(url)) await new Promise((r) => setTimeout(r, 1500));
+    return next(url, ctx);
+  }`;
+  const preload = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const etcdModule = new URL('../../../src/store/etcd/etcd.js', import.meta.url).href;
+  const script = `
+    const { EtcdStore } = await import(${JSON.stringify(etcdModule)});
+    const store = new EtcdStore({ endpoints: ${JSON.stringify(endpoints)}, timeoutMs: 500 });
+    const started = Date.now();
+    try {
+      await store.get('/slow-load/x');
+      console.log(JSON.stringify({ ok: true, ms: Date.now() - started }));
+    } catch (err) {
+      console.log(JSON.stringify({ ok: false, ms: Date.now() - started, error: String(err) }));
+    } finally {
+      await store.close();
+    }`;
+  const r = spawnSync(
+    process.execPath,
+    ['--import', `data:text/javascript,${encodeURIComponent(preload)}`, '--input-type=module', '-e', script],
+    {
+      encoding: 'utf8',
+      timeout: 60_000,
+    },
+  );
+  const out = JSON.parse(r.stdout.trim() || '{}') as { ok?: boolean; ms?: number; error?: string };
+  t.ok(out.ms !== undefined && out.ms >= 1500, `the control: the first call waited for the slow load (${out.ms} ms; ${r.stderr})`);
+  t.same({ ok: out.ok, error: out.error }, { ok: true, error: undefined }, 'the first call answered: the load was not timed');
 });
