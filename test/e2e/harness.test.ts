@@ -56,6 +56,14 @@ t.test('up, use, down: nothing left', async (t) => {
   t.match((await host.exec(['hostname'])).stdout.trim(), host.name, 'the host has its own hostname');
   t.match((await host.exec(['ovs-vsctl', 'show'])).stdout, /^[0-9a-f-]{36}\n/, 'and its own Open vSwitch');
   t.notMatch(before.iptables, /DOCKER/, "the host's Docker rules are not in this namespace");
+  // What a killed docker command's message carries: dockerd's goroutines, from the file it names.
+  const stacks = await host.stacks();
+  t.match(
+    stacks,
+    /^--- dockerd's goroutines \(\S+goroutine-stacks-\S+\) ---\n([1-9]\d+) goroutines, \d+ waiting for a mutex in libnetwork/,
+    stacks,
+  );
+  t.notMatch(stacks, /deadlocked/, 'an idle dockerd is not said to be deadlocked');
   await host.down();
   const after = await snapshot(host.name);
   t.same(after, { ...before, netns: '', mounts: '', cgroups: '', dir: 'false' }, 'nothing of the host remains, and nothing else changed');

@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { describeStacks } from './dockerd-stacks.js';
 import { launchFlags } from './launch.js';
 
 export const SCRIPT = fileURLToPath(new URL('../../../test/harness/host.sh', import.meta.url));
@@ -104,8 +105,36 @@ export class DockerHost {
   /** docker ..., failing the test with Docker's output when it fails. */
   async dockerOk(args: readonly string[], timeoutMs?: number): Promise<string> {
     const r = await this.docker(args, timeoutMs);
+    if (r.code === null)
+      throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}\n${await this.stacks()}`);
     if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}`);
     return r.stdout.trim();
+  }
+
+  /**
+   * What dockerd is doing, for a command the harness killed: its goroutines (SIGUSR1 makes it
+   * write them to a file it names in its log), read for the deadlock known in 20.10.24
+   * (dockerd-stacks.ts). Waits up to 10 s for the file.
+   */
+  async stacks(): Promise<string> {
+    const log = path.join(this.dir, 'log', 'dockerd.log');
+    try {
+      const from = fs.statSync(log).size;
+      process.kill(Number(fs.readFileSync(path.join(this.dir, 'dockerd.pid'), 'utf8')), 'SIGUSR1');
+      for (let waited = 0; waited < 10_000; waited += 200) {
+        await new Promise((r) => setTimeout(r, 200));
+        const written = /goroutine stacks written to ([^"\s]+)/.exec(fs.readFileSync(log, 'utf8').slice(from));
+        if (written?.[1] === undefined) continue;
+        // dockerd names its path inside the host: /run and /var/lib/docker are the host's own.
+        const outside = written[1]
+          .replace(/^(\/var)?\/run\//, `${this.dir}/run/`)
+          .replace(/^\/var\/lib\/docker\//, `${this.dir}/lib-docker/`);
+        return describeStacks(fs.readFileSync(outside, 'utf8'), written[1]);
+      }
+      return "--- dockerd's goroutines: it wrote none within 10 s of SIGUSR1 ---";
+    } catch (err) {
+      return `--- dockerd's goroutines: not read (${String(err)}) ---`;
+    }
   }
 
   /** The last lines of ovsnet's and dockerd's logs, for a failure's message: what a CI log keeps. */
