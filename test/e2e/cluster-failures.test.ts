@@ -160,6 +160,7 @@ t.test('a tunnel carrying pings through ovsnet SIGKILL + start on one end and an
     (await m.host(0).exec(['ovs-vsctl', '--bare', '--columns=_uuid', 'find', 'Interface', 'type=vxlan'])).stdout.trim();
   const port = await vxlan();
   const b1 = await read();
+  const killed = Date.now();
   await m.daemons[0]?.kill('SIGKILL');
   await m.start(0);
   await sleep(2000); // its reconcile (in the background of the start) done, pings on
@@ -167,7 +168,22 @@ t.test('a tunnel carrying pings through ovsnet SIGKILL + start on one end and an
   t.equal(await vxlan(), port, 'the tunnel port was left alone (not deleted and added again)');
   const one = pingLoss(b1, a1);
   t.ok(one.sent >= 20, `pings went on throughout (${one.sent} sent)`);
-  t.same(missing(b1, a1), [], `no ping lost across the tunnel through h1's ovsnet SIGKILL + start (${one.lost} lost)`);
+  // The old lease lives on after the kill: keep-alives come every TTL/3, so for at least 2/3 of
+  // the TTL. Registered again within that, h1 never left h2's view: no ping may be lost. Later
+  // (a start slowed by a loaded machine), h2 rightly dropped its tunnel to h1 for a moment: then
+  // the pings must only be answered again.
+  const registered = await logLine(m.daemons[0] ?? { log: '' }, /"msg":"host registered"/, 0);
+  const again = registered === undefined ? Infinity : Date.parse(String(registered.time)) - killed;
+  const leaseLives = (TTL_SECONDS * 1000 * 2) / 3;
+  const lost1 = missing(b1, a1);
+  if (again < leaseLives) {
+    t.same(lost1, [], `no ping lost across the tunnel through h1's ovsnet SIGKILL + start (registered again ${again} ms after the kill)`);
+  } else {
+    t.ok(
+      Math.max(-1, ...lost1) < a1.maxSeq - 5,
+      `registered again ${again} ms after the kill, after its lease may have expired (${leaseLives} ms): ${lost1.length} pings lost, then answered again`,
+    );
+  }
 
   // (2) h2's ovs-vswitchd restarted: its underlay (br-phy, on the same OVS here) goes with it.
   const d2 = m.daemons[1];
