@@ -9,12 +9,15 @@
 //     prints each file's seconds from a test command's output (tap's `ok N - FILE # time=`),
 //     longest first: the form of --times's file (test/file-times.txt)
 //
-// A file's weight is its seconds in --times; one not listed weighs DEFAULT_S. Files named in
+// A file's weight is its seconds in --times (one not listed: DEFAULT_S), and START_S. Files named in
 // --together run one after the other in one lane, as one item (they share the run's etcd). The
 // longest item goes first to the lane with less time (LPT): a stale table costs only balance.
 import fs from 'node:fs';
 
 const DEFAULT_S = { e2e: 60, other: 1 };
+// Each file also costs tap's time around it: a lane took 2.7-3.3 s a file beyond the sum of its
+// files' times in the runs measured (tap's `# time=` counts the file's own process only).
+const START_S = 3;
 const TAP_LINE = /^(?:not )?ok \d+ - (\S+\.test\.js) # time=([\d.]+)ms/;
 
 const args = process.argv.slice(2);
@@ -59,7 +62,7 @@ const timesFile = option('--times');
 const seconds = timesFile !== undefined && fs.existsSync(timesFile) ? readTimes(timesFile) : new Map();
 const together = new Set((option('--together') ?? '').split(/\s+/).filter(Boolean));
 const files = [...new Set(args)];
-const weight = (f) => seconds.get(f) ?? (f.includes('/e2e/') ? DEFAULT_S.e2e : DEFAULT_S.other);
+const weight = (f) => START_S + (seconds.get(f) ?? (f.includes('/e2e/') ? DEFAULT_S.e2e : DEFAULT_S.other));
 
 const items = files.filter((f) => !together.has(f)).map((f) => ({ files: [f], s: weight(f) }));
 const group = files.filter((f) => together.has(f));
