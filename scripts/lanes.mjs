@@ -3,15 +3,16 @@
 // order of their paths, so the longest file (the swarm test, near the end of the alphabet) began
 // late and ran alone: in one full run, 3,300 s of files took 1,905 s, one core idle for 510 s.
 //
-//   node scripts/lanes.mjs [--times FILE] [--together 'A B ...'] FILE...
+//   node scripts/lanes.mjs [--times FILE] [--together 'A B ...']... FILE...
 //     prints two lines, each the files of one lane (the second may be empty)
 //   node scripts/lanes.mjs --times-of LOG
 //     prints each file's seconds from a test command's output (tap's `ok N - FILE # time=`),
 //     longest first: the form of --times's file (test/file-times.txt)
 //
-// A file's weight is its seconds in --times (one not listed: DEFAULT_S), and START_S. Files named in
-// --together run one after the other in one lane, as one item (they share the run's etcd). The
-// longest item goes first to the lane with less time (LPT): a stale table costs only balance.
+// A file's weight is its seconds in --times (one not listed: DEFAULT_S), and START_S. The files
+// of one --together run one after the other in one lane, as one item (they share the run's etcd;
+// or side by side they slow each other too much). The longest item goes first to the lane with
+// less time (LPT): a stale table costs only balance.
 import fs from 'node:fs';
 
 const DEFAULT_S = { e2e: 60, other: 1 };
@@ -60,13 +61,18 @@ if (logFile !== undefined) {
 
 const timesFile = option('--times');
 const seconds = timesFile !== undefined && fs.existsSync(timesFile) ? readTimes(timesFile) : new Map();
-const together = new Set((option('--together') ?? '').split(/\s+/).filter(Boolean));
+// Each --together names a group; a file belongs to the first group naming it.
+const groups = [];
+for (let g = option('--together'); g !== undefined; g = option('--together')) groups.push(g.split(/\s+/).filter(Boolean));
 const files = [...new Set(args)];
+const groupOf = (f) => groups.findIndex((g) => g.includes(f));
 const weight = (f) => START_S + (seconds.get(f) ?? (f.includes('/e2e/') ? DEFAULT_S.e2e : DEFAULT_S.other));
 
-const items = files.filter((f) => !together.has(f)).map((f) => ({ files: [f], s: weight(f) }));
-const group = files.filter((f) => together.has(f));
-if (group.length > 0) items.push({ files: group, s: group.reduce((sum, f) => sum + weight(f), 0) });
+const items = files.filter((f) => groupOf(f) < 0).map((f) => ({ files: [f], s: weight(f) }));
+for (let g = 0; g < groups.length; g++) {
+  const group = files.filter((f) => groupOf(f) === g);
+  if (group.length > 0) items.push({ files: group, s: group.reduce((sum, f) => sum + weight(f), 0) });
+}
 items.sort((a, b) => b.s - a.s);
 
 const lanes = [

@@ -38,9 +38,12 @@ if grep -rlE --include='*.js' "(\./|/helpers/)services\.js'" dist/test/helpers d
 fi
 files=$(find dist/test -name '*.test.js' | grep -vxF -f <(tr ' ' '\n' <<<"$alone") | sort)
 [ "$#" -gt 0 ] && { alone=""; files="$*"; }
+# The fuzz test beside the swarm test's three dockerds took 512-518 s (tap's bound: 600 s), alone
+# in its lane 333 s: they run in one lane, one after the other.
+heavy="dist/test/e2e/swarm.test.js dist/test/e2e/fuzz.test.js"
 # The rest in two lanes of about equal time, a tap each, side by side (scripts/lanes.mjs).
 # shellcheck disable=SC2086
-mapfile -t lane < <(node scripts/lanes.mjs --times test/file-times.txt --together "$etcd_files" $files)
+mapfile -t lane < <(node scripts/lanes.mjs --times test/file-times.txt --together "$etcd_files" --together "$heavy" $files)
 log "tests"
 set +e
 status=0
