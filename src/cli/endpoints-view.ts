@@ -9,9 +9,10 @@
 import { hostNameOf, type Config } from '../config/config.js';
 import { messageOf } from '../lib/errors.js';
 import { OpenFlow } from '../driver/ovs/openflow.js';
-import { DriverRecords } from '../driver/records/driver-records.js';
+import { DriverRecords, listEndpoints } from '../driver/records/driver-records.js';
 import { attribute, readBridge, type EndpointTraffic } from '../driver/upkeep/traffic-stats.js';
 import type { Store } from '../store/types.js';
+import type { EndpointRecord } from '../driver/model/records.js';
 import type { Invocation } from './dispatch.js';
 import { dockerNames, nameOf } from './docker-api.js';
 import { endpoints } from './inspect.js';
@@ -21,11 +22,19 @@ import type { CliContext, Session } from './session.js';
 /** How long each ovs-ofctl read may take. */
 const READ_TIMEOUT_MS = 5000;
 
-/** This host's endpoints' counters by 12-character endpoint ID, read from their bridges now. */
-export async function endpointCounters(config: Config, store: Store, of = new OpenFlow()): Promise<Map<string, EndpointTraffic>> {
+/**
+ * This host's endpoints' counters by 12-character endpoint ID, read from their bridges now;
+ * `all`: every endpoint record, when the caller has read them already (one read, not two).
+ */
+export async function endpointCounters(
+  config: Config,
+  store: Store,
+  of = new OpenFlow(),
+  all?: readonly EndpointRecord[],
+): Promise<Map<string, EndpointTraffic>> {
   const records = new DriverRecords(store, hostNameOf(config));
   const networks = await records.localNetworks();
-  const local = await records.localEndpoints(networks);
+  const local = await records.localEndpoints(networks, all);
   const byId = new Map(networks.map((n) => [n.networkId, n]));
   const places = local.flatMap((e) => {
     const n = byId.get(e.networkId);
@@ -41,14 +50,16 @@ const dash = (c: EndpointTraffic | undefined, n: (c: EndpointTraffic) => number)
 
 export async function endpointsView(s: Session, inv: Invocation, ctx: Pick<CliContext, 'err'>): Promise<Shown> {
   const names = await dockerNames(s.dockerSocket);
+  // Read once, for the counters and for the rows.
+  const all = await listEndpoints(s.store);
   let counters = new Map<string, EndpointTraffic>();
   if (inv.format !== 'table') {
-    counters = await endpointCounters(s.config, s.store).catch((err: unknown) => {
+    counters = await endpointCounters(s.config, s.store, undefined, all).catch((err: unknown) => {
       ctx.err(`ovsnet: note: cannot read the endpoints' counters from bridge ${s.config.bridge}: ${messageOf(err)}`);
       return counters;
     });
   }
-  const rows = (await endpoints(s.store)).map((e) => {
+  const rows = (await endpoints(s.store, all)).map((e) => {
     const c = counters.get(e.endpoint);
     return {
       endpoint: e.endpoint,

@@ -10,6 +10,7 @@ import { PoolIndex } from '../ipam-driver/index/pool-index.js';
 import { ipamSnapshot, reservationsIn } from '../ipam-driver/state/ipam-reads.js';
 import { poolUsage } from '../ipam-driver/index/usage.js';
 import type { Store } from '../store/types.js';
+import type { EndpointRecord } from '../driver/model/records.js';
 import { networkRows, type NetworkRow } from './networks-view.js';
 
 export interface EndpointRow {
@@ -37,8 +38,9 @@ export async function networks(store: Store): Promise<NetworkRow[]> {
   return networkRows(await listNetworks(store), await listEndpoints(store));
 }
 
-export async function endpoints(store: Store): Promise<EndpointRow[]> {
-  return (await listEndpoints(store)).map((e) => ({
+/** Every endpoint's row, of `records` when read already. */
+export async function endpoints(store: Store, records?: readonly EndpointRecord[]): Promise<EndpointRow[]> {
+  return (records ?? (await listEndpoints(store))).map((e) => ({
     endpoint: e.endpointId.slice(0, 12),
     network: e.networkId.slice(0, 12),
     address: [e.address, e.addressV6].filter((a) => a !== undefined).join(' '),

@@ -155,11 +155,12 @@ export class DriverRecords {
 
   /**
    * This host's endpoint records, from the store (an older record without its host is its
-   * network's: `networks`, this host's, read already or read here).
+   * network's: `networks`, this host's, read already or read here); of `all` when the caller
+   * has read every endpoint record already.
    */
-  async localEndpoints(networks?: readonly NetworkRecord[]): Promise<EndpointRecord[]> {
+  async localEndpoints(networks?: readonly NetworkRecord[], all?: readonly EndpointRecord[]): Promise<EndpointRecord[]> {
     const local = new Set((networks ?? (await this.localNetworks())).map((n) => n.networkId));
-    return (await listEndpoints(this.store)).filter((e) => (e.host !== undefined ? this.owns(e) : local.has(e.networkId)));
+    return (all ?? (await listEndpoints(this.store))).filter((e) => (e.host !== undefined ? this.owns(e) : local.has(e.networkId)));
   }
 
   /**
