@@ -105,9 +105,11 @@ export class DockerHost {
   /** docker ..., failing the test with Docker's output when it fails. */
   async dockerOk(args: readonly string[], timeoutMs?: number): Promise<string> {
     const r = await this.docker(args, timeoutMs);
-    if (r.code === null)
-      throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}\n${await this.stacks()}`);
-    if (r.code !== 0) throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}`);
+    if (r.code !== 0) {
+      // Killed at its bound (no exit code): what dockerd was doing too.
+      const stacks = r.code === null ? `\n${await this.stacks()}` : '';
+      throw new Error(`docker ${args.join(' ')} failed (${r.code}): ${r.stderr}${this.logTails()}${stacks}`);
+    }
     return r.stdout.trim();
   }
 
