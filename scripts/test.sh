@@ -38,13 +38,9 @@ if grep -rlE --include='*.js' "(\./|/helpers/)services\.js'" dist/test/helpers d
 fi
 files=$(find dist/test -name '*.test.js' | grep -vxF -f <(tr ' ' '\n' <<<"$alone") | sort)
 [ "$#" -gt 0 ] && { alone=""; files="$*"; }
-# The fuzz and swarm tests run in one lane, one after the other. The reason given for it (the
-# fuzz test slowed by the swarm test beside it) did not hold: apart, the fuzz test took 541 s
-# (tap's bound: 600 s) beside the cluster test. It slows beside any heavy file.
-heavy="dist/test/e2e/swarm.test.js dist/test/e2e/fuzz.test.js"
 # The rest in two lanes of about equal time, a tap each, side by side (scripts/lanes.mjs).
 # shellcheck disable=SC2086
-mapfile -t lane < <(node scripts/lanes.mjs --times test/file-times.txt --together "$etcd_files" --together "$heavy" $files)
+mapfile -t lane < <(node scripts/lanes.mjs --times test/file-times.txt --together "$etcd_files" $files)
 log "tests"
 set +e
 status=0

@@ -263,7 +263,10 @@ const text = (v: unknown) => JSON.stringify(v);
 export function request(b: Baseline): fc.Arbitrary<Req> {
   const valid = validBodies(b);
   const routes = Object.keys(valid);
-  const route = fc.constantFrom(...routes);
+  // Plugin.Activate reads no body, and each one accepted costs the test a reconcile's wait and a
+  // sample of the host (250 of 6,000 requests took 33 s of a 236 s run): a quarter of the share
+  // of a route with a body.
+  const route = fc.oneof(...routes.map((r) => ({ weight: r === 'Plugin.Activate' ? 1 : 4, arbitrary: fc.constant(r) })));
   const fieldMutation = route.chain((r) => {
     const body = valid[r] ?? {};
     const ps = paths(body);

@@ -7,10 +7,11 @@
  * request, so a change seen at a sample comes from refused requests only).
  *
  * FUZZ_SEED=<n> replays a run; FUZZ_RUNS=<n> changes its length. Every run draws a new seed, so
- * the requests tried add up over runs; 6,000 a run (about 1,000 of them accepted changes, each
- * sampled) keeps the test command inside its time (10,000 took 250-310 s of it on a faster
- * machine; 6,000 took 500 s beside other files on one where a process costs ~4 ms to start,
- * before the sample ran four programs instead of twelve).
+ * the requests tried add up over runs. A run's time goes mostly to accepted changes (each sampled,
+ * undone and sampled again), not to refused requests (5 ms each): with seed 12345 alone on the
+ * 2-core CI machine, 177 s (753 accepted, 1,727 samples taking 52 s); beside the heavy end-to-end
+ * files of the test command, 2-2.5 times that (tap's bound per file: 600 s). Its closing line says
+ * where the time went.
  */
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import http from 'node:http';
@@ -71,7 +72,8 @@ let shell: ChildProcessWithoutNullStreams | undefined;
 let shellOut = '';
 const END = '__fuzz_sample_end__';
 const PART = '__fuzz_sample_part__';
-// Programs only (a process costs ~4 ms on the CI machines here): the text is tidied here.
+// Programs only (a process costs ~4 ms on the CI machines here): the text is tidied here. Run at
+// once, each into a file, they took longer (72 s against 52 s in one run): the files' four cats.
 const SAMPLE = `ovs-vsctl --format=csv --columns=name,external_ids list Interface; echo ${PART};
   ip -o link; echo ${PART}; iptables-save; echo ${PART}; ip6tables-save; echo ${END}`.replace(/\n/g, ' ');
 
@@ -99,8 +101,19 @@ const links = (text: string) =>
     ),
   );
 
+/** Where the run's time went, for its closing line. */
+const spent = { sample: 0, samples: 0, keys: 0, undo: 0 };
 /** What an accepted request may change: OVS interfaces, links and (ip6)tables rules of the host. */
-function sample(): Promise<string> {
+async function sample(): Promise<string> {
+  const t0 = performance.now();
+  try {
+    return await sampleOnce();
+  } finally {
+    spent.sample += performance.now() - t0;
+    spent.samples++;
+  }
+}
+function sampleOnce(): Promise<string> {
   if (shell === undefined) {
     shell = spawn('nsenter', [`--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--', 'sh']);
     shell.stdout.on('data', (d: Buffer) => (shellOut += d.toString()));
@@ -128,6 +141,7 @@ const db = () => new Database(host.storeFile, { readonly: true, fileMustExist: t
 let store: Database.Database | undefined;
 /** Every store key with its value and mod revision. */
 function keys(): string {
+  const t0 = performance.now();
   store ??= db();
   // Tombstones (ipam-driver/state/tombstones.ts) are left out: a consumed one is deleted by a
   // sweep of its own a second after the release that consumed it, whatever request is in flight
@@ -139,7 +153,9 @@ function keys(): string {
     value: Buffer | string;
     mod_rev: number;
   }[];
-  return rows.map((r) => `${r.key.toString()} @${r.mod_rev} ${r.value.toString()}`).join('\n');
+  const out = rows.map((r) => `${r.key.toString()} @${r.mod_rev} ${r.value.toString()}`).join('\n');
+  spent.keys += performance.now() - t0;
+  return out;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -287,6 +303,8 @@ t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
   let lastKeys = keys();
   let lastSample = await sample();
   const counts = new Map<string, Map<number, number>>();
+  /** Time spent waiting for answers, per route. */
+  const routeMs = new Map<string, number>();
   let accepted = 0;
   let resets = 0;
   /** Refused requests whose effect on OVS, links and rules could not be told apart from an accepted one's. */
@@ -319,6 +337,7 @@ t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
       const line = `#${done} ${req.route} [${req.how}]`;
       if (acceptedKinds.has(req.kind) && window.length > 0) await checkSample(`before ${line}, which may be accepted`);
       let a: Answer;
+      const sent = performance.now();
       try {
         a = await send(req.route, req.body);
       } catch (err) {
@@ -338,6 +357,7 @@ t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
       const perRoute = counts.get(label) ?? new Map<number, number>();
       counts.set(label, perRoute);
       perRoute.set(a.status, (perRoute.get(a.status) ?? 0) + 1);
+      routeMs.set(label, (routeMs.get(label) ?? 0) + performance.now() - sent);
       const k = keys();
       if (a.status !== 200) {
         let err: unknown;
@@ -370,12 +390,14 @@ t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
         acceptedKinds.add(req.kind);
         unchecked += window.length;
         window = [];
+        const undoStart = performance.now();
         const undo = undoOf(req, answer);
         for (const [route, body] of undo) await send(route, JSON.stringify(body));
         // Put back what it removed (each step is a no-op where nothing was removed).
         if (req.route !== 'IpamDriver.ReleasePool' && (await restore(base))) {
           lastKeys = keys();
           lastSample = await sample();
+          spent.undo += performance.now() - undoStart;
           continue;
         }
         resets++;
@@ -402,9 +424,11 @@ t.test(`fuzz: ${RUNS} requests over every route, seed ${SEED}`, async (t) => {
   t.equal(caps.status, 200, 'the daemon still answers');
   t.equal(ovsnet.child.exitCode, null, 'the daemon is alive');
   const secs = ((Date.now() - started) / 1000).toFixed(1);
-  const table = [...counts].sort().map(([r, m]) => `#   ${r}: ${[...m].map(([s, n]) => `${s}x${n}`).join(' ')}`);
+  const table = [...counts]
+    .sort()
+    .map(([r, m]) => `#   ${r}: ${[...m].map(([s, n]) => `${s}x${n}`).join(' ')} in ${((routeMs.get(r) ?? 0) / 1000).toFixed(1)} s`);
   console.log(
-    `# fuzz: ${RUNS} requests in ${secs} s, ${accepted} accepted changes (${resets} baseline resets), ${unchecked} refused requests not sampled apart, gateway link outlived DeleteNetwork ${lingered}x 100 ms, seed ${SEED}\n${table.join('\n')}`,
+    `# fuzz: ${RUNS} requests in ${secs} s (${spent.samples} host samples ${(spent.sample / 1000).toFixed(1)} s, store reads ${(spent.keys / 1000).toFixed(1)} s, undo+restore ${(spent.undo / 1000).toFixed(1)} s), ${accepted} accepted changes (${resets} baseline resets), ${unchecked} refused requests not sampled apart, gateway link outlived DeleteNetwork ${lingered}x 100 ms, seed ${SEED}\n${table.join('\n')}`,
   );
   t.same(failures, [], `no property broken (seed ${SEED})`);
 });
