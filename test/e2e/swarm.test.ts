@@ -23,8 +23,27 @@ const view = new SwarmView(swarm, [0, 1, 2]);
 const mgr = swarm.host(0);
 const SUBNET = '10.90.0.0/24';
 const inSubnet = (ip: string) => /^10\.90\.0\.\d+$/.test(ip);
+/**
+ * A task's PID 1 (sleep, httpd) ignores SIGTERM: its tasks are killed 1 s after, not Docker's 10 s
+ * (each scale-down, drain and rolling update waited for it).
+ */
+const QUICK_STOP = ['--stop-grace-period', '1s'];
 const service = (name: string, args: readonly string[]) =>
-  mgr.dockerOk(['service', 'create', '-d', '--no-resolve-image', '--name', name, '--network', NET, ...args, IMAGE, 'sleep', '3600']);
+  mgr.dockerOk([
+    'service',
+    'create',
+    '-d',
+    '--no-resolve-image',
+    '--name',
+    name,
+    '--network',
+    NET,
+    ...QUICK_STOP,
+    ...args,
+    IMAGE,
+    'sleep',
+    '3600',
+  ]);
 
 t.test('a swarm network, created once on the manager', async (t) => {
   await mgr.dockerOk(['network', 'create', '-d', 'ovsnet:latest', '--scope', 'swarm', '--attachable', '--subnet', SUBNET, NET]);
@@ -124,8 +143,6 @@ t.test('service names resolve to the VIP, tasks.NAME and dnsrr services to the t
 // A default-mode service: dockerd makes no load balancer for a driver other than overlay; ovsnet
 // reads the VIP and its tasks from each node's Engine and load-balances in OVS (docs/swarm.md).
 const HTTPD = ['sh', '-c', 'mkdir -p /www && hostname > /www/index.html && exec busybox httpd -f -p 80 -h /www'];
-/** httpd as a task's PID 1 ignores SIGTERM: its tasks are killed 1 s after, not Docker's 10 s. */
-const QUICK_STOP = ['--stop-grace-period', '1s'];
 /** `n` connections to `to`:80 in a row from a container on node i: each answer (a task's hostname) or 'FAIL'. */
 async function fetchMany(i: number, container: string, to: string, n: number, pause = 0): Promise<string[]> {
   const loop = `for i in $(seq ${n}); do printf 'GET / HTTP/1.0\r\n\r\n' | nc -w 2 ${to} 80 | tail -n 1 | grep . || echo FAIL; ${pause > 0 ? `sleep ${pause}` : ':'}; done`;
@@ -412,6 +429,7 @@ t.test('three managers, the leader stopped mid-run: a new leader allocates again
     '2',
     '--replicas-max-per-node',
     '1',
+    ...QUICK_STOP,
     IMAGE,
     'sleep',
     '3600',
