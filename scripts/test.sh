@@ -5,8 +5,13 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 trap services_cleanup EXIT
 
-ensure_packages
+# The Debian packages and the npm packages install side by side: apt-get waits mostly on the
+# network and dpkg, npm ci mostly on compiling better-sqlite3 (no prebuilt binary is reachable
+# here: 79 s of one core).
+ensure_packages &
+apt=$!
 [ -d node_modules ] || npm ci
+wait "$apt" || { log "installing the Debian packages failed (above)"; exit 1; }
 log "build and typecheck"; npx tsc -p tsconfig.json
 log "lint"; npx eslint .
 npx prettier --check --log-level warn 'src/**/*.ts' 'test/**/*.ts' 'bench/**/*.ts'

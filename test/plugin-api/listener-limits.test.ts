@@ -66,10 +66,19 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
     Array.from({ length: 20 }, () => 200),
     'the plugin socket answers every call',
   );
-  const open = conns.filter((c) => !c.destroyed && c.readyState === 'open').length;
   const fds = fs.readdirSync(`/proc/${o.child.pid ?? 0}/fd`).length;
   t.ok(fds < 300, `the daemon holds ${fds} descriptors, not one per connection`);
-  t.ok(open <= METRICS_LIMITS.maxConnections + 5, `${open} connections of 1,100 still open`);
+  // Connections past the cap are closed as the daemon accepts them; until then they wait in the
+  // kernel's accept queue, open as this side sees them (111 were, 0.5 s after, in a CI run beside
+  // an end-to-end file). Bounded at 10 s, a limit on correctness, not a target.
+  const openNow = () => conns.filter((c) => !c.destroyed && c.readyState === 'open').length;
+  const since = Date.now();
+  let open = openNow();
+  while (open > METRICS_LIMITS.maxConnections + 5 && Date.now() - since < 10_000) {
+    await new Promise((r) => setTimeout(r, 100));
+    open = openNow();
+  }
+  t.ok(open <= METRICS_LIMITS.maxConnections + 5, `${open} connections of 1,100 still open, ${Date.now() - since} ms after the calls`);
 });
 
 t.test('an idle connection to the metrics port is closed after the idle timeout; a scrape still works', async (t) => {
