@@ -4,6 +4,14 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 const SPAWN = ['node:child_process', 'child_process'].map((name) => ({ name, message: 'Run child processes through src/lib/exec.ts.' }));
+// The CommonJS packages ovsnet runs on: loaded with require() (src/lib/packages.ts says why),
+// their types with `import type`. The same list as src/lib/packages.ts's Packages.
+export const PACKAGES = ['better-sqlite3', 'cockatiel', 'etcd3', 'fastify', 'ip-address', 'netlink', 'pino', 'prom-client'];
+const REQUIRED = PACKAGES.map((name) => ({
+  name,
+  allowTypeImports: true,
+  message: `Load ${name} with requirePackage (src/lib/packages.ts): Node's ES module loader holds megabytes more for a CommonJS package it imports.`,
+}));
 const KEY_OWNERS = [
   'src/store/**',
   'src/driver/records/**',
@@ -46,9 +54,9 @@ export default tseslint.config(
   // described the same way, and timed per program. And each family of stored keys has one owner:
   // only the owners (and the store itself) build keys with src/store/keys.ts; the rest gets typed
   // records and transaction parts from them.
-  { files: ['src/**/*.ts'], rules: { 'no-restricted-imports': ['error', { paths: SPAWN, patterns: KEYS }] } },
-  { files: KEY_OWNERS, rules: { 'no-restricted-imports': ['error', { paths: SPAWN }] } },
-  { files: ['src/lib/exec.ts'], rules: { 'no-restricted-imports': ['error', { patterns: KEYS }] } },
+  { files: ['src/**/*.ts'], rules: { 'no-restricted-imports': ['error', { paths: [...SPAWN, ...REQUIRED], patterns: KEYS }] } },
+  { files: KEY_OWNERS, rules: { 'no-restricted-imports': ['error', { paths: [...SPAWN, ...REQUIRED] }] } },
+  { files: ['src/lib/exec.ts'], rules: { 'no-restricted-imports': ['error', { paths: REQUIRED, patterns: KEYS }] } },
   {
     // tap queues t.test() itself; its returned promise is not meant to be awaited.
     files: ['test/**'],

@@ -12,7 +12,7 @@ const mode = process.argv[2];
 const seconds = Number(process.env.BENCH_SECONDS ?? 8);
 const spec = { host: 'blh0', container: 'blc0', mtu: 1500, replace: true };
 const links = new Links();
-const ops = mode === 'main' ? await NetlinkOps.open() : undefined;
+const ops = mode === 'main' ? NetlinkOps.open() : undefined;
 const cycle = async (): Promise<void> => {
   if (ops !== undefined) {
     await ops.createVeth(spec);

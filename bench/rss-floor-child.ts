@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { LINK_WORKER_LIMITS } from '../src/driver/links/links.js';
+import { requirePackage } from '../src/lib/packages.js';
 
 /** RSS and its file-backed part (RssFile: the node binary's pages), MiB, read here: importing bench/storm.ts would load more. */
 const settle = async (): Promise<{ rss: number; file: number }> => {
@@ -37,8 +38,8 @@ const call = (socket: string) =>
 
 const bare = await settle();
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-rss-floor-'));
-const { default: Fastify } = await import('fastify'); // after the bare figure: a static import loads first
-const app = Fastify({ logger: false });
+// After the bare figure, and as the daemon loads it (src/lib/packages.ts): with require().
+const app = requirePackage('fastify').fastify({ logger: false });
 app.post('/:method', (req, reply) => reply.send({ Err: '', got: req.body }));
 try {
   const socket = path.join(dir, 'plugin.sock');

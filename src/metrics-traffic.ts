@@ -5,7 +5,8 @@
  * endpoint (or network) does: each scrape sets exactly the live ones. A scrape whose read failed
  * (OVS away, past the timeout) has no series of these, and the rest of the metrics as always.
  */
-import { Counter, type Registry } from 'prom-client';
+import type { Registry } from 'prom-client';
+import { requirePackage } from './lib/packages.js';
 
 export interface EndpointCounters {
   readonly network: string;
@@ -39,6 +40,7 @@ const ENDPOINT_SERIES: readonly [string, string, keyof EndpointCounters][] = [
 
 /** Registers the counters; each reads `source()` (which shares one read among them) at scrape time. */
 export function registerTraffic(registry: Registry, source: () => TrafficSource | undefined): void {
+  const { Counter } = requirePackage('prom-client'); // loaded with the registry, by Metrics
   const read = async (): Promise<Traffic | undefined> => {
     const s = source();
     return s === undefined ? undefined : s().catch(() => undefined);

@@ -22,14 +22,6 @@ t.test('standard names, build info, the code label', async (t) => {
   t.match(text, 'ovsnet_docker_call_duration_seconds_count{method="NetworkDriver.Join",code="200"} 1');
 });
 
-t.test("metrics not served (runtime: false): ovsnet's own series only, no runtime collector running", async (t) => {
-  const m = new Metrics({ runtime: false });
-  m.observeCall('NetworkDriver.Join', 200, 0.01);
-  const text = await m.registry.metrics();
-  t.notMatch(text, /^(process|nodejs)_/m, 'no process_* or nodejs_* series: their event-loop monitor never started');
-  t.match(text, 'ovsnet_docker_call_duration_seconds_count{method="NetworkDriver.Join",code="200"} 1');
-});
-
 t.test("endpoints' counters and policy drops: read at scrape time, only the live ones, none when they cannot be read", async (t) => {
   const m = new Metrics();
   const base = { pools: () => [], cluster: () => ({ hosts: 0, tunnels: 0, blocks: [] }) };

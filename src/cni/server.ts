@@ -13,9 +13,10 @@
  * it at 120 s).
  */
 import type { Socket } from 'node:net';
-import Fastify, { type FastifyInstance } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { isOvsnetError, messageOf, type ErrorCode } from '../lib/errors.js';
 import type { Logger } from '../lib/log.js';
+import { requirePackage } from '../lib/packages.js';
 import { RPC_VERSION, cniError, type CniCommand, type CniError, type CniErrorName, type RpcAnswer, type RpcRequest } from './protocol.js';
 import { parseCall } from './request.js';
 import type { CniService } from './service.js';
@@ -64,7 +65,7 @@ export function cniErrorOf(err: unknown, command: CniCommand | undefined, cniVer
 
 export function buildCniServer(service: CniService, log: Logger, given: Partial<CniSocketLimits> = {}): FastifyInstance {
   const limits = { ...CNI_SOCKET_LIMITS, ...given };
-  const app = Fastify({
+  const app = requirePackage('fastify').fastify({
     logger: false,
     bodyLimit: BODY_LIMIT,
     connectionTimeout: limits.idleTimeoutMs,

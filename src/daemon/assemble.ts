@@ -57,7 +57,8 @@ import type { Store } from '../store/types.js';
 export interface Parts {
   readonly config: Config;
   readonly log: Logger;
-  readonly metrics: Metrics;
+  /** Built when metrics are served (OVSNET_METRICS_ADDR), else undefined: prom-client is then never loaded. */
+  readonly metrics: Metrics | undefined;
   /** The store as opened: loaded() says whether it could be opened at all. */
   readonly raw: ReturnType<typeof openStore>;
   /** The same store, every call timed. */
@@ -90,9 +91,9 @@ export interface Parts {
 /** `settings`: what the admin endpoint shows as in effect (main.ts reads them from the environment); `onCall`: told of each Docker call answered. */
 export function assemble(config: Config, log: Logger, settings: Settings = effectiveSettings({}), onCall?: () => void): Parts {
   // Metrics first: the store, OVSDB and the server report to it. Its gauges are connected last.
-  // With metrics off (no OVSNET_METRICS_ADDR) nothing is observed: no call, store or OVSDB timing.
-  const metrics = new Metrics({ runtime: config.metrics !== undefined });
-  const observed = config.metrics === undefined ? undefined : metrics;
+  // With metrics off (no OVSNET_METRICS_ADDR) there are none and nothing is observed: no call,
+  // store or OVSDB timing, and prom-client is not even loaded.
+  const observed = config.metrics === undefined ? undefined : new Metrics();
   const raw = openStore(config.store, config.storeTimeoutMs, { log });
   const store: Store = observed === undefined ? raw : observed.instrument(raw);
   skippedRecords.log = log.child({ component: 'store' });
@@ -247,7 +248,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
   });
   watch = new OvsWatch({
     log: log.child({ component: 'ovs-watch' }),
-    metrics,
+    metrics: observed,
     upkeep: driver.upkeep,
     ovs,
     datapath,
@@ -257,24 +258,26 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     onRestarted: () => tunnels.schedule(),
     ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
-  // The endpoints' counters and policy drops, read from the bridge at scrape time.
-  const traffic = new TrafficCounters({ records: driver, ovs, openflow, log: log.child({ component: 'metrics' }) });
-  // The IPAM usage gauges read the index at scrape time.
-  metrics.readFrom({
-    pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
-    cluster: () => ({
-      hosts: registry.hosts().size,
-      tunnels: tunnels.count,
-      blocks: ipam
-        .usage()
-        .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
-    }),
-    traffic: () => traffic.read(),
-  });
+  if (observed !== undefined) {
+    // The endpoints' counters and policy drops, read from the bridge at scrape time.
+    const traffic = new TrafficCounters({ records: driver, ovs, openflow, log: log.child({ component: 'metrics' }) });
+    // The IPAM usage gauges read the index at scrape time.
+    observed.readFrom({
+      pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
+      cluster: () => ({
+        hosts: registry.hosts().size,
+        tunnels: tunnels.count,
+        blocks: ipam
+          .usage()
+          .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
+      }),
+      traffic: () => traffic.read(),
+    });
+  }
   return {
     config,
     log,
-    metrics,
+    metrics: observed,
     raw,
     store,
     ipam,

@@ -70,7 +70,10 @@ export class Daemon {
     const { config, log, metrics, datapath, app } = this.parts;
     // Listen first, reach the store in the background: Docker must never wait on a dead socket.
     await listenOnSocket(app, config.socket);
-    this.metricsServer = config.metrics === undefined ? undefined : await metrics.listen(config.metrics.host, config.metrics.port, log);
+    this.metricsServer =
+      config.metrics === undefined || metrics === undefined
+        ? undefined
+        : await metrics.listen(config.metrics.host, config.metrics.port, log);
     // CNI is an extra: a socket it cannot have is logged, and Docker is served without it.
     if (this.parts.cni !== undefined)
       await listenOnSocket(this.parts.cni.app, this.parts.cni.socket, 'OVSNET_CNI_SOCKET').catch((err: unknown) =>
@@ -177,7 +180,7 @@ export class Daemon {
               .then(async (r) => {
                 if (r.modifications === 0) return;
                 log.warn({ changes: r.modifications }, "the bridge's OpenFlow state was not ovsnet's (changed by hand?): put right");
-                metrics.observeRepairs(r.modifications, 0);
+                metrics?.observeRepairs(r.modifications, 0);
                 await refreshDatapath?.();
               })
               .catch((err: unknown) => log.debug({ err }, `cannot check the bridge's flows: ${messageOf(err)}`));
@@ -195,7 +198,7 @@ export class Daemon {
       retried('reconcile with Open vSwitch', () =>
         driver
           .reconcile()
-          .then((r) => metrics.observeRepairs(r.repaired.length, r.removed.length))
+          .then((r) => metrics?.observeRepairs(r.repaired.length, r.removed.length))
           .then(() => watch.afterReconcile())
           .then(() => settleAfterStart(exposedCollector(), log))
           .then(() => this.heapWatch.start())

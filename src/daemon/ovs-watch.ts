@@ -22,7 +22,8 @@ import type { Upkeep } from '../driver/upkeep/upkeep.js';
 
 export interface OvsWatchParts {
   readonly log: Logger;
-  readonly metrics: Pick<Metrics, 'observeOvsRestart' | 'observeReprogram'>;
+  /** Undefined when metrics are not served. */
+  readonly metrics: Pick<Metrics, 'observeOvsRestart' | 'observeReprogram'> | undefined;
   readonly upkeep: Pick<Upkeep, 'afterOvsRestart' | 'syncFlows' | 'onVswitchdAway'>;
   readonly ovs: Pick<OvsApi, 'bridgeExists' | 'flowRestoreWait' | 'setFlowRestoreWait'>;
   readonly datapath: DatapathType;
@@ -101,7 +102,7 @@ export class OvsWatch {
       this.parts.ovs.bridgeExists(this.parts.bridge).then(
         async () => {
           this.ovsdbLost = false;
-          this.parts.metrics.observeOvsRestart('ovsdb-server');
+          this.parts.metrics?.observeOvsRestart('ovsdb-server');
           this.parts.onRestarted?.();
           const synced = await this.parts.upkeep.syncFlows().catch(() => undefined);
           this.parts.log.info(
@@ -131,7 +132,7 @@ export class OvsWatch {
 
   /** ovs-vswitchd serves the bridge again: one restart, reprogrammed (once more if one is running). */
   private vswitchdBack(): void {
-    this.parts.metrics.observeOvsRestart('ovs-vswitchd');
+    this.parts.metrics?.observeOvsRestart('ovs-vswitchd');
     this.schedule();
   }
 
@@ -154,7 +155,7 @@ export class OvsWatch {
     const backAt = Date.now();
     try {
       const r = await upkeep.afterOvsRestart();
-      metrics.observeReprogram(r.flowsSeconds);
+      metrics?.observeReprogram(r.flowsSeconds);
       if (this.parts.datapath === 'system') await this.parts.ovs.setFlowRestoreWait(false);
       await this.parts.refreshDatapath?.();
       this.parts.onRestarted?.();

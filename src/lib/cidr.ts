@@ -3,7 +3,9 @@
  * bigints, parsed and printed through ip-address (RFC 5952 canonical IPv6). No I/O; tested
  * exhaustively in test/lib/cidr.test.ts.
  */
-import { Address4, Address6 } from 'ip-address';
+import { requirePackage } from './packages.js';
+
+const { Address4, Address6 } = requirePackage('ip-address');
 
 export type Family = 4 | 6;
 

@@ -5,7 +5,8 @@
  * AsyncLocalStorage (set by the server per request) and a pino mixin adds it.
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
-import { pino, type DestinationStream, type Logger } from 'pino';
+import type { DestinationStream, Logger } from 'pino';
+import { requirePackage } from './packages.js';
 import type { LogLevel } from '../config/config.js';
 
 export type { Logger };
@@ -13,6 +14,7 @@ export type { Logger };
 export const requestContext = new AsyncLocalStorage<{ readonly requestId: string }>();
 
 export function createLogger(level: LogLevel, destination?: DestinationStream): Logger {
+  const { pino } = requirePackage('pino');
   const options = {
     level,
     base: { name: 'ovsnet' },

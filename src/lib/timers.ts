@@ -7,7 +7,8 @@
  * retry in lockstep. The loop is ours, not cockatiel's retry policy (which sleeps through an
  * abort and calls once more): the sleep ends at once on abort and nothing is tried after it.
  */
-import { ExponentialBackoff, type IBackoff } from 'cockatiel';
+import type { IBackoff } from 'cockatiel';
+import { requirePackage } from './packages.js';
 
 export interface RetryOptions {
   /** The owner's stop: no attempt starts after it, and a pending wait ends at once. */
@@ -25,6 +26,7 @@ export interface RetryOptions {
 /** The delays of one run of retries: jittered, growing to the cap. */
 export function backoffDelays(initialDelayMs = 1000, maxDelayMs = 30_000): () => number {
   let backoff: IBackoff<unknown> | undefined;
+  const { ExponentialBackoff } = requirePackage('cockatiel');
   const factory = new ExponentialBackoff({ initialDelay: initialDelayMs, maxDelay: maxDelayMs });
   return () => {
     backoff = backoff === undefined ? factory.next() : backoff.next(undefined);

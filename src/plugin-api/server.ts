@@ -9,18 +9,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Socket } from 'node:net';
-import Fastify, {
-  LogController,
-  type FastifyBaseLogger,
-  type FastifyError,
-  type FastifyInstance,
-  type FastifyReply,
-  type FastifyRequest,
-  type onResponseHookHandler,
-} from 'fastify';
+import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../lib/errors.js';
 import type { Ipam } from '../ipam-driver/ipam.js';
 import { requestContext, type Logger } from '../lib/log.js';
+import { requirePackage } from '../lib/packages.js';
 import type { Metrics } from '../metrics.js';
 import type { NetworkDriver } from '../driver/network-driver.js';
 import { ADMIN_INFO_PATH, adminRoutes, type AdminInfo } from './admin-routes.js';
@@ -154,7 +147,8 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   /** Set once close() starts: a request arriving on a kept-alive connection then gets a 503. */
   let closing = false;
   const limits = { ...SOCKET_LIMITS, ...deps.limits };
-  const app = Fastify({
+  const { fastify, LogController } = requirePackage('fastify');
+  const app = fastify({
     // pino's Logger is a FastifyBaseLogger; the cast keeps the instance's logger generic the
     // default one, which the FastifyInstance return type names.
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion

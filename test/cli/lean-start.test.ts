@@ -1,11 +1,13 @@
 /**
  * The operator's commands never load the daemon's packages (Fastify, prom-client): `src/main.ts`
  * imports the daemon for `serve` only, so `ovsnet networks` and its siblings start sooner
- * (85-116 ms in `npm run bench -- scale`). Run as the operator runs them (dist/src/main.js), under a module hook that refuses
- * those packages: the command still succeeds. The control: the same hook refuses Fastify when
- * something does import it, and `serve` does.
+ * (85-116 ms in `npm run bench -- scale`). Run as the operator runs them (dist/src/main.js), under
+ * module hooks that refuse those packages, by require() (src/lib/packages.ts loads them so) and
+ * by `import`: the command still succeeds. The control: the same hooks refuse Fastify when
+ * something does load it either way, and `serve` does. And `serve` without metrics never loads
+ * prom-client (src/metrics.ts loads it when built, which the daemon does only to serve metrics).
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -16,12 +18,33 @@ import { SqliteStore } from '../../src/store/sqlite/sqlite.js';
 import { put } from '../../src/store/types.js';
 
 const DAEMON_ONLY = /\/node_modules\/(fastify|prom-client)\//;
-const HOOKS = `export async function resolve(spec, ctx, next) {
+
+/**
+ * Node's arguments that make any load of a module whose file matches `refused` fail: a patch of
+ * the CommonJS resolver for require() (a file written in `dir`, preloaded with --require), and an
+ * ES module resolve hook for `import`, which the patch never sees.
+ */
+function refusing(refused: RegExp, dir: string): string[] {
+  const hooks = `export async function resolve(spec, ctx, next) {
   const r = await next(spec, ctx);
-  if (${DAEMON_ONLY.toString()}.test(r.url)) throw new Error('refused by the test: ' + r.url);
+  if (${refused.toString()}.test(r.url)) throw new Error('refused by the test: ' + r.url);
   return r;
 }`;
-const PRELOAD = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(HOOKS)}`)});`;
+  const preload = `import { register } from 'node:module'; register(${JSON.stringify(`data:text/javascript,${encodeURIComponent(hooks)}`)});`;
+  const requireHook = path.join(dir, `refuse-${fs.readdirSync(dir).length}.cjs`);
+  fs.writeFileSync(
+    requireHook,
+    `const Module = require('node:module');
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (...args) {
+  const file = resolve.apply(this, args);
+  if (${refused.toString()}.test(file)) throw new Error('refused by the test: ' + file);
+  return file;
+};
+`,
+  );
+  return ['--require', requireHook, '--import', `data:text/javascript,${encodeURIComponent(preload)}`];
+}
 const root = new URL('../../../', import.meta.url).pathname;
 const MAIN = `${root}dist/src/main.js`;
 
@@ -49,7 +72,7 @@ t.test('`ovsnet --help`, `version` and `networks` load neither Fastify nor prom-
     OVSNET_METRICS_ADDR: '',
     DOCKER_HOST: `unix://${path.join(dir, 'no-docker.sock')}`,
   };
-  const node = ['--import', `data:text/javascript,${encodeURIComponent(PRELOAD)}`];
+  const node = refusing(DAEMON_ONLY, dir);
   const hooked = (...args: string[]) =>
     spawnSync(process.execPath, [...node, ...args], {
       env,
@@ -69,19 +92,60 @@ t.test('`ovsnet --help`, `version` and `networks` load neither Fastify nor prom-
   t.match(runs[2]?.r.stdout, network.networkId.slice(0, 12), 'and `networks` read the store');
 
   const control = hooked('--input-type=module', '-e', "await import('fastify')");
-  t.match(control.stderr, /refused by the test: .*fastify/, 'the control: the hook refuses Fastify when it is imported');
-  // Were the import not refused, the daemon would start: in a network namespace of its own
+  t.match(control.stderr, /refused by the test: .*fastify/, 'the control: the hooks refuse Fastify when it is imported');
+  const required = hooked('-e', "require('fastify')");
+  t.match(required.stderr, /refused by the test: .*fastify/, 'and when it is required');
+  // Were the load not refused, the daemon would start: in a network namespace of its own
   // (no link, rule or bridge of the machine's), every path in this test's directory, no spares.
   const serve = spawnSync('unshare', ['--net', '--', process.execPath, ...node, MAIN, 'serve'], {
-    env: {
-      ...env,
-      OVSNET_OVSDB: `unix:${path.join(dir, 'no-ovsdb.sock')}`,
-      OVSNET_JOURNAL: path.join(dir, 'journal.json'),
-      OVSNET_DOCKER_HOST: `unix://${path.join(dir, 'no-docker.sock')}`,
-      OVSNET_SPARE_VETHS: '0',
-    },
+    env: serveEnv(dir, env),
     encoding: 'utf8',
     timeout: 20_000,
   });
-  t.match(serve.stderr, /refused by the test: .*(fastify|prom-client)/, 'and `serve` imports it');
+  t.match(serve.stderr, /refused by the test: .*(fastify|prom-client)/, 'and `serve` loads it');
+});
+
+/** `serve`'s environment beside `env`: OVSDB absent, every file in `dir`, no spare veths. */
+const serveEnv = (dir: string, env: Record<string, string>) => ({
+  ...env,
+  OVSNET_OVSDB: `unix:${path.join(dir, 'no-ovsdb.sock')}`,
+  OVSNET_JOURNAL: path.join(dir, 'journal.json'),
+  OVSNET_DOCKER_HOST: `unix://${path.join(dir, 'no-docker.sock')}`,
+  OVSNET_SPARE_VETHS: '0',
+});
+
+t.test('`serve` with metrics off never loads prom-client; with metrics on it does', async (t) => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ovsnet-lean-'));
+  t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const node = refusing(/\/node_modules\/prom-client\//, dir);
+  const env = {
+    PATH: process.env.PATH ?? '',
+    OVSNET_STORE: `sqlite:${path.join(dir, 'state.db')}`,
+    OVSNET_SOCKET: path.join(dir, 'plugin.sock'),
+  };
+  // The daemon serves (OVSDB absent, it keeps retrying in the background); 3 s after it says
+  // so, and after its first attempts at OVS, it gets SIGTERM and stops.
+  const daemon = spawn('unshare', ['--net', '--', process.execPath, ...node, MAIN, 'serve'], {
+    env: serveEnv(dir, { ...env, OVSNET_METRICS_ADDR: '' }),
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  daemon.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  daemon.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  const exited = new Promise<number | null>((resolve) => daemon.once('exit', resolve));
+  const deadline = Date.now() + 30_000; // a bound on a loaded machine, not a target
+  while (!/ serving"/.test(out) && daemon.exitCode === null && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+  await new Promise((r) => setTimeout(r, 3000));
+  daemon.kill('SIGTERM');
+  t.equal(await exited, 0, 'it stops on SIGTERM');
+  t.notMatch(out, /refused by the test/, 'metrics off: prom-client never loaded');
+  t.match(out, /"msg":"ovsnet [^"]* serving"/, 'and the daemon served');
+  t.match(out, /"msg":"stopped"/, 'until SIGTERM');
+  // The control: the same hooks, metrics served.
+  const on = spawnSync('unshare', ['--net', '--', process.execPath, ...node, MAIN, 'serve'], {
+    env: serveEnv(dir, { ...env, OVSNET_METRICS_ADDR: '127.0.0.1:19477' }),
+    encoding: 'utf8',
+    timeout: 20_000,
+  });
+  t.match(on.stderr, /refused by the test: .*prom-client/, 'metrics served: prom-client loaded');
 });

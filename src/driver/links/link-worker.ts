@@ -52,7 +52,7 @@ async function perform(ops: NetlinkOps, req: LinkRequest): Promise<unknown> {
 
 const port = parentPort;
 if (port !== null) {
-  const ops = await NetlinkOps.open();
+  const ops = NetlinkOps.open();
   let queue: Promise<unknown> = Promise.resolve();
   port.on('message', (req: LinkRequest | 'close') => {
     if (req === 'close') {

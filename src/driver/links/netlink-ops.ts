@@ -15,6 +15,7 @@ import type { GenericNetlinkSocket, RtNetlinkSocket } from 'netlink';
 import { enableIpv6, ipv6OffReason } from './gateway-ipv6.js';
 import { hostEndIsolation, isolateHostEndIpv6 } from './host-end.js';
 import { adoptVeth, parkVeth, type SpareNames } from './spare-ops.js';
+import { requirePackage } from '../../lib/packages.js';
 
 type NetlinkModule = typeof import('netlink');
 
@@ -98,8 +99,8 @@ export class NetlinkOps {
     private readonly genl: GenericNetlinkSocket,
   ) {}
 
-  static async open(): Promise<NetlinkOps> {
-    const nl = await import('netlink').then((m) => (m as { default?: NetlinkModule }).default ?? m);
+  static open(): NetlinkOps {
+    const nl = requirePackage('netlink');
     return new NetlinkOps(nl, nl.createRtNetlink(), nl.createGenericNetlink());
   }
 

@@ -11,7 +11,6 @@
  */
 import type { Etcd3, IOptions } from 'etcd3';
 import type * as RPC from 'etcd3/lib/rpc.js';
-import { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } from 'cockatiel';
 import { expireAfterIo } from '../../lib/timers.js';
 import { OvsnetError } from '../../lib/errors.js';
 import { keys, prefixEnd } from '../keys.js';
@@ -29,6 +28,9 @@ import type {
   WatchHandlers,
   Watcher,
 } from '../types.js';
+import { requirePackage } from '../../lib/packages.js';
+
+const { BrokenCircuitError, ConsecutiveBreaker, ConstantBackoff, circuitBreaker, handleWhen, noop, retry } = requirePackage('cockatiel');
 
 /** How long a call waits before trying again while the endpoint's circuit is open. */
 const CIRCUIT_WAIT_MS = 200;
@@ -63,11 +65,12 @@ export class EtcdStore implements Store {
   /** The client, made on the first call (after the daemon listens: see the header). */
   private get client(): Promise<Etcd3> {
     if (this.closed) return Promise.reject(new OvsnetError('STORE_CLOSED', 'the store was closed'));
-    return (this.connecting ??= this.connect(this.options));
+    // A failure to load or configure the client rejects, as any failed call does.
+    return (this.connecting ??= Promise.resolve(this.options).then((options) => this.connect(options)));
   }
 
-  private async connect(options: EtcdStoreOptions): Promise<Etcd3> {
-    const { Etcd3, isRecoverableError } = await import('etcd3');
+  private connect(options: EtcdStoreOptions): Etcd3 {
+    const { Etcd3, isRecoverableError } = requirePackage('etcd3');
     this.recoverable = isRecoverableError;
     const timeoutMs = options.timeoutMs;
     const config: IOptions = {

@@ -3,7 +3,8 @@
  * from several processes at once, and turning event rows into watch events. Used by the
  * sqlite*.ts modules only.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { requirePackage } from '../../lib/packages.js';
 import type { KeyValue, WatchEvent } from '../types.js';
 
 export interface Row {
@@ -89,9 +90,10 @@ export const toKv = (r: Row): KeyValue => ({
  * retry here, within the busy timeout.
  */
 export function openDatabase(file: string, busyTimeoutMs: number): Database.Database {
+  const Sqlite = requirePackage('better-sqlite3');
   const deadline = Date.now() + busyTimeoutMs;
   for (;;) {
-    const db = new Database(file, { timeout: busyTimeoutMs });
+    const db = new Sqlite(file, { timeout: busyTimeoutMs });
     try {
       db.pragma('journal_mode = WAL');
       // NORMAL in WAL mode: a committed transaction survives the process being killed (the
