@@ -2,8 +2,8 @@
  * The CommonJS packages ovsnet runs on, loaded with require(), never `import`: Node 20's ES
  * module loader, importing a CommonJS package, also scans its source (and each file it
  * re-exports) for named exports and wraps what it loads as ES modules, and that stays in memory.
- * Loading the same packages with require() left the daemon 5-7 MiB smaller (the `scale`
- * benchmark's empty RSS, docs/benchmarks.md) and its link worker 2.6 MiB smaller.
+ * Loaded with require(), the daemon's packages took 4.6-8.0 MiB less in one process, and the
+ * link worker 2.6 MiB less (docs/benchmarks.md, "CommonJS packages loaded with require()").
  *
  * Their types still come from `import type` and `typeof import()`, which the build erases.
  * ESLint refuses a value import of these packages under src/ (eslint.config.js).
