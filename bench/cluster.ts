@@ -226,15 +226,56 @@ async function stormCosts(h: DockerHost, ovsnet: Ovsnet): Promise<StormCosts> {
   }
 }
 
+/** ovsnet's CPU over a storm, from /proc alone: for a daemon serving no metrics (nothing to scrape). */
+interface StormCpu {
+  readonly n: number;
+  readonly wallMs: number;
+  readonly failures: number;
+  readonly cpuMsPerStart: number;
+  readonly mainMsPerStart: number;
+  readonly netCpuMsPerStart: number;
+  readonly idleCpuMsPerS: number;
+}
+
+/**
+ * The same storm as stormCosts, measuring only ovsnet's CPU (the idle window before it taken off
+ * as there): for ovsnet as it runs by default, without OVSNET_METRICS_ADDR, where prom-client's
+ * event-loop monitor (a 10 ms timer) and collectors are not running.
+ */
+async function stormCpu(h: DockerHost, ovsnet: Ovsnet): Promise<StormCpu> {
+  const n = Number(process.env.BENCH_STORM ?? 100);
+  const idleS = Number(process.env.BENCH_IDLE_S ?? 30);
+  const u0 = cpuSeconds(ovsnet);
+  await new Promise((r) => setTimeout(r, idleS * 1000));
+  const [u1, m1] = [cpuSeconds(ovsnet), cpuSplit(ovsnet).main];
+  const t0 = Date.now();
+  let started = { cpu: u1, main: m1, at: t0 };
+  const s = await storm(h, 'bench', n, 'csn', async () => {
+    started = { cpu: cpuSeconds(ovsnet), main: cpuSplit(ovsnet).main, at: Date.now() };
+    await Promise.resolve();
+  });
+  const idleRate = ((u1 - u0) * 1000) / idleS;
+  return {
+    n,
+    wallMs: s.wallMs,
+    failures: s.failures,
+    cpuMsPerStart: ((started.cpu - u1) * 1000) / n,
+    mainMsPerStart: ((started.main - m1) * 1000) / n,
+    netCpuMsPerStart: ((started.cpu - u1) * 1000 - idleRate * ((started.at - t0) / 1000)) / n,
+    idleCpuMsPerS: idleRate,
+  };
+}
+
 /** Host `i`'s ovsnet on the cluster's etcd, with `flags` for node (its plugin's when undefined), of build `main` (this one's unless said). */
-const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined, main?: string): Promise<Ovsnet> =>
+const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined, main?: string, metrics = true): Promise<Ovsnet> =>
   (cluster.hosts[i] as DockerHost).startOvsnet(
     {
       OVSNET_STORE: cluster.store,
       OVSNET_HOST: `b${i + 1}`,
       OVSNET_VTEP_IP: cluster.addresses[i] ?? '',
       OVSNET_LOG_LEVEL: 'warn',
-      OVSNET_METRICS_ADDR: String(METRICS_PORT),
+      // Empty is unset: no metrics listener, no prom-client (its event-loop monitor and collectors).
+      OVSNET_METRICS_ADDR: metrics ? String(METRICS_PORT) : '',
     },
     main,
     flags ?? (main === undefined ? undefined : launchFlags(main)),
@@ -248,7 +289,13 @@ async function onEveryHost(cluster: Cluster, flags: readonly string[] | undefine
   }
 }
 
-async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<DriverCall, number[]>; storm: StormCosts }> {
+async function onTwoHosts(): Promise<{
+  same: number;
+  cross: number;
+  calls: Map<DriverCall, number[]>;
+  storm: StormCosts;
+  stormOff: StormCpu;
+}> {
   const cluster = await Cluster.up('bch', 2);
   const daemons: Ovsnet[] = [];
   try {
@@ -284,6 +331,14 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
       cross: median(crosses),
       calls: await timeDriverCalls(h1, 100, 251),
       storm: await stormCosts(h1, d1),
+      // The same storm on host 1's ovsnet restarted as it runs by default: no metrics served.
+      stormOff: await (async () => {
+        await d1.kill('SIGTERM');
+        const off = await startDaemon(cluster, 0, DAEMON_FLAGS, undefined, false);
+        daemons[0] = off;
+        await new Promise((r) => setTimeout(r, 15_000)); // its start-up done, as stormsByFlags waits
+        return stormCpu(h1, off);
+      })(),
     };
   } finally {
     // A profiled daemon must exit on its own to write its profile: before its host goes down.
@@ -296,7 +351,8 @@ async function onTwoHosts(): Promise<{ same: number; cross: number; calls: Map<D
 /**
  * BENCH_STORM_FLAGS='A|B|...' (each a space-separated list of node flags, `plugin` for the
  * plugin's own, empty for none; a path to another build's dist/src/main.js first runs that
- * build, with its plugin's flags unless others follow): only the storm, on the same two hosts, once per flag set and
+ * build, with its plugin's flags unless others follow; the word `metrics-off` among them starts
+ * that ovsnet without OVSNET_METRICS_ADDR, its default, and measures only its CPU): only the storm, on the same two hosts, once per flag set and
  * BENCH_STORM_ROUNDS (2) times in turn (A B A B), host 1's ovsnet restarted with the set before
  * each storm. The first set is the baseline.
  */
@@ -315,15 +371,43 @@ async function stormsByFlags(sets: string[]): Promise<void> {
         // An entry point first (another build's dist/src/main.js) runs that build.
         const [first = '', ...rest] = set.split(' ').filter(Boolean);
         const main = first.endsWith('main.js') ? first : undefined;
-        const words = main === undefined ? [first, ...rest].filter(Boolean) : rest;
-        const flags = words.length === 1 && words[0] === 'plugin' ? undefined : words;
-        daemons = [await startDaemon(cluster, 0, flags, main), ...daemons.slice(1)];
+        const all = main === undefined ? [first, ...rest].filter(Boolean) : rest;
+        // `metrics-off`: no OVSNET_METRICS_ADDR (the default), so only its CPU is measured.
+        const metricsOff = all.includes('metrics-off');
+        const words = all.filter((w) => w !== 'metrics-off');
+        // `plugin`, or a build's path alone: that build's plugin flags (startDaemon's undefined).
+        const flags = (words.length === 1 && words[0] === 'plugin') || (main !== undefined && words.length === 0) ? undefined : words;
+        daemons = [await startDaemon(cluster, 0, flags, main, !metricsOff), ...daemons.slice(1)];
         // Its start-up (the reconcile, the first collection) done before the idle window opens.
         await new Promise((r) => setTimeout(r, 15_000));
+        const label = `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`;
+        if (metricsOff) {
+          const c = await stormCpu(h1, daemons[0] as Ovsnet);
+          if (k === 0) base[r] = c.cpuMsPerStart;
+          const none = '(no metrics)';
+          rows.push([
+            label,
+            String(r + 1),
+            none,
+            `${fmt(c.cpuMsPerStart)} (main thread ${fmt(c.mainMsPerStart)})`,
+            fmt(c.netCpuMsPerStart),
+            fmt(c.cpuMsPerStart / (base[r] ?? NaN)),
+            none,
+            `${fmt(c.wallMs / 1000, 1)} s`,
+            none,
+            none,
+            `${c.failures}`,
+            os
+              .loadavg()
+              .map((l) => l.toFixed(1))
+              .join(' '),
+          ]);
+          continue;
+        }
         const st = await stormCosts(h1, daemons[0] as Ovsnet);
         if (k === 0) base[r] = st.cpuMsPerStart;
         rows.push([
-          `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`,
+          label,
           String(r + 1),
           `${fmt(st.perStart + st.perStop)} (${st.startOps} / ${st.stopOps})`,
           `${fmt(st.cpuMsPerStart)} (system ${fmt(st.sysMsPerStart)}, main thread ${fmt(st.mainMsPerStart)})`,
@@ -396,7 +480,7 @@ export async function benchCluster(): Promise<void> {
   }
   console.log(`RequestAddress, in process, against etcd (${N} per case):`);
   console.log(table(['case', 'p50 ms', 'p99 ms', 'per s (all hosts)', 'p50 vs baseline'], rows));
-  const { same, cross, calls, storm: st } = await onTwoHosts();
+  const { same, cross, calls, storm: st, stormOff: off } = await onTwoHosts();
   console.log('\nTCP between two containers of one logical network (200 MiB, median of 3):');
   console.log(
     table(
@@ -445,6 +529,13 @@ export async function benchCluster(): Promise<void> {
           st.cpuMsPerStart <= 8 ? 'met' : 'NOT met',
         ],
         ['the same, idle CPU of that time taken off', fmt(st.netCpuMsPerStart), '', st.netCpuMsPerStart <= 8 ? 'met' : 'NOT met'],
+        [
+          `ovsnet CPU ms per container start, no metrics served (the default), another storm (${fmt(off.wallMs / 1000, 1)} s, ${off.failures} failures)`,
+          `${fmt(off.cpuMsPerStart)} (main thread ${fmt(off.mainMsPerStart)})`,
+          `${fmt(off.idleCpuMsPerS)} ms/s idle`,
+          off.cpuMsPerStart <= 8 ? 'met' : 'NOT met',
+        ],
+        ['the same, idle CPU of that time taken off', fmt(off.netCpuMsPerStart), '', off.netCpuMsPerStart <= 8 ? 'met' : 'NOT met'],
       ],
     ),
   );
