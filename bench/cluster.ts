@@ -19,7 +19,7 @@ import { createLogger } from '../src/lib/log.js';
 import { Ipam } from '../src/ipam-driver/ipam.js';
 import { loadConfig } from '../src/config/config.js';
 import { Cluster } from '../test/harness/cluster.js';
-import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet } from '../test/harness/host.js';
+import { CREATE_OVSNET, type DockerHost, IMAGE, type Ovsnet, type Session } from '../test/harness/host.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { DRIVER_CALLS, timeDriverCalls, type DriverCall } from './driver-calls.js';
 import { fmt, measure, percentile, table, type Summary } from './stats.js';
@@ -267,7 +267,14 @@ async function stormCpu(h: DockerHost, ovsnet: Ovsnet): Promise<StormCpu> {
 }
 
 /** Host `i`'s ovsnet on the cluster's etcd, with `flags` for node (its plugin's when undefined), of build `main` (this one's unless said). */
-const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | undefined, main?: string, metrics = true): Promise<Ovsnet> =>
+const startDaemon = (
+  cluster: Cluster,
+  i: number,
+  flags: readonly string[] | undefined,
+  main?: string,
+  metrics = true,
+  session: Session = 'own',
+): Promise<Ovsnet> =>
   (cluster.hosts[i] as DockerHost).startOvsnet(
     {
       OVSNET_STORE: cluster.store,
@@ -279,6 +286,7 @@ const startDaemon = (cluster: Cluster, i: number, flags: readonly string[] | und
     },
     main,
     flags ?? (main === undefined ? undefined : launchFlags(main)),
+    session,
   );
 
 /** Each host's ovsnet (host 1's with `flags`), put in `daemons` as it starts (stopped by the caller), and the logical network `bench` on it. */
@@ -352,7 +360,9 @@ async function onTwoHosts(): Promise<{
  * BENCH_STORM_FLAGS='A|B|...' (each a space-separated list of node flags, `plugin` for the
  * plugin's own, empty for none; a path to another build's dist/src/main.js first runs that
  * build, with its plugin's flags unless others follow; the word `metrics-off` among them starts
- * that ovsnet without OVSNET_METRICS_ADDR, its default, and measures only its CPU): only the storm, on the same two hosts, once per flag set and
+ * that ovsnet without OVSNET_METRICS_ADDR, its default, and measures only its CPU; the word
+ * `caller-session` starts it in the bench's session instead of one of its own, as benches did
+ * before): only the storm, on the same two hosts, once per flag set and
  * BENCH_STORM_ROUNDS (2) times in turn (A B A B), host 1's ovsnet restarted with the set before
  * each storm. The first set is the baseline.
  */
@@ -374,10 +384,12 @@ async function stormsByFlags(sets: string[]): Promise<void> {
         const all = main === undefined ? [first, ...rest].filter(Boolean) : rest;
         // `metrics-off`: no OVSNET_METRICS_ADDR (the default), so only its CPU is measured.
         const metricsOff = all.includes('metrics-off');
-        const words = all.filter((w) => w !== 'metrics-off');
+        // `caller-session`: in the bench's session, among its clients (Session, test/harness/host.ts).
+        const session: Session = all.includes('caller-session') ? 'caller' : 'own';
+        const words = all.filter((w) => w !== 'metrics-off' && w !== 'caller-session');
         // `plugin`, or a build's path alone: that build's plugin flags (startDaemon's undefined).
         const flags = (words.length === 1 && words[0] === 'plugin') || (main !== undefined && words.length === 0) ? undefined : words;
-        daemons = [await startDaemon(cluster, 0, flags, main, !metricsOff), ...daemons.slice(1)];
+        daemons = [await startDaemon(cluster, 0, flags, main, !metricsOff, session), ...daemons.slice(1)];
         // Its start-up (the reconcile, the first collection) done before the idle window opens.
         await new Promise((r) => setTimeout(r, 15_000));
         const label = `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`;

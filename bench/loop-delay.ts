@@ -44,7 +44,12 @@ export class LoopProbe {
   private constructor(private readonly child: ChildProcess) {}
 
   static async start(): Promise<LoopProbe> {
-    const child = fork(fileURLToPath(new URL('./loop-probe.js', import.meta.url)), [], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+    // In a session of its own, as the daemons beside it (test/harness/host.ts, Session): the
+    // kernel's autogroup weighs it as one group, not as one task among the bench's clients.
+    const child = fork(fileURLToPath(new URL('./loop-probe.js', import.meta.url)), [], {
+      stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      detached: true,
+    });
     await new Promise((resolve) => child.once('message', resolve));
     return new LoopProbe(child);
   }

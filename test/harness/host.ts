@@ -163,7 +163,7 @@ export class DockerHost {
    * `main`: another build's entry point (an earlier version, for upgrades); `flags`: node's
    * (the ones its plugin/config.json gives unless said).
    */
-  async startOvsnet(env: Record<string, string> = {}, main = MAIN, flags?: readonly string[]): Promise<Ovsnet> {
+  async startOvsnet(env: Record<string, string> = {}, main = MAIN, flags?: readonly string[], session: Session = 'own'): Promise<Ovsnet> {
     this.lastOvsnet = await Ovsnet.start(
       path.join(this.pluginDir, 'ovsnet.sock'),
       {
@@ -178,6 +178,7 @@ export class DockerHost {
       ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
       main,
       flags,
+      session,
     );
     return this.lastOvsnet;
   }
@@ -222,6 +223,15 @@ export function pluginCall(socketPath: string, method: string, body?: unknown): 
 }
 
 /** The plugin under test: `ovsnet serve` as a child process, its JSON log kept in memory. */
+/**
+ * The session a daemon starts in. 'own' (setsid), as every launcher runs ovsnet: systemd's
+ * service, the managed plugin's runc, a terminal of its own. Linux's autogroup scheduling
+ * (CONFIG_SCHED_AUTOGROUP, on in Debian's kernels) weighs each session as one group: in the
+ * caller's session ('caller'), a daemon would be one task among the test's own processes (a
+ * storm's 100 `docker run` clients) instead of a group of its own (docs/benchmarks.md, cluster).
+ */
+export type Session = 'own' | 'caller';
+
 export class Ovsnet {
   log = '';
   readonly exited: Promise<number | null>;
@@ -246,6 +256,7 @@ export class Ovsnet {
     wrap: readonly string[] = [],
     main = MAIN,
     flags: readonly string[] = launchFlags(main),
+    session: Session = 'own',
   ): Promise<Ovsnet> {
     // SIGTERM when the process that started it dies (a test file killed at its timeout): no
     // daemon outlives its test. setpriv sets it and execs; the signal stays across execs.
@@ -259,6 +270,7 @@ export class Ovsnet {
         ...env,
       },
       stdio: ['ignore', 'pipe', 'pipe'],
+      detached: session === 'own',
     });
     const o = new Ovsnet(child, socket);
     // A wait, not a speed check (the lifecycle test bounds the start, run alone): beside other
