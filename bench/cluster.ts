@@ -274,6 +274,7 @@ const startDaemon = (
   main?: string,
   metrics = true,
   session: Session = 'own',
+  settings: Record<string, string> = {},
 ): Promise<Ovsnet> =>
   (cluster.hosts[i] as DockerHost).startOvsnet(
     {
@@ -283,6 +284,7 @@ const startDaemon = (
       OVSNET_LOG_LEVEL: 'warn',
       // Empty is unset: no metrics listener, no prom-client (its event-loop monitor and collectors).
       OVSNET_METRICS_ADDR: metrics ? String(METRICS_PORT) : '',
+      ...settings,
     },
     main,
     flags ?? (main === undefined ? undefined : launchFlags(main)),
@@ -362,7 +364,7 @@ async function onTwoHosts(): Promise<{
  * build, with its plugin's flags unless others follow; the word `metrics-off` among them starts
  * that ovsnet without OVSNET_METRICS_ADDR, its default, and measures only its CPU; the word
  * `caller-session` starts it in the bench's session instead of one of its own, as benches did
- * before): only the storm, on the same two hosts, once per flag set and
+ * before; a word OVSNET_NAME=VALUE gives it that setting): only the storm, on the same two hosts, once per flag set and
  * BENCH_STORM_ROUNDS (2) times in turn (A B A B), host 1's ovsnet restarted with the set before
  * each storm. The first set is the baseline.
  */
@@ -386,10 +388,13 @@ async function stormsByFlags(sets: string[]): Promise<void> {
         const metricsOff = all.includes('metrics-off');
         // `caller-session`: in the bench's session, among its clients (Session, test/harness/host.ts).
         const session: Session = all.includes('caller-session') ? 'caller' : 'own';
-        const words = all.filter((w) => w !== 'metrics-off' && w !== 'caller-session');
+        // OVSNET_NAME=VALUE: a setting of that ovsnet (OVSNET_NICE=inherit).
+        const setting = (w: string) => /^OVSNET_[A-Z_]+=/.test(w);
+        const settings = Object.fromEntries(all.filter(setting).map((w) => [w.slice(0, w.indexOf('=')), w.slice(w.indexOf('=') + 1)]));
+        const words = all.filter((w) => w !== 'metrics-off' && w !== 'caller-session' && !setting(w));
         // `plugin`, or a build's path alone: that build's plugin flags (startDaemon's undefined).
         const flags = (words.length === 1 && words[0] === 'plugin') || (main !== undefined && words.length === 0) ? undefined : words;
-        daemons = [await startDaemon(cluster, 0, flags, main, !metricsOff, session), ...daemons.slice(1)];
+        daemons = [await startDaemon(cluster, 0, flags, main, !metricsOff, session, settings), ...daemons.slice(1)];
         // Its start-up (the reconcile, the first collection) done before the idle window opens.
         await new Promise((r) => setTimeout(r, 15_000));
         const label = `${set.trim() === '' ? '(none)' : set.trim()}${k === 0 ? ' [baseline]' : ''}`;

@@ -15,6 +15,7 @@ import type { Daemon } from './daemon/daemon.js';
 import { isOvsnetError, messageOf } from './lib/errors.js';
 import { createLogger, type Logger } from './lib/log.js';
 import { effectiveSettings } from './config/settings-view.js';
+import { applyPriority, linuxScheduler } from './daemon/priority.js';
 import { VERSION } from './lib/version.js';
 
 /**
@@ -51,8 +52,10 @@ function lastResort(daemon: Daemon, log: Logger): void {
  * commands never load them, and start 85-116 ms sooner (docs/benchmarks.md, scale).
  */
 async function serve(config: Config): Promise<void> {
-  const { Daemon } = await import('./daemon/daemon.js');
   const log = createLogger(config.logLevel);
+  // Before the daemon's modules and threads: those made later inherit the main thread's priority.
+  prioritize(config.nice, log);
+  const { Daemon } = await import('./daemon/daemon.js');
   const daemon = new Daemon(config, log, effectiveSettings(process.env));
   lastResort(daemon, log);
   await daemon.start((err, cleanedUp) => {
@@ -64,6 +67,18 @@ async function serve(config: Config): Promise<void> {
   const stop = (signal: string) => void daemon.stop(signal).finally(() => process.exit(0));
   process.once('SIGTERM', stop);
   process.once('SIGINT', stop);
+}
+
+/** OVSNET_NICE given (daemon/priority.ts): said at debug, or once as a warning when refused. */
+function prioritize(nice: Config['nice'], log: Logger): void {
+  try {
+    const report = applyPriority(nice, linuxScheduler);
+    if (report.refused !== undefined) log.warn({ nice }, report.refused);
+    else log.debug({ nice, threadsSet: report.threadsSet, autogroup: report.group }, `scheduling priority: nice ${nice}`);
+  } catch (err) {
+    // Not a reason to stop serving Docker: the priority only orders ovsnet among the busy.
+    log.warn({ err, nice }, `cannot set ovsnet's scheduling priority (OVSNET_NICE=${nice}): ${messageOf(err)}; it runs as started`);
+  }
 }
 
 /** Every command: the daemon, and the operator's commands. */

@@ -43,6 +43,8 @@ export interface Config {
   readonly vxlanPort: number;
   /** OVSNET_DOCKER_HOST: the Engine socket read for swarm services' VIPs (driver/vip/); '' = off. */
   readonly dockerSocket: string;
+  /** OVSNET_NICE: the scheduling priority given at start (daemon/priority.ts), or left as started. */
+  readonly nice: number | 'inherit';
 }
 
 export interface DefaultPool {
@@ -141,6 +143,14 @@ export function loadConfig(env: Env): Config {
   const dockerHost = value('OVSNET_DOCKER_HOST');
   const dockerSocket = dockerHost === 'off' ? '' : parseDockerHost(dockerHost);
   if (dockerSocket === undefined) bad('OVSNET_DOCKER_HOST', dockerHost);
+  const niceRaw = value('OVSNET_NICE');
+  const nice =
+    niceRaw === 'inherit'
+      ? niceRaw
+      : /^-?\d{1,2}$/.test(niceRaw) && Number(niceRaw) >= -20 && Number(niceRaw) <= 19
+        ? Number(niceRaw)
+        : undefined;
+  if (nice === undefined) bad('OVSNET_NICE', niceRaw);
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
   let metrics: Config['metrics'];
@@ -180,6 +190,7 @@ export function loadConfig(env: Env): Config {
     scope,
     vxlanPort: vxlan,
     dockerSocket: dockerSocket ?? '',
+    nice: nice ?? 'inherit',
   });
 }
 

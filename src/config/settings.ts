@@ -133,6 +133,11 @@ export const SETTINGS = {
     form: 'unix:///absolute/path (no "..", at most 4096 characters), or off',
     doc: "Docker Engine socket ovsnet reads (GET only) for swarm services' VIPs and their tasks on its swarm networks; off: not followed (swarm VIPs then do not work on ovsnet networks, dnsrr services do).",
   },
+  OVSNET_NICE: {
+    default: 'inherit',
+    form: 'an integer from -20 to 19, or inherit',
+    doc: "Scheduling priority of ovsnet's threads, and of its session's autogroup when it leads its session (Open vSwitch's daemons run at -10). inherit: left as started. A lower value takes CAP_SYS_NICE (without it: a warning, and the priority it was started with). In a CPU cgroup of its own the cgroup's weight decides instead (docs/operators-guide.md).",
+  },
   OVSNET_METRICS_ADDR: {
     default: '',
     form: 'PORT (on 127.0.0.1) or HOST:PORT, e.g. 9477 or 127.0.0.1:9477',

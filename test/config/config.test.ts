@@ -23,6 +23,10 @@ t.test('defaults: embedded store, info logs, the standard socket', async (t) => 
   t.equal(loadConfig({ OVSNET_JOURNAL: 'off' }).journal, '', 'off: memory only');
   t.equal(loadConfig({}).spareVeths, 16, 'released veth pairs kept by default');
   t.equal(loadConfig({ OVSNET_SPARE_VETHS: '0' }).spareVeths, 0, '0: each one deleted');
+  t.equal(loadConfig({}).nice, 'inherit', 'the priority left as started by default');
+  t.equal(loadConfig({ OVSNET_NICE: '-10' }).nice, -10);
+  t.equal(loadConfig({ OVSNET_NICE: '-20' }).nice, -20);
+  t.equal(loadConfig({ OVSNET_NICE: '19' }).nice, 19);
   t.ok(Object.isFrozen(c) && Object.isFrozen(c.store), 'frozen');
 });
 
@@ -108,6 +112,12 @@ const bad: [Record<string, string>, RegExp][] = [
   [{ OVSNET_HOST_TTL: '1' }, /OVSNET_HOST_TTL="1" is not valid: expected seconds, an integer from 2 to 300/],
   [{ OVSNET_JOURNAL: 'unconfirmed.json' }, /OVSNET_JOURNAL="unconfirmed.json" is not valid: expected an absolute file path, or off/],
   [{ OVSNET_SPARE_VETHS: '1000' }, /OVSNET_SPARE_VETHS="1000" is not valid: expected an integer from 0 to 256/],
+  [{ OVSNET_NICE: '-21' }, /OVSNET_NICE="-21" is not valid: expected an integer from -20 to 19, or inherit/],
+  [{ OVSNET_NICE: '20' }, /OVSNET_NICE="20" is not valid/],
+  [{ OVSNET_NICE: '+5' }, /OVSNET_NICE="\+5" is not valid/],
+  [{ OVSNET_NICE: '-10;reboot' }, /OVSNET_NICE="-10;reboot" is not valid/],
+  [{ OVSNET_NICE: '1'.repeat(10_000) }, /OVSNET_NICE="1{10000}" is not valid/],
+  [{ OVSNET_NICE: 'Inherit' }, /OVSNET_NICE="Inherit" is not valid/],
   [{ OVSNET_RECLAIM_GRACE: '10m' }, /OVSNET_RECLAIM_GRACE="10m" is not valid: expected seconds, an integer from 0 to 86400/],
   [{ OVSNET_VTEP_IP: '10.0.0' }, /OVSNET_VTEP_IP="10\.0\.0" is not valid/],
   [{ OVSNET_BRIDGE: 'a-bridge-name-too-long' }, /OVSNET_BRIDGE/],
