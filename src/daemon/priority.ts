@@ -58,18 +58,23 @@ const gone = (err: unknown) => codeOf(err) === 'ESRCH' || /ESRCH|no such process
 /** Gives every thread, and the session's autogroup when it is ovsnet's alone, the nice value `nice`. */
 export function applyPriority(nice: Nice, sched: SchedulerOs): PriorityReport {
   if (nice === 'inherit') return { nice, threadsSet: 0, group: 'inherit' };
-  let threadsSet = 0;
+  /** Each thread changed and its value before: put back when a later one is refused. */
+  const changed: [tid: number, before: number][] = [];
   for (const tid of sched.threads()) {
     try {
-      if (sched.niceOf(tid) === nice) continue;
+      const before = sched.niceOf(tid);
+      if (before === nice) continue;
       sched.setNice(tid, nice);
-      threadsSet++;
+      changed.push([tid, before]);
     } catch (err) {
       if (gone(err)) continue;
-      if (denied(err)) return { nice, threadsSet, group: 'not tried', refused: refusal(nice, err, sched) };
-      throw err;
+      if (!denied(err)) throw err;
+      // A higher value than a thread has is anyone's to set: putting one back is never refused.
+      for (const [t, before] of changed) tryQuietly(() => sched.setNice(t, before));
+      return { nice, threadsSet: 0, group: 'not tried', refused: refusal(nice, err, sched) };
     }
   }
+  const threadsSet = changed.length;
   const had = sched.groupNice();
   if (had === undefined) return { nice, threadsSet, group: 'no autogroups' };
   if (!sched.leadsSession()) return { nice, threadsSet, group: 'shared session: left' };
@@ -81,6 +86,14 @@ export function applyPriority(nice: Nice, sched: SchedulerOs): PriorityReport {
     throw err;
   }
   return { nice, threadsSet, group: 'set' };
+}
+
+function tryQuietly(fn: () => void): void {
+  try {
+    fn();
+  } catch {
+    // a thread that ended meanwhile
+  }
 }
 
 function refusal(nice: number, err: unknown, sched: SchedulerOs): string {

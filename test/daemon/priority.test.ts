@@ -14,7 +14,9 @@ import { MAIN, NO_OVS, Ovsnet, pluginCall } from '../harness/host.js';
 const errno = (code: string) => Object.assign(new Error(`${code}: a test's`), { code });
 
 /** A kernel of threads with nice values, one autogroup, and a CAP_SYS_NICE that may be missing. */
-function fakeKernel(o: { threads?: number[]; leader?: boolean; group?: number | undefined; capable?: boolean; endsOnCall?: number } = {}) {
+function fakeKernel(
+  o: { threads?: number[]; leader?: boolean; group?: number | undefined; capable?: boolean; endsOnCall?: number; refusedOn?: number } = {},
+) {
   const nice = new Map((o.threads ?? [1, 2, 3]).map((tid) => [tid, 0]));
   const state = { group: 'group' in o ? o.group : 0, calls: 0 };
   const sched: SchedulerOs = {
@@ -23,6 +25,7 @@ function fakeKernel(o: { threads?: number[]; leader?: boolean; group?: number | 
     setNice: (tid, n) => {
       state.calls++;
       if (tid === o.endsOnCall) throw errno('ESRCH');
+      if (tid === o.refusedOn) throw errno('EPERM');
       if (o.capable === false && n < (nice.get(tid) ?? 0)) throw errno('EACCES');
       nice.set(tid, n);
     },
@@ -71,6 +74,10 @@ t.test('without CAP_SYS_NICE: refused with the fix named, nothing lowered; raisi
   );
   t.same([...k.nice.values()], [0, 0, 0]);
   t.equal(k.state.group, 0);
+  const partway = fakeKernel({ refusedOn: 3 });
+  t.match(applyPriority(-10, partway.sched), { threadsSet: 0, group: 'not tried', refused: /EPERM/ }, 'refused at the third thread');
+  t.same([...partway.nice.values()], [0, 0, 0], 'the two threads changed before it put back');
+  t.equal(partway.state.group, 0);
   const up = fakeKernel({ capable: false });
   t.match(applyPriority(5, up.sched), { threadsSet: 3, group: 'set', refused: undefined }, "a higher value is anyone's to take");
 });
