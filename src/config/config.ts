@@ -144,12 +144,7 @@ export function loadConfig(env: Env): Config {
   const dockerSocket = dockerHost === 'off' ? '' : parseDockerHost(dockerHost);
   if (dockerSocket === undefined) bad('OVSNET_DOCKER_HOST', dockerHost);
   const niceRaw = value('OVSNET_NICE');
-  const nice =
-    niceRaw === 'inherit'
-      ? niceRaw
-      : /^-?\d{1,2}$/.test(niceRaw) && Number(niceRaw) >= -20 && Number(niceRaw) <= 19
-        ? Number(niceRaw)
-        : undefined;
+  const nice = niceRaw === 'inherit' ? niceRaw : parseIntIn(niceRaw, -20, 19);
   if (nice === undefined) bad('OVSNET_NICE', niceRaw);
   const metricsRaw = value('OVSNET_METRICS_ADDR');
   const m = /^(?:(\[[0-9a-fA-F:]+\]|[A-Za-z0-9.-]+):)?(\d{1,5})$/.exec(metricsRaw);
@@ -232,8 +227,9 @@ function parseDockerHost(raw: string): string | undefined {
   return clean ? p : undefined;
 }
 
+/** An integer from min to max; a minus sign only where min is below 0. */
 function parseIntIn(raw: string, min: number, max: number): number | undefined {
-  if (!/^\d+$/.test(raw)) return undefined;
+  if (!(min < 0 ? /^-?\d{1,10}$/ : /^\d+$/).test(raw)) return undefined;
   const n = Number(raw);
   return n >= min && n <= max ? n : undefined;
 }

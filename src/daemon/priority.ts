@@ -51,6 +51,7 @@ export interface PriorityReport {
 }
 
 const codeOf = (err: unknown): string | undefined => (err as { code?: unknown } | null)?.code as string | undefined;
+// os.setPriority throws Node's SystemError (code ERR_SYSTEM_ERROR): its errno is in the message.
 const denied = (err: unknown) => ['EACCES', 'EPERM'].includes(codeOf(err) ?? '') || /EACCES|EPERM|permission/i.test(messageOf(err));
 /** A thread that ended between the listing and the call. */
 const gone = (err: unknown) => codeOf(err) === 'ESRCH' || /ESRCH|no such process/i.test(messageOf(err));
