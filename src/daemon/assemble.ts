@@ -50,7 +50,8 @@ import { peerParts } from './peer-parts.js';
 import { hostResolvers } from '../host/resolvers.js';
 import type { NetworkRecord } from '../driver/model/records.js';
 import { FlowSync } from '../driver/ovs/flow-sync.js';
-import { TrafficCounters } from '../driver/upkeep/traffic-counters.js';
+import { connectGauges } from './gauges.js';
+import { Announcer } from '../driver/endpoint/announce.js';
 import type { Store } from '../store/types.js';
 
 /** Everything the daemon is made of, for daemon.ts to start and stop. */
@@ -70,6 +71,8 @@ export interface Parts {
   readonly refreshDatapath: (() => Promise<void>) | undefined;
   /** Notices Open vSwitch restarts and puts ovsnet's state back (ovs-watch.ts). */
   readonly watch: OvsWatch;
+  /** Announces joined endpoints' addresses (driver/endpoint/announce.ts). */
+  readonly announcer: Announcer;
   readonly links: Links;
   readonly driver: NetworkDriver;
   readonly registry: HostRegistry;
@@ -172,6 +175,8 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     hosts: () => registry.hosts(),
     syncFlows: () => driver.upkeep.syncFlows(),
   });
+  // A joined endpoint's addresses, announced on the bridge's OpenFlow connection (the watch's).
+  const announcer = new Announcer({ log: log.child({ component: 'announce' }), ovs, bridge: () => watch });
   const driver = new NetworkDriver({
     store,
     log: log.child({ component: 'driver' }),
@@ -198,6 +203,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     ...(swarmVips === undefined ? {} : { vips: () => swarmVips.vips() }),
     ...(remoteGroups === undefined ? {} : { remoteGroups }),
     resolvers: () => hostResolvers(),
+    announcer,
   });
   const registry = new HostRegistry({
     store,
@@ -258,22 +264,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     onRestarted: () => tunnels.schedule(),
     ...(swarmVips === undefined ? {} : { onMessage: (m: Buffer) => swarmVips.refusals.answer(m) }),
   });
-  if (observed !== undefined) {
-    // The endpoints' counters and policy drops, read from the bridge at scrape time.
-    const traffic = new TrafficCounters({ records: driver, ovs, openflow, log: log.child({ component: 'metrics' }) });
-    // The IPAM usage gauges read the index at scrape time.
-    observed.readFrom({
-      pools: () => ipam.usage().map((u) => ({ pool: u.pool, used: u.count, capacity: u.capacity })),
-      cluster: () => ({
-        hosts: registry.hosts().size,
-        tunnels: tunnels.count,
-        blocks: ipam
-          .usage()
-          .flatMap((u) => (u.blocks === undefined ? [] : [{ pool: u.pool, owned: u.blocks.filter((b) => b.host === hostName).length }])),
-      }),
-      traffic: () => traffic.read(),
-    });
-  }
+  if (observed !== undefined) connectGauges(observed, { driver, ovs, openflow, log, hostName, ipam, registry, tunnels });
   return {
     config,
     log,
@@ -285,6 +276,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     datapath,
     refreshDatapath,
     watch,
+    announcer,
     links,
     driver,
     registry,

@@ -224,6 +224,7 @@ export class Daemon {
       { name: 'OpenFlow checks', close: () => clearInterval(this.flowChecks) },
       { name: 'heap checks', close: () => this.heapWatch.stop() },
       { name: 'Open vSwitch watch', close: () => this.parts.watch.stop() },
+      { name: 'endpoint announcements', close: () => this.parts.announcer.stop() },
       { name: "the Engine's swarm services", close: () => this.parts.swarmVips?.stop() },
       { name: 'tunnels', close: () => tunnels.stop().catch(() => undefined) },
       { name: "other hosts' networks", close: () => this.parts.remoteGroups?.stop().catch(() => undefined) },

@@ -67,6 +67,15 @@ export class OvsWatch {
           });
   }
 
+  /** The OpenFlow connection to the bridge: its version (undefined while down, or with tcp: OVSDB), and a way to send on it. */
+  get openflowVersion(): number | undefined {
+    return this.openflow?.version;
+  }
+
+  send(messages: readonly Buffer[]): boolean {
+    return this.openflow?.send(messages) ?? false;
+  }
+
   start(): void {
     if (this.openflow === undefined)
       this.parts.log.info(`OVSNET_OVSDB is ${this.parts.ovsdb}: ovs-vswitchd restarts are noticed by the periodic check only`);

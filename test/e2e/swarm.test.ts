@@ -472,7 +472,12 @@ t.test('a killed node: its tasks are rescheduled, no address twice among the liv
     `the dead node's tasks had ${lost.join(' ')}; reused by replacements: ${ips.filter((ip) => lost.includes(ip)).join(' ') || 'none'}`,
   );
   const [a, b] = [now.find((x) => x.host === 0), now.find((x) => x.host === 1)];
-  t.ok(a !== undefined && b !== undefined && (await pings(swarm, a.host, a.container, b.ip)), 'node 1 -> node 2');
+  // A replacement given a dead task's address has its MAC too: node 1 may still send that MAC to
+  // node 3 until the replacement's announcement at Join is learned and node 1's Open vSwitch has
+  // revalidated its cached flows (cluster.test.ts measures it): within the bound, not at once.
+  const t0 = Date.now();
+  const talk = a !== undefined && b !== undefined && (await until(() => pings(swarm, a.host, a.container, b.ip), 10_000));
+  t.ok(talk, `node 1 -> node 2 (${Date.now() - t0} ms)`);
   t.ok(await until(async () => (await view.ports(0)).tunnels === 1, 10_000), "node 1's tunnels to node 3 are gone");
   // web's VIP: the dead node's tasks leave every live node's group (ovsnet saw node 3's host go),
   // so every ping through the VIP is answered by a live task.

@@ -28,6 +28,8 @@ export interface Member {
 export interface NsSwitch {
   /** The switch's namespace (the gateway port's, where the host's forwarding happens). */
   readonly ns: string;
+  /** Its Open vSwitch's run directory: db.sock (OVSDB), br0.mgmt (the bridge's OpenFlow management socket). */
+  readonly dir: string;
   inSw(args: readonly string[]): Promise<Run>;
   vsctl(args: readonly string[]): Promise<Run>;
   /** The bridge's OpenFlow port numbers by name. */
@@ -117,7 +119,7 @@ export async function nsSwitch(t: Test, prefix: string, gateway: { tag: number; 
     await must('ip', ['-n', ns, '-6', 'route', 'add', 'default', 'via', gateway.address6]);
     return { ns, port, ofport: (await ofports()).get(port) ?? NaN, mac: await macOf(ns, 'eth0'), address, address6 };
   };
-  return { ns: sw, inSw, vsctl, ofports, openflow, member, macOf };
+  return { ns: sw, dir, inSw, vsctl, ofports, openflow, member, macOf };
 }
 
 /** Whether a TCP connection from namespace `from` to `address`:`port` in `to` gets the listener's greeting. */

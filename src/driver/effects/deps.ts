@@ -9,7 +9,7 @@ import type { Store } from '../../store/types.js';
 import type { VethSpec } from '../links/links.js';
 import type { SpareNames } from '../links/spare-ops.js';
 import type { DatapathType, OwnPort, PortOptions } from '../ovs/ovsdb.js';
-import type { NetworkRecord, PortBinding } from '../model/records.js';
+import type { EndpointRecord, NetworkRecord, PortBinding } from '../model/records.js';
 import type { TxnPart, TxnPartDone } from '../records/txn-parts.js';
 import type { SubnetRules } from '../model/subnet-check.js';
 import type { GuardSegment } from '../ovs/flows.js';
@@ -288,4 +288,6 @@ export interface DriverDeps {
    * (host/resolvers.ts): egress rules always let DNS to them pass. Absent: none known.
    */
   readonly resolvers?: () => Promise<Resolvers>;
+  /** Announces a joined endpoint's addresses to its network (endpoint/announce.ts); absent: nothing is. */
+  readonly announcer?: { announce(ep: Pick<EndpointRecord, 'hostVeth' | 'mac' | 'address' | 'addressV6'>): void };
 }

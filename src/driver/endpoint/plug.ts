@@ -4,7 +4,7 @@
  * endpoint's QoS rules, on an enable_icc=false network its port isolated (network/icc.ts), and
  * its network's egress and ingress rules with it (network/egress.ts), all before Docker hands the
  * container its interface. Each step queues its undo; a failure undoes them in reverse: no port
- * is left without its rules.
+ * is left without its rules. Plugged, its addresses are announced (announce.ts), off Join's path.
  */
 import type { DriverDeps } from '../effects/deps.js';
 import type { EndpointQos } from '../qos/endpoint-qos.js';
@@ -16,7 +16,7 @@ import type { SpareVeths } from './spares.js';
 import { undoAll, type Undo } from '../model/undo.js';
 
 export async function plugEndpoint(
-  deps: Pick<DriverDeps, 'links' | 'ovs' | 'datapath' | 'log'>,
+  deps: Pick<DriverDeps, 'links' | 'ovs' | 'datapath' | 'log' | 'announcer'>,
   spares: SpareVeths,
   rules: { readonly qos: EndpointQos; readonly icc: Pick<IccWiring, 'refresh'>; readonly egress: Pick<EgressWiring, 'refresh'> },
   network: NetworkRecord,
@@ -40,6 +40,7 @@ export async function plugEndpoint(
     await rules.qos.apply(network, ep, undo);
     await rules.icc.refresh(network);
     await rules.egress.refresh(network);
+    deps.announcer?.announce(ep);
   } catch (err) {
     await undoAll(undo, deps.log, 'join', ep.endpointId);
     throw err;

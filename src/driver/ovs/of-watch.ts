@@ -3,8 +3,7 @@
  * its bridge's management socket (RUNDIR/BRIDGE.mgmt, which ovs-vswitchd serves for every bridge
  * and closes when it exits) and only answers its echo requests. The connection dropping is the
  * restart's first sign (onLost); connecting again, the moment ovs-vswitchd serves the bridge
- * anew (onBack), is when ovsnet programs the bridge again. Nothing is sent but HELLO and echo
- * replies: this connection changes nothing on the switch. While the socket is missing (no bridge
+ * anew (onBack), is when ovsnet programs the bridge again. It changes no flow, meter or port. While the socket is missing (no bridge
  * yet, or ovs-vswitchd down) it is tried again every `retryMs`, at most once a second when it has
  * been missing for long.
  *
@@ -12,6 +11,9 @@
  * send length: a management connection gets none otherwise) and hands each message to it, sending
  * back what it answers: ovsnet's VIP refusals (vip/refusal.ts). OpenFlow 1.3 and later send no
  * PACKET_IN on a table miss, so only flows with a `controller` action reach it.
+ *
+ * `send` writes messages of ovsnet's on it (PACKET_OUTs: endpoint/announce.ts), in the version
+ * the switch's HELLO settled.
  */
 import net from 'node:net';
 
@@ -91,12 +93,25 @@ export class OpenFlowWatch {
   private stopped = false;
   private everConnected = false;
   private lostAt = 0;
+  private negotiated: number | undefined;
 
   constructor(private readonly options: OfWatchOptions) {}
 
   /** Whether the connection is up now. */
   get connected(): boolean {
     return this.socket !== undefined;
+  }
+
+  /** The OpenFlow version of the connection (the wire number: 4 is 1.3); undefined while it is down or before the switch's HELLO. */
+  get version(): number | undefined {
+    return this.socket === undefined ? undefined : this.negotiated;
+  }
+
+  /** Writes the messages on the connection; false (nothing written) while it is down. */
+  send(messages: readonly Buffer[]): boolean {
+    if (this.socket === undefined || this.negotiated === undefined) return false;
+    for (const m of messages) this.socket.write(m);
+    return true;
   }
 
   start(): void {
@@ -116,6 +131,7 @@ export class OpenFlowWatch {
     const socket = net.connect(this.options.socket);
     let up = false;
     let buffered: Buffer = Buffer.alloc(0);
+    this.negotiated = undefined;
     socket.on('connect', () => {
       up = true;
       this.socket = socket;
@@ -128,6 +144,8 @@ export class OpenFlowWatch {
       const { messages, rest, bad } = splitMessages(Buffer.concat([buffered, chunk]));
       buffered = rest;
       for (const m of messages) {
+        // The switch's HELLO: the version is the highest both offer (ours is 1.5).
+        if (m.readUInt8(1) === OFPT_HELLO) this.negotiated = Math.min(m.readUInt8(0), 0x06);
         const answer = answerTo(m) ?? this.reply(m);
         if (answer !== undefined) socket.write(answer);
       }
@@ -148,7 +166,6 @@ export class OpenFlowWatch {
   private reply(message: Buffer): Buffer | undefined {
     const onMessage = this.options.onMessage;
     if (onMessage === undefined) return undefined;
-    // The switch's HELLO: the version is the highest both offer (ours is 1.5).
     if (message.readUInt8(1) === OFPT_HELLO) return setConfigMessage(Math.min(message.readUInt8(0), 0x06), 2);
     try {
       return onMessage(message);

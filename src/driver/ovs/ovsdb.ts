@@ -209,6 +209,19 @@ export class Ovsdb {
     }));
   }
 
+  /**
+   * The OpenFlow number of each interface named that exists, in one transaction: undefined until
+   * ovs-vswitchd has given it one (or when it could not: -1). A name without an interface is absent.
+   */
+  async ofports(names: readonly string[]): Promise<Map<string, number | undefined>> {
+    if (names.length === 0) return new Map();
+    const sels = await this.transact(
+      names.map((name) => ({ op: 'select', table: 'Interface', where: [['name', '==', name]], columns: ['name', 'ofport'] })),
+    );
+    const rows = sels.flatMap((sel) => rowsOf(sel));
+    return new Map(rows.map((r) => [String(r.name), typeof r.ofport === 'number' && r.ofport > 0 ? r.ofport : undefined]));
+  }
+
   /** Bumps next_cfg and waits until ovs-vswitchd has applied everything up to it. */
   async waitApplied(): Promise<void> {
     const [, sel] = await this.transact([

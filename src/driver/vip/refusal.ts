@@ -8,13 +8,9 @@
  * answer (never an answer to an answer).
  */
 import { FEATURE } from '../ovs/cookies.js';
+import { OF15, OFPP_CONTROLLER, OXM_IN_PORT, packetOut } from '../ovs/packet-out.js';
 
 const OFPT_PACKET_IN = 10;
-const OFPT_PACKET_OUT = 13;
-const OFPP_CONTROLLER = 0xfffffffd;
-const OFP_NO_BUFFER = 0xffffffff;
-const OXM_IN_PORT = 0x80000004; // OFPXMC_OPENFLOW_BASIC, OFPXMT_OFB_IN_PORT, length 4
-const OF15 = 0x06;
 
 export interface PacketIn {
   readonly cookie: bigint;
@@ -86,36 +82,6 @@ export function portUnreachable(frame: Buffer): Buffer | undefined {
   return Buffer.concat([ethernet, header, icmp]);
 }
 
-/** A PACKET_OUT of `frame` through `port`, in the connection's OpenFlow version (1.3 to 1.5). */
-export function packetOut(version: number, xid: number, port: number, frame: Buffer): Buffer {
-  const output = Buffer.alloc(16); // OFPAT_OUTPUT: type 0, length 16, port, max_len, pad
-  output.writeUInt16BE(16, 2);
-  output.writeUInt32BE(port >>> 0, 4);
-  output.writeUInt16BE(0xffff, 8);
-  let head: Buffer;
-  if (version >= OF15) {
-    // buffer_id, actions_len, pad(2), then an OXM match carrying in_port (padded to 8).
-    head = Buffer.alloc(8 + 8 + 16);
-    head.writeUInt32BE(OFP_NO_BUFFER, 8);
-    head.writeUInt16BE(output.length, 12);
-    head.writeUInt16BE(1, 16); // OFPMT_OXM
-    head.writeUInt16BE(4 + 8, 18);
-    head.writeUInt32BE(OXM_IN_PORT, 20);
-    head.writeUInt32BE(OFPP_CONTROLLER, 24);
-  } else {
-    head = Buffer.alloc(8 + 16);
-    head.writeUInt32BE(OFP_NO_BUFFER, 8);
-    head.writeUInt32BE(OFPP_CONTROLLER, 12);
-    head.writeUInt16BE(output.length, 16);
-  }
-  const message = Buffer.concat([head, output, frame]);
-  message.writeUInt8(version, 0);
-  message.writeUInt8(OFPT_PACKET_OUT, 1);
-  message.writeUInt16BE(message.length, 2);
-  message.writeUInt32BE(xid >>> 0, 4);
-  return message;
-}
-
 /** At most this many refusals a second: a flood of connections to a VIP without tasks costs bounded work. */
 export const REFUSALS_PER_SECOND = 200;
 
@@ -145,6 +111,6 @@ export class VipRefusals {
     this.inWindow += 1;
     this.refused += 1;
     this.xid = (this.xid + 1) >>> 0;
-    return packetOut(message.readUInt8(0), this.xid, packet.inPort, reply);
+    return packetOut(message.readUInt8(0), this.xid, reply, { inPort: OFPP_CONTROLLER, output: packet.inPort });
   }
 }

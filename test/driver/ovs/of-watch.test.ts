@@ -190,3 +190,26 @@ t.test('a missing socket or a FIFO at its path: no callback, no crash; a socket 
   t.same(missing.events, [], 'a first connect, however late, is no restart');
   t.equal(srv.conns.length, 1);
 });
+
+t.test("send: nothing before the switch's HELLO or while down; after it, written whole in the version it settled", async (t) => {
+  const file = path.join(tmp(t), 'br0.mgmt');
+  const srv = await mgmtServer(t, file);
+  const { watch } = watcher(t, file);
+  const out = message(13, 5, Buffer.from('frame'));
+  t.equal(watch.send([out]), false, 'not started: down');
+  watch.start();
+  await waitFor(() => srv.received(0).length >= 16, 2000, 'the HELLO');
+  t.equal(watch.version, undefined, 'connected, but no HELLO from the switch yet');
+  t.equal(watch.send([out]), false);
+  const hello = message(0, 1); // version 4: the switch speaks at most OpenFlow 1.3
+  srv.conns[0]?.socket.write(hello);
+  await waitFor(() => watch.version !== undefined, 2000, 'the version');
+  t.equal(watch.version, 4, 'OpenFlow 1.3, the highest both speak');
+  t.equal(watch.send([out, out]), true);
+  await waitFor(() => srv.received(0).length >= 16 + 2 * out.length, 2000, 'both messages');
+  t.same(srv.received(0).subarray(16), Buffer.concat([out, out]));
+  srv.conns[0]?.socket.destroy();
+  await waitFor(() => srv.conns.length === 2, 2000, 'dialled again');
+  t.equal(watch.version, undefined, 'a new connection: no version until its HELLO');
+  t.equal(watch.send([out]), false);
+});

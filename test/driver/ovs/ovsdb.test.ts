@@ -184,6 +184,30 @@ t.test('fail mode and flow-restore-wait: read and written in OVSDB, other keys l
   await ovs.setFlowRestoreWait(false);
 });
 
+t.test(
+  'ofports: the OpenFlow number of each interface named, in one transaction; none yet or -1: undefined; no interface: absent',
+  async (t) => {
+    const ovs = await serverAndClient(t, 500);
+    init();
+    await ovs.ensureBridge('br0', 'netdev', 'standalone').catch(() => undefined); // no ovs-vswitchd: the row is written
+    await ovs.addPort('br0', 'q1', { tag: 7, externalIds: {}, replace: true });
+    await ovs.addPort('br0', 'q2', { tag: 7, externalIds: {}, replace: true });
+    await ovs.addPort('br0', 'q3', { tag: 7, externalIds: {}, replace: true });
+    t.same([...(await ovs.ofports([]))], [], 'no names: no transaction');
+    t.same([...(await ovs.ofports(['q1', 'nothere']))], [['q1', undefined]], 'no number given yet (ovs-vswitchd gives them)');
+    // What ovs-vswitchd writes: a number, or -1 when it could not add the interface.
+    await ovs.transact([{ op: 'update', table: 'Interface', where: [['name', '==', 'q2']], row: { ofport: 12 } }]);
+    await ovs.transact([{ op: 'update', table: 'Interface', where: [['name', '==', 'q3']], row: { ofport: -1 } }]);
+    const got = await ovs.ofports(['q1', 'q2', 'q3', 'nothere', 'q2']);
+    t.same([...got].sort(), [
+      ['q1', undefined],
+      ['q2', 12],
+      ['q3', undefined],
+    ]);
+    for (const name of ['q1', 'q2', 'q3']) await ovs.deletePort(name);
+  },
+);
+
 t.test('a lost server fails requests fast, is reported once and re-dialled', async (t) => {
   await startServer();
   let lost = 0;

@@ -6,14 +6,8 @@
  */
 import fc from 'fast-check';
 import t from 'tap';
-import {
-  isVipCookie,
-  packetOut,
-  parsePacketIn,
-  portUnreachable,
-  REFUSALS_PER_SECOND,
-  VipRefusals,
-} from '../../../src/driver/vip/refusal.js';
+import { OFPP_CONTROLLER, OFPP_TABLE, packetOut } from '../../../src/driver/ovs/packet-out.js';
+import { isVipCookie, parsePacketIn, portUnreachable, REFUSALS_PER_SECOND, VipRefusals } from '../../../src/driver/vip/refusal.js';
 
 const CLIENT_MAC = '0242 0a5a 0009'.replace(/ /g, '');
 const VIP_MAC = '0242 0a5a 0014'.replace(/ /g, '');
@@ -99,16 +93,24 @@ t.test('no answer to an ICMP error, a later fragment, not IPv4, or a short frame
 
 t.test('packetOut: the frame out of the port, OpenFlow 1.3 and 1.5 layouts', async (t) => {
   const frame = Buffer.from('abcd', 'hex');
-  const m13 = packetOut(4, 9, 3, frame);
+  const m13 = packetOut(4, 9, frame, { inPort: OFPP_CONTROLLER, output: 3 });
   t.equal(m13.readUInt16BE(2), m13.length);
   t.equal(m13.readUInt32BE(12), 0xfffffffd, 'in_port CONTROLLER');
   t.equal(m13.readUInt32BE(28), 3, 'output:3');
   t.same(m13.subarray(-2), frame);
-  const m15 = packetOut(6, 9, 3, frame);
+  const m15 = packetOut(6, 9, frame, { inPort: OFPP_CONTROLLER, output: 3 });
   t.equal(m15.readUInt16BE(12), 16, 'actions length');
   t.equal(m15.readUInt32BE(20), 0x80000004, 'in_port as an OXM');
+  t.equal(m15.readUInt32BE(24), 0xfffffffd, 'in_port CONTROLLER');
   t.equal(m15.readUInt32BE(36), 3, 'output:3');
   t.same(m15.subarray(-2), frame);
+  // An endpoint's announcement: in by its port, through the tables (OpenFlow 1.4 as 1.3).
+  const m14 = packetOut(5, 10, frame, { inPort: 7, output: OFPP_TABLE });
+  t.equal(m14.readUInt8(0), 5);
+  t.equal(m14.readUInt32BE(4), 10, 'xid');
+  t.equal(m14.readUInt32BE(12), 7, 'in_port 7');
+  t.equal(m14.readUInt32BE(28), 0xfffffff9, 'output:TABLE');
+  t.equal(packetOut(6, 1, frame, { inPort: 7, output: OFPP_TABLE }).readUInt32BE(24), 7, 'in_port 7 as an OXM');
 });
 
 t.test('VipRefusals: answers VIP packet-ins only, within the rate; malformed messages never throw', async (t) => {
