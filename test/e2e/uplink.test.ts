@@ -183,6 +183,30 @@ t.test('VLAN networks across hosts: one tag per network in etcd, the uplink MTU,
   t.ok(got < 10_000, '10 MiB over TCP across hosts arrive whole');
 });
 
+// A container that sends nothing yet (Docker turns IPv6 off on an IPv4 network) is still on the
+// wire once joined: its announcement (src/driver/endpoint/announce.ts) tells the physical
+// switch where its MAC is, and the VLAN's machines that held its address under another MAC.
+t.test(
+  "a container joined to a VLAN network is announced on the wire: its ARP announcement on the host's trunk, on the VLAN's tag",
+  async (t) => {
+    const seen = await sw.capture(
+      ports[1] ?? '',
+      ['vlan', 'and', 'arp'],
+      () => docker(1, ['run', '-d', '--name', 'an2', '--network', 'vblue', IMAGE, 'sleep', '600']),
+      2,
+    );
+    const ip = await ipOf(1, 'an2', 'vblue');
+    const mac = await docker(1, ['inspect', '-f', '{{(index .NetworkSettings.Networks "vblue").MacAddress}}', 'an2']);
+    const announced = seen.filter((l) => l.includes(`Request who-has ${ip} tell ${ip}`));
+    t.ok(announced.length > 0, `the switch saw it on h2's port: ${seen.join(' | ')}`);
+    t.ok(
+      announced.length > 0 && announced.every((l) => l.includes(`${mac} > ff:ff:ff:ff:ff:ff`) && l.includes(`vlan ${tags[0]},`)),
+      `from its MAC (${mac}), broadcast, tagged ${tags[0]}`,
+    );
+    await docker(1, ['rm', '-f', 'an2']);
+  },
+);
+
 t.test('a physical host on the switch access port of a VLAN (no ovsnet) reaches its containers, and only them', async (t) => {
   const station = await sw.station(tags[0] ?? 0, ['10.220.0.200/24', '10.221.0.200/24']);
   const [b1, b2, r2] = [await ipOf(0, 'b1', 'vblue'), await ipOf(1, 'b2', 'vblue'), await ipOf(1, 'r2', 'vred')];
