@@ -289,5 +289,8 @@ export interface DriverDeps {
    */
   readonly resolvers?: () => Promise<Resolvers>;
   /** Announces a joined endpoint's addresses to its network (endpoint/announce.ts); absent: nothing is. */
-  readonly announcer?: { announce(ep: Pick<EndpointRecord, 'hostVeth' | 'mac' | 'address' | 'addressV6'>): void };
+  readonly announcer?: {
+    announce(ep: Pick<EndpointRecord, 'hostVeth' | 'mac' | 'address' | 'addressV6'>): void;
+    forget(port: string): void;
+  };
 }

@@ -182,6 +182,7 @@ t.test(
     t.equal(sent[1]?.length, 1, 'the second endpoint: IPv4 only');
     await wait(90);
     t.equal(sent.length, 4, 'each once more');
+    t.equal(reads.length, 1, 'with the numbers read the first time');
     await wait(100);
     t.equal(sent.length, 4, 'and no more');
     t.equal(a.queued, 0);
@@ -198,12 +199,23 @@ t.test('Announcer: a port not numbered yet is waited for; a port gone is forgott
   await wait(50);
   t.equal(sent.length, 0, 'nothing yet');
   ports.set('ovh1', 9);
-  await wait(120);
+  await wait(250);
   t.ok(sent.length >= 1, 'sent once it has a number');
   t.equal(sent[0]?.[0]?.readUInt32BE(24), 9);
   await wait(100);
   t.equal(a.queued, 0);
   t.same(warnings, [], 'a port gone: its endpoint was deleted');
+});
+
+t.test('Announcer: an endpoint deleted between its announcements (forget) gets no second one', async (t) => {
+  const { a, sent } = fakes({ timing: { at: [0, 100], giveUpMs: 300 } });
+  a.announce(EP);
+  await wait(40);
+  t.equal(sent.length, 1, 'the first');
+  a.forget('ovh1');
+  t.equal(a.queued, 0);
+  await wait(150);
+  t.equal(sent.length, 1, 'no second');
 });
 
 t.test('Announcer: the connection down, or speaking OpenFlow 1.0: given up on, with one warning each', async (t) => {
@@ -235,7 +247,7 @@ t.test('Announcer: a failed OVSDB read is tried again; an endpoint announced ane
   });
   a.announce(EP);
   a.announce({ hostVeth: 'ovh1', mac: MAC, address: '10.77.0.10/24' });
-  await wait(150);
+  await wait(400);
   t.ok(sent.length >= 1, 'sent after two failed reads');
   t.equal(sent[0]?.length, 1, 'the later announcement of the port');
   const b = fakes();
