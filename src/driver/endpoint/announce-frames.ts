@@ -6,6 +6,7 @@
  * a host that holds an entry for the address takes the MAC in it (Linux updates an entry it has,
  * and makes none). Pure.
  */
+import { internetChecksum } from '../../lib/checksum.js';
 import { parseCidrAddress } from '../model/addresses.js';
 
 /** The shortest Ethernet frame without its FCS: shorter frames are padded with zeros. */
@@ -44,17 +45,6 @@ export function arpAnnouncement(mac: string, address: string): Buffer {
   return ethernet(Buffer.alloc(6, 0xff), sha, 0x0806, arp);
 }
 
-/** The ones' complement sum of `parts`, folded and inverted (RFC 1071). */
-function checksum(parts: readonly Buffer[]): number {
-  let sum = 0;
-  for (const b of parts) {
-    for (let i = 0; i + 1 < b.length; i += 2) sum += b.readUInt16BE(i);
-    if (b.length % 2 === 1) sum += (b[b.length - 1] ?? 0) << 8;
-  }
-  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
-  return ~sum & 0xffff;
-}
-
 const ALL_NODES = Buffer.from('ff020000000000000000000000000001', 'hex');
 const ALL_NODES_MAC = Buffer.from('333300000001', 'hex');
 const ICMPV6 = 58;
@@ -76,7 +66,7 @@ export function neighbourAdvertisement(mac: string, address: string): Buffer {
   ALL_NODES.copy(pseudo, 16);
   pseudo.writeUInt32BE(icmp.length, 32);
   pseudo.writeUInt8(ICMPV6, 39);
-  icmp.writeUInt16BE(checksum([pseudo, icmp]), 2);
+  icmp.writeUInt16BE(internetChecksum(pseudo, icmp), 2);
   const header = Buffer.alloc(40);
   header.writeUInt32BE(0x60000000, 0);
   header.writeUInt16BE(icmp.length, 4);

@@ -3,7 +3,8 @@
  * its bridge's management socket (RUNDIR/BRIDGE.mgmt, which ovs-vswitchd serves for every bridge
  * and closes when it exits) and only answers its echo requests. The connection dropping is the
  * restart's first sign (onLost); connecting again, the moment ovs-vswitchd serves the bridge
- * anew (onBack), is when ovsnet programs the bridge again. It changes no flow, meter or port. While the socket is missing (no bridge
+ * anew (onBack), is when ovsnet programs the bridge again. It changes no flow, meter or port.
+ * While the socket is missing (no bridge
  * yet, or ovs-vswitchd down) it is tried again every `retryMs`, at most once a second when it has
  * been missing for long.
  *
@@ -166,7 +167,7 @@ export class OpenFlowWatch {
   private reply(message: Buffer): Buffer | undefined {
     const onMessage = this.options.onMessage;
     if (onMessage === undefined) return undefined;
-    if (message.readUInt8(1) === OFPT_HELLO) return setConfigMessage(Math.min(message.readUInt8(0), 0x06), 2);
+    if (message.readUInt8(1) === OFPT_HELLO) return setConfigMessage(this.negotiated ?? message.readUInt8(0), 2);
     try {
       return onMessage(message);
     } catch {

@@ -7,6 +7,7 @@
  * not a VIP cookie's IPv4 packet over Ethernet, an ICMP error itself or a later fragment gets no
  * answer (never an answer to an answer).
  */
+import { internetChecksum } from '../../lib/checksum.js';
 import { FEATURE } from '../ovs/cookies.js';
 import { OF15, OFPP_CONTROLLER, OXM_IN_PORT, packetOut } from '../ovs/packet-out.js';
 
@@ -40,14 +41,6 @@ export function parsePacketIn(message: Buffer): PacketIn | undefined {
 
 export const isVipCookie = (cookie: bigint): boolean => cookie >> 48n === FEATURE.vip;
 
-function checksum(b: Buffer): number {
-  let sum = 0;
-  for (let i = 0; i + 1 < b.length; i += 2) sum += b.readUInt16BE(i);
-  if (b.length % 2 === 1) sum += (b[b.length - 1] ?? 0) << 8;
-  while (sum > 0xffff) sum = (sum & 0xffff) + (sum >>> 16);
-  return ~sum & 0xffff;
-}
-
 /**
  * The ICMP port unreachable answering `frame` (Ethernet, IPv4), from its destination to its
  * source; undefined when the frame gets none (see the header).
@@ -65,7 +58,7 @@ export function portUnreachable(frame: Buffer): Buffer | undefined {
   icmp.writeUInt8(3, 0); // destination unreachable
   icmp.writeUInt8(3, 1); // port unreachable
   quoted.copy(icmp, 8);
-  icmp.writeUInt16BE(checksum(icmp), 2);
+  icmp.writeUInt16BE(internetChecksum(icmp), 2);
   const header = Buffer.alloc(20);
   header.writeUInt8(0x45, 0);
   header.writeUInt8(0xc0, 1);
@@ -74,7 +67,7 @@ export function portUnreachable(frame: Buffer): Buffer | undefined {
   header.writeUInt8(1, 9);
   ip.copy(header, 12, 16, 20); // source: the VIP, the packet's destination
   ip.copy(header, 16, 12, 16); // destination: the packet's source
-  header.writeUInt16BE(checksum(header), 10);
+  header.writeUInt16BE(internetChecksum(header), 10);
   const ethernet = Buffer.alloc(14);
   frame.copy(ethernet, 0, 6, 12);
   frame.copy(ethernet, 6, 0, 6);
