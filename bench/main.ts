@@ -1,4 +1,5 @@
 /** `npm run bench -- <suite>`: runs one benchmark suite and prints its table. */
+import { benchBuilds } from './builds.js';
 import { benchChurn } from './churn.js';
 import { benchCluster } from './cluster.js';
 import { benchDriver } from './driver.js';
@@ -21,6 +22,8 @@ const suites: Record<string, () => Promise<void>> = {
   links: benchLinks,
   cluster: benchCluster,
   churn: benchChurn,
+  // CPU per start, build against build (BENCH_BUILDS), each storm on a cluster of its own.
+  builds: benchBuilds,
   scale: benchScale,
   // The many-hosts part of scale alone (BENCH_HOSTS agents, BENCH_FULL_HOST=0 without the full host).
   hosts: () => benchHosts(process.env.TEST_ETCD_ENDPOINTS?.split(',').map((e) => `http://${e}`) ?? []),

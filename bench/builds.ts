@@ -1,0 +1,185 @@
+/**
+ * `npm run bench -- builds`: ovsnet's CPU per container start, build against build, in one run.
+ * BENCH_BUILDS='A|B|...': each another build's dist/src/main.js, `this` for this one, or `null`
+ * for the null driver (null-driver.ts: the remote protocol's floor, Docker's IPAM, no store);
+ * the first is the baseline (default: `this`). Each storm runs on a cluster of its own: one
+ * simulated host, its dockerd and Open vSwitch, and an empty etcd, so that builds of different
+ * store layouts can be set side by side (a build refuses a store a later layout wrote, which the
+ * cluster suite's BENCH_STORM_FLAGS cannot get past: it restarts one daemon on a shared etcd).
+ * Each build as it ships: its plugin's node flags, its own defaults, metrics served as the
+ * benches read them (BENCH_METRICS=0: not served, ovsnet's default). On a logical network
+ * (VXLAN, ovsnet's IPAM), BENCH_STORM_ROUNDS (2) rounds, the builds in turn (A B A B): 20
+ * containers started and removed first (the daemon's code warm; their CPU per start is printed
+ * as well, cold), 10 s asked nothing (its idle rate), then BENCH_STORM (100) parallel
+ * `docker run -d`, and their removal.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Cluster } from '../test/harness/cluster.js';
+import { CREATE_OVSNET, MAIN, Ovsnet, type DockerHost } from '../test/harness/host.js';
+import { launchFlags } from '../test/harness/launch.js';
+import { fmt, table } from './stats.js';
+import { cpuSplit, storm } from './storm.js';
+
+const NULL_MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
+const IDLE_S = 10;
+const WARM = 20;
+
+interface Figures {
+  /** CPU ms per start, all threads (user + system); of it system, and the main thread's. */
+  readonly start: number;
+  readonly system: number;
+  readonly main: number;
+  /** The same with the idle rate over the starts' time taken off. */
+  readonly net: number;
+  readonly stop: number;
+  /** CPU ms per start over the warm-up's 20, the daemon's code cold (the figures above are after it). */
+  readonly cold: number;
+  readonly wallS: number;
+  readonly failures: number;
+  readonly load: string;
+}
+
+/** `which` started on `host`: its network made (`net`), its process to measure. */
+async function startBuild(host: DockerHost, cluster: Cluster, which: string): Promise<{ plugin: Ovsnet; net: string }> {
+  if (which === 'null') {
+    const plugin = await Ovsnet.start(
+      path.join(host.pluginDir, 'nullnet.sock'),
+      { OVSNET_SOCKET: '/run/docker/plugins/nullnet.sock' },
+      ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
+      NULL_MAIN,
+      [],
+    );
+    await host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.230.0.0/22', 'bench']);
+    return { plugin, net: 'bench' };
+  }
+  const main = which === 'this' ? MAIN : which;
+  const plugin = await host.startOvsnet(
+    {
+      OVSNET_STORE: cluster.store,
+      OVSNET_HOST: 'b1',
+      OVSNET_VTEP_IP: cluster.addresses[0] ?? '',
+      // The port alone: every build since metrics came reads it so; empty was not always "unset".
+      ...(process.env.BENCH_METRICS === '0' ? {} : { OVSNET_METRICS_ADDR: '9477' }),
+    },
+    main,
+    launchFlags(main),
+  );
+  await host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+  return { plugin, net: 'bench' };
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const cpuMs = (p: Ovsnet) => {
+  const c = cpuSplit(p);
+  return { all: (c.user + c.system) * 1000, system: c.system * 1000, main: c.main * 1000, at: performance.now() };
+};
+
+/** One storm of `which` on a cluster of its own. */
+async function measure(which: string, n: number, round: number): Promise<Figures> {
+  const cluster = await Cluster.up('bld', 1);
+  let plugin: Ovsnet | undefined;
+  try {
+    const host = cluster.hosts[0] as DockerHost;
+    const started = await startBuild(host, cluster, which);
+    plugin = started.plugin;
+    const w0 = cpuMs(plugin);
+    let w1 = w0;
+    const warm = await storm(host, started.net, WARM, `w${round}x`, () => {
+      w1 = cpuMs(plugin as Ovsnet);
+      return Promise.resolve();
+    });
+    if (warm.failures > 0) throw new Error(`${which}: the warm-up failed: ${warm.firstError ?? ''}`);
+    await sleep(5000); // the removals' tail (spares parked, records swept)
+    const i0 = cpuMs(plugin);
+    await sleep(IDLE_S * 1000);
+    const c0 = cpuMs(plugin);
+    const idleRate = (c0.all - i0.all) / ((c0.at - i0.at) / 1000);
+    let c1 = c0;
+    const s = await storm(host, started.net, n, `s${round}x`, () => {
+      c1 = cpuMs(plugin as Ovsnet);
+      return Promise.resolve();
+    });
+    const c2 = cpuMs(plugin);
+    return {
+      start: (c1.all - c0.all) / n,
+      system: (c1.system - c0.system) / n,
+      main: (c1.main - c0.main) / n,
+      net: (c1.all - c0.all - (idleRate * (c1.at - c0.at)) / 1000) / n,
+      stop: (c2.all - c1.all) / n,
+      cold: (w1.all - w0.all) / WARM,
+      wallS: s.wallMs / 1000,
+      failures: s.failures,
+      load: os
+        .loadavg()
+        .map((l) => l.toFixed(1))
+        .join(' '),
+    };
+  } finally {
+    await plugin?.kill('SIGTERM').catch(() => undefined);
+    await cluster.down();
+  }
+}
+
+export async function benchBuilds(): Promise<void> {
+  const builds = (process.env.BENCH_BUILDS ?? 'this').split('|').map((b) => b.trim());
+  for (const b of builds)
+    if (b !== 'this' && b !== 'null' && !fs.existsSync(b))
+      throw new Error(`BENCH_BUILDS: ${b} is not a file: give a build's dist/src/main.js, this or null`);
+  const n = Number(process.env.BENCH_STORM ?? 100);
+  const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
+  const all = new Map<string, Figures[]>(builds.map((b) => [b, []]));
+  const rows: string[][] = [];
+  for (let r = 0; r < rounds; r++) {
+    let base: Figures | undefined;
+    for (const [k, b] of builds.entries()) {
+      const f = await measure(b, n, r);
+      all.get(b)?.push(f);
+      if (k === 0) base = f;
+      rows.push([
+        `${b}${k === 0 ? ' [baseline]' : ''}`,
+        String(r + 1),
+        `${fmt(f.start)} (system ${fmt(f.system)}, main thread ${fmt(f.main)})`,
+        fmt(f.net),
+        base === undefined ? '' : `${fmt(f.start / base.start)}x (${fmt(f.net / base.net)}x)`,
+        fmt(f.stop),
+        fmt(f.cold),
+        `${fmt(f.wallS, 1)} s`,
+        String(f.failures),
+        f.load,
+      ]);
+    }
+  }
+  const metrics = process.env.BENCH_METRICS === '0' ? 'not served' : 'served';
+  console.log(
+    `\n${n}-container storms on a logical network (etcd), each on a cluster of its own (one host, an empty etcd), ${rounds} rounds in turn; ovsnet's metrics ${metrics}; CPU ms per container from /proc (all threads), idle rate over ${IDLE_S} s before:\n`,
+  );
+  console.log(
+    table(
+      [
+        'build',
+        'round',
+        'CPU per start',
+        'idle taken off',
+        'vs baseline (idle off)',
+        'CPU per stop',
+        `per start, first ${WARM} (cold)`,
+        'storm wall',
+        'failures',
+        'load 1/5/15',
+      ],
+      rows,
+    ),
+  );
+  // Each round's build against that round's baseline (paired: the machine's load moves between rounds).
+  const first = all.get(builds[0] ?? '') ?? [];
+  const range = (xs: readonly number[]) => `${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))}`;
+  for (const b of builds.slice(1)) {
+    const fs_ = all.get(b) ?? [];
+    const vs = (f: (x: Figures) => number) => fs_.map((x, r) => `${fmt(f(x) / f(first[r] as Figures))}x`).join(', ');
+    const per = `idle taken off ${vs((x) => x.net)}; cold ${vs((x) => x.cold)}; per stop ${vs((x) => x.stop)}`;
+    console.log(`${b}: CPU per start ${range(fs_.map((x) => x.start))} ms; each round against its baseline ${vs((x) => x.start)} (${per})`);
+  }
+}
