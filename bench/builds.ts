@@ -42,6 +42,16 @@ interface Figures {
   readonly load: string;
 }
 
+/** Makes the network; the plugin stopped when it cannot (the caller never sees it to stop). */
+async function withNetwork(plugin: Ovsnet, create: () => Promise<unknown>): Promise<void> {
+  try {
+    await create();
+  } catch (err) {
+    await plugin.kill('SIGTERM').catch(() => undefined);
+    throw err;
+  }
+}
+
 /** `which` started on `host`: its network made (`net`), its process to measure. */
 async function startBuild(host: DockerHost, cluster: Cluster, which: string): Promise<{ plugin: Ovsnet; net: string }> {
   if (which === 'null') {
@@ -52,7 +62,7 @@ async function startBuild(host: DockerHost, cluster: Cluster, which: string): Pr
       NULL_MAIN,
       [],
     );
-    await host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.230.0.0/22', 'bench']);
+    await withNetwork(plugin, () => host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.230.0.0/22', 'bench']));
     return { plugin, net: 'bench' };
   }
   const main = which === 'this' ? MAIN : which;
@@ -67,7 +77,9 @@ async function startBuild(host: DockerHost, cluster: Cluster, which: string): Pr
     main,
     launchFlags(main),
   );
-  await host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']);
+  await withNetwork(plugin, () =>
+    host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']),
+  );
   return { plugin, net: 'bench' };
 }
 
