@@ -15,15 +15,13 @@
  */
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Cluster } from '../test/harness/cluster.js';
 import { CREATE_OVSNET, MAIN, Ovsnet, type DockerHost } from '../test/harness/host.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { fmt, table } from './stats.js';
+import { startNullDriver } from './churn.js';
 import { cpuSplit, storm } from './storm.js';
 
-const NULL_MAIN = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
 const IDLE_S = 10;
 const WARM = 20;
 
@@ -55,13 +53,7 @@ async function withNetwork(plugin: Ovsnet, create: () => Promise<unknown>): Prom
 /** `which` started on `host`: its network made (`net`), its process to measure. */
 async function startBuild(host: DockerHost, cluster: Cluster, which: string): Promise<{ plugin: Ovsnet; net: string }> {
   if (which === 'null') {
-    const plugin = await Ovsnet.start(
-      path.join(host.pluginDir, 'nullnet.sock'),
-      { OVSNET_SOCKET: '/run/docker/plugins/nullnet.sock' },
-      ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
-      NULL_MAIN,
-      [],
-    );
+    const plugin = await startNullDriver(host);
     await withNetwork(plugin, () => host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.230.0.0/22', 'bench']));
     return { plugin, net: 'bench' };
   }

@@ -72,8 +72,8 @@ export async function benchChurn(): Promise<void> {
 /** The null driver's socket, as seen from outside the host. */
 const nullSocket = (host: DockerHost) => path.join(host.pluginDir, 'nullnet.sock');
 
-/** The null driver (null-driver.ts), started inside the host as ovsnet is. */
-function startNullDriver(host: DockerHost): Promise<Ovsnet> {
+/** The null driver (null-driver.ts), started inside the host as ovsnet is, on nullnet.sock (network driver `nullnet`). */
+export function startNullDriver(host: DockerHost): Promise<Ovsnet> {
   const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
   return Ovsnet.start(
     nullSocket(host),

@@ -242,9 +242,9 @@ export class NetworkDriver {
     if (ep === undefined) return void (await this.reconciler.removeEndpointPorts(endpointId));
     await this.bestEffort('remove port mappings', () => this.publisher.revoke(ep));
     await this.bestEffort('remove QoS', async () => this.qos.remove(network, ep));
+    this.deps.announcer?.forget(ep.hostVeth);
     // Unplugged (Join cut short, or never called), the pair may carry no alias yet (a crash
     // between create and marking): only this record shows it is ovsnet's, so it goes first.
-    this.deps.announcer?.forget(ep.hostVeth);
     const plugged = await this.reconciler.unplug(ep);
     await this.records.deleteEndpoint(networkId, endpointId, releaseOf(this.deps.pools, ep));
     await Promise.all([this.groups.endpointGone(network), this.rules.endpointGone(network)]);

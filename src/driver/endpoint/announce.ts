@@ -24,7 +24,7 @@ import type { EndpointRecord } from '../model/records.js';
 import { OFPP_TABLE, PACKET_OUT_MIN_VERSION, packetOut } from '../ovs/packet-out.js';
 import { arpAnnouncement, neighbourAdvertisement } from './announce-frames.js';
 
-/** When each announcement goes, after Join: at once, and once more. */
+/** When each announcement goes, after Join: 0.1 s (the port numbered by then, mostly), and once more. */
 export const ANNOUNCE_AT_MS: readonly number[] = [100, 1000];
 /** How long a port is waited for (its OpenFlow number, the connection) before it goes unannounced. */
 export const GIVE_UP_MS = 5000;

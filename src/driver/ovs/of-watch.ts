@@ -4,9 +4,8 @@
  * and closes when it exits) and only answers its echo requests. The connection dropping is the
  * restart's first sign (onLost); connecting again, the moment ovs-vswitchd serves the bridge
  * anew (onBack), is when ovsnet programs the bridge again. It changes no flow, meter or port.
- * While the socket is missing (no bridge
- * yet, or ovs-vswitchd down) it is tried again every `retryMs`, at most once a second when it has
- * been missing for long.
+ * While the socket is missing (no bridge yet, or ovs-vswitchd down) it is tried again every
+ * `retryMs`, at most once a second when it has been missing for long.
  *
  * With `onMessage` it also asks for the switch's asynchronous messages (SET_CONFIG with a miss
  * send length: a management connection gets none otherwise) and hands each message to it, sending
