@@ -3,6 +3,7 @@
  * of them leave the daemon (run with Docker's usual 1024 descriptors) answering Docker on the
  * plugin socket, and a silent connection is closed after the idle timeout.
  */
+import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -44,7 +45,15 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
     ['prlimit', '--nofile=1024:1024', '--'],
   );
   t.teardown(() => o.kill('SIGKILL'));
-  const conns = (await Promise.all(Array.from({ length: 1100 }, () => connect(port)))).filter((c) => c !== undefined);
+  // The daemon stopped while they connect, as a busy one would be: the accept queue (the listen
+  // backlog, 511) overflows, the rest are completed by the kernel later, some of them with SYN
+  // cookies into a queue still full: open on this side, never handed to the daemon.
+  const pid = o.child.pid ?? 0;
+  process.kill(pid, 'SIGSTOP');
+  const connecting = Promise.all(Array.from({ length: 1100 }, () => connect(port)));
+  await new Promise((r) => setTimeout(r, 500));
+  process.kill(pid, 'SIGCONT');
+  const conns = (await connecting).filter((c) => c !== undefined);
   t.teardown(() => conns.forEach((c) => c.destroy()));
   // Let the daemon accept (and close what is over its cap).
   await new Promise((r) => setTimeout(r, 500));
@@ -68,17 +77,34 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
   );
   const fds = fs.readdirSync(`/proc/${o.child.pid ?? 0}/fd`).length;
   t.ok(fds < 300, `the daemon holds ${fds} descriptors, not one per connection`);
-  // Connections past the cap are closed as the daemon accepts them; until then they wait in the
-  // kernel's accept queue, open as this side sees them (111 were, 0.5 s after, in a CI run beside
-  // an end-to-end file). Bounded at 10 s, a limit on correctness, not a target.
-  const openNow = () => conns.filter((c) => !c.destroyed && c.readyState === 'open').length;
-  const since = Date.now();
-  let open = openNow();
-  while (open > METRICS_LIMITS.maxConnections + 5 && Date.now() - since < 10_000) {
-    await new Promise((r) => setTimeout(r, 100));
-    open = openNow();
-  }
-  t.ok(open <= METRICS_LIMITS.maxConnections + 5, `${open} connections of 1,100 still open, ${Date.now() - since} ms after the calls`);
+  // Connections past the cap are closed as the daemon accepts them: counted on its side (held, or
+  // waiting in the accept queue), within 10 s, a limit on correctness, not a target.
+  const onDaemonSide = () =>
+    execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' })
+      .split('\n')
+      .filter((line) => line.trim() !== '').length;
+  const openHere = () => conns.filter((c) => !c.destroyed && c.readyState === 'open').length;
+  const settle = async (count: () => number) => {
+    const since = Date.now();
+    let n = count();
+    while (n > METRICS_LIMITS.maxConnections + 5 && Date.now() - since < 10_000) {
+      await new Promise((r) => setTimeout(r, 100));
+      n = count();
+    }
+    return { n, after: `${Date.now() - since} ms after` };
+  };
+  const held = await settle(onDaemonSide);
+  t.ok(
+    held.n <= METRICS_LIMITS.maxConnections + 5,
+    `the daemon's side holds ${held.n} of 1,100 connections (cap ${METRICS_LIMITS.maxConnections}), ${held.after}`,
+  );
+  // This side hears every close. What the kernel completed but never handed over (CI 42 saw 140
+  // open here 10 s after) stays open here until it sends: one byte of a request, which the daemon
+  // would hold as a request begun, gets those reset.
+  const before = openHere();
+  conns.filter((c) => !c.destroyed && c.readyState === 'open').forEach((c) => c.write('G'));
+  const here = await settle(openHere);
+  t.ok(here.n <= METRICS_LIMITS.maxConnections + 5, `${here.n} open on this side (${before} before a byte was sent), ${here.after}`);
 });
 
 t.test('an idle connection to the metrics port is closed after the idle timeout; a scrape still works', async (t) => {
