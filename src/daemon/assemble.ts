@@ -188,7 +188,7 @@ export function assemble(config: Config, log: Logger, settings: Settings = effec
     datapath: () => datapath,
     host: hostName,
     flows: new Flows(openflow),
-    qos: new QosFlows(openflow),
+    qos: new QosFlows(openflow, (bridge) => ovs.bridgeOfports(bridge)),
     groups: new GroupFlows(openflow),
     openflow: new FlowSync(openflow, (bridge) => mgmtSocket(config.ovsdb, bridge), config.storeTimeoutMs),
     pools: ipam,

@@ -6,8 +6,13 @@
  * match in the host's INPUT chain: the receiver's view of the wire); endpoint options come
  * through `docker run --network name=NET,driver-opt=...` and `docker network connect
  * --driver-opt`, and win over the network's; a restarted ovs-vswitchd (which forgets meters and
- * flows) gets them back from ovsnet.
+ * flows) gets them back from ovsnet; a group in ovsnet's range added by hand goes at the next
+ * flow check, read over OpenFlow.
  */
+import path from 'node:path';
+import { parseMeters } from '../../src/driver/ovs/flow-diff.js';
+import { readGroupIds, readMeters } from '../../src/driver/ovs/of-requests.js';
+import { GROUP_BASE } from '../../src/driver/vip/flows.js';
 import { throughput as measure } from '../harness/throughput.js';
 import t from 'tap';
 import { CREATE_OVSNET, DockerHost, IMAGE, type Ovsnet } from '../harness/host.js';
@@ -125,6 +130,10 @@ t.test('ovs-vswitchd forgets meters and flows when it restarts; ovsnet puts them
   const seen = await dscpSeen('mark', await ipOf('mark', 'qm'), '10.72.0.1', 6004, 46);
   t.same(seen, { marked: 10, other: 0 }, 'marked again');
   t.match(await meters(), /meter=\d+/, 'a meter while the limited container runs');
+  // The periodic check reads the meters over OpenFlow (of-requests.ts): what it reads is what
+  // dump-meters prints, or every check would take the meters for changed by hand.
+  const overOpenFlow = await readMeters(path.join(host.dir, 'run', 'openvswitch', 'ovsnet0.mgmt'), 5000);
+  t.same([...overOpenFlow], [...parseMeters(await meters())], 'the meters read over OpenFlow are the ones dump-meters prints');
   await host.dockerOk(['rm', '-f', 'lim']);
   t.notMatch(await meters(), /meter=\d+/, 'none once it is gone');
   const flows = (await host.exec(['ovs-ofctl', 'dump-flows', 'ovsnet0'])).stdout;
@@ -133,4 +142,25 @@ t.test('ovs-vswitchd forgets meters and flows when it restarts; ovsnet puts them
     4,
     "only the marked endpoints' flows are left (ip and ipv6 each)",
   );
+});
+
+t.test("a group added by hand in ovsnet's range goes at the next flow check, another controller's stays", async (t) => {
+  const mgmt = path.join(host.dir, 'run', 'openvswitch', 'ovsnet0.mgmt');
+  const ours = GROUP_BASE + 7;
+  const addGroup = (id: number) => host.exec(['ovs-ofctl', '-O', 'OpenFlow15', 'add-group', 'ovsnet0', `group_id=${id},type=all`]);
+  await addGroup(ours);
+  await addGroup(9);
+  t.same((await readGroupIds(mgmt, 5000)).sort(), [9, ours].sort(), 'both read over OpenFlow, as dump-groups lists them');
+  // The periodic check (every 10 s while Docker is quiet) reads the groups' IDs over OpenFlow.
+  let left: number[] = [];
+  for (let i = 0; i < 300; i++) {
+    left = await readGroupIds(mgmt, 5000);
+    if (!left.includes(ours)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  t.same(left, [9], "ovsnet's stale group deleted, group 9 left");
+  const dumped = (await host.exec(['ovs-ofctl', '-O', 'OpenFlow15', 'dump-groups', 'ovsnet0'])).stdout;
+  t.match(dumped, /group_id=9,/, 'dump-groups agrees');
+  t.notMatch(dumped, new RegExp(`group_id=${ours},`));
+  await host.exec(['ovs-ofctl', '-O', 'OpenFlow15', 'del-groups', 'ovsnet0', 'group_id=9']);
 });

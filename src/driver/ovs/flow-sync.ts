@@ -1,11 +1,12 @@
 /**
  * Makes a bridge hold exactly the OpenFlow state ovsnet wants within a cookie scope, atomically
  * and with the fewest changes: meters first (a flow naming a missing meter is refused; over one
- * OpenFlow connection when the bridge's management socket is known, of-meters.ts), then
+ * OpenFlow connection when the bridge's management socket is known, of-requests.ts), then
  * every flow change in one OpenFlow bundle (`ovs-ofctl --bundle add-flows`: all or none, no
  * moment with half the rules), then the meters no flow uses any more. What is already right is
- * left alone: a sync with nothing to change makes no OpenFlow modification at all (one
- * diff-flows and, when meters are wanted or held, one dump-meters, both reads).
+ * left alone: a sync with nothing to change makes no OpenFlow modification at all, only reads:
+ * one diff-flows process and, when the management socket is known, the meters and (with no group
+ * wanted) the groups' IDs over OpenFlow (of-requests.ts); else dump-meters and dump-groups.
  *
  * diff-flows reads the wanted flows only from a named file: it is given /dev/stdin, and its stdin
  * is a file with no name (exec.ts), so nothing of ovsnet's is ever left in the temporary
@@ -27,7 +28,7 @@ import {
 import { type CookieScope } from './cookies.js';
 import { OpenFlow, type OfctlCall } from './openflow.js';
 import { meterPort } from './qos-flows.js';
-import { sendMeterMods, type MeterMod } from './of-meters.js';
+import { readGroupIds, readMeters, sendMeterMods, type MeterMod } from './of-requests.js';
 
 const OF13: OfctlCall = { of13: true };
 /** Bundles are OpenFlow 1.4's. */
@@ -69,7 +70,7 @@ export const changeCount = (c: Changes): number =>
 export class FlowSync {
   /**
    * `mgmt`: the bridge's management socket, when known (a unix OVSDB socket's directory): meters
-   * then go over OpenFlow in one connection (of-meters.ts), else one ovs-ofctl run each.
+   * then go, and are read, over OpenFlow in one connection (of-requests.ts), else one ovs-ofctl run each.
    */
   constructor(
     private readonly of: OpenFlow = new OpenFlow(),
@@ -88,14 +89,27 @@ export class FlowSync {
     const r = await this.of.answer(args, { ...OF13, input: { file: text } });
     if (r.code !== 0 && r.code !== 2) throw this.of.error(args, r, OF13);
     const flows = r.stdout.trim() === '' ? noMods : flowMods(r.stdout, scope);
-    const groups =
-      wanted.groups === undefined
-        ? noGroupMods
-        : groupMods(parseGroups(await this.of.ofctl([...OF15, 'dump-groups', bridge])), wanted.groups.specs, wanted.groups.own);
+    const groups = wanted.groups === undefined ? noGroupMods : await this.groupMods(bridge, wanted.groups);
     if (!ownMeters) return { flows, meters: noMeters, groups };
-    const have = parseMeters(await this.of.ofctl(['dump-meters', bridge], OF13));
+    const mgmt = this.mgmt(bridge);
+    const have =
+      mgmt === undefined ? parseMeters(await this.of.ofctl(['dump-meters', bridge], OF13)) : await readMeters(mgmt, this.timeoutMs);
     const meters = meterMods(have, wanted.meters ?? new Map(), (id) => meterPort(id) !== undefined);
     return { flows, meters, groups };
+  }
+
+  /**
+   * The group changes: compared in dump-groups' text, or, when ovsnet wants no group and the
+   * management socket is known, from the groups' IDs over OpenFlow alone (any of ovsnet's held
+   * goes; the common case, no swarm VIP, costs no process).
+   */
+  private async groupMods(bridge: string, want: NonNullable<Wanted['groups']>): Promise<GroupMods> {
+    const mgmt = this.mgmt(bridge);
+    if (want.specs.size === 0 && mgmt !== undefined) {
+      const held = await readGroupIds(mgmt, this.timeoutMs);
+      return groupMods(new Map(held.map((id) => [id, ''])), want.specs, want.own);
+    }
+    return groupMods(parseGroups(await this.of.ofctl([...OF15, 'dump-groups', bridge])), want.specs, want.own);
   }
 
   /** Makes the bridge hold `wanted` within `scope` (see the header); returns what it changed. */

@@ -35,6 +35,12 @@ export function uuidOf(v: unknown): string {
   return v[1];
 }
 
+/** A set of UUIDs as OVSDB sends it (["set", [["uuid", "..."], ...]], or one ["uuid", "..."]); OVS_FAILED otherwise. */
+export function uuidsOf(v: unknown): string[] {
+  if (Array.isArray(v) && v[0] === 'set' && Array.isArray(v[1])) return (v[1] as unknown[]).map(uuidOf);
+  return [uuidOf(v)];
+}
+
 /** A string map as OVSDB sends it (["map", [[k, v], ...]]); OVS_FAILED otherwise. */
 export function stringMap(v: unknown): Record<string, string> {
   if (

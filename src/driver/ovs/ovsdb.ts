@@ -12,7 +12,21 @@
 import { OvsnetError } from '../../lib/errors.js';
 import { JsonRpcClient } from './jsonrpc.js';
 import { OWNER } from './external-ids.js';
-import { DB, isRow, malformed, map, named, portOps, rowsOf, stringMap, uuidOf, type Op, type PortOptions, type Row } from './ovsdb-rows.js';
+import {
+  DB,
+  isRow,
+  malformed,
+  map,
+  named,
+  portOps,
+  rowsOf,
+  stringMap,
+  uuidOf,
+  uuidsOf,
+  type Op,
+  type PortOptions,
+  type Row,
+} from './ovsdb-rows.js';
 
 export type { PortOptions } from './ovsdb-rows.js';
 
@@ -24,6 +38,9 @@ export interface OwnPort {
 }
 
 export type DatapathType = 'system' | 'netdev';
+
+/** The highest OpenFlow port number a port can have (OFPP_MAX is 0xff00; LOCAL is 0xfffe). */
+const MAX_OFPORT = 0xfeff;
 
 /**
  * secure: the bridge forwards only what its flows say (ovsnet's, openflow-state.ts), so that
@@ -220,6 +237,30 @@ export class Ovsdb {
     );
     const rows = sels.flatMap((sel) => rowsOf(sel));
     return new Map(rows.map((r) => [String(r.name), typeof r.ofport === 'number' && r.ofport > 0 ? r.ofport : undefined]));
+  }
+
+  /**
+   * The OpenFlow number of every port of the bridge, by interface name, in one transaction: what
+   * `ovs-ofctl dump-ports-desc` lists, without its process. Interfaces ovs-vswitchd has not
+   * numbered yet (or could not: -1) and the bridge's own (LOCAL) are left out. Empty without the
+   * bridge.
+   */
+  async bridgeOfports(bridge: string): Promise<Map<string, number>> {
+    const [br, ports, ifaces] = await this.transact([
+      { op: 'select', table: 'Bridge', where: [['name', '==', bridge]], columns: ['ports'] },
+      { op: 'select', table: 'Port', where: [], columns: ['_uuid', 'interfaces'] },
+      { op: 'select', table: 'Interface', where: [], columns: ['_uuid', 'name', 'ofport'] },
+    ]);
+    const bridgeRow = rowsOf(br)[0];
+    if (bridgeRow === undefined) return new Map();
+    const onBridge = new Set(uuidsOf(bridgeRow.ports));
+    const wanted = new Set(rowsOf(ports).flatMap((p) => (onBridge.has(uuidOf(p._uuid)) ? uuidsOf(p.interfaces) : [])));
+    const out = new Map<string, number>();
+    for (const i of rowsOf(ifaces)) {
+      if (wanted.has(uuidOf(i._uuid)) && typeof i.ofport === 'number' && i.ofport >= 1 && i.ofport <= MAX_OFPORT)
+        out.set(String(i.name), i.ofport);
+    }
+    return out;
   }
 
   /** Bumps next_cfg and waits until ovs-vswitchd has applied everything up to it. */

@@ -54,10 +54,18 @@ export function qosFlows(ofport: number, qos: Qos): string[] {
 }
 
 export class QosFlows {
-  constructor(private readonly of: OpenFlow = new OpenFlow()) {}
+  /**
+   * `ports`: the bridge's port numbers from OVSDB (Ovsdb.bridgeOfports), one transaction on a
+   * connection already open; without it, an `ovs-ofctl dump-ports-desc` process (the CLI's way).
+   */
+  constructor(
+    private readonly of: OpenFlow = new OpenFlow(),
+    private readonly ports?: (bridge: string) => Promise<Map<string, number>>,
+  ) {}
 
   /** The OpenFlow number of every port of the bridge, by name. A read. */
   async ofports(bridge: string): Promise<Map<string, number>> {
+    if (this.ports !== undefined) return this.ports(bridge);
     const out = await this.of.ofctl(['dump-ports-desc', bridge], OF13);
     return new Map([...out.matchAll(/^\s*(\d+)\(([^)]+)\):/gm)].map((m) => [m[2] ?? '', Number(m[1])]));
   }

@@ -1,13 +1,15 @@
 /**
  * How FlowSync calls ovs-ofctl (a scripted one; the real one runs in test/e2e): one diff-flows
  * read, meters before the bundle and stale ones after, one bundle of every flow change, and
- * nothing written when nothing is to change.
+ * nothing written when nothing is to change; with the bridge's management socket (a switch of
+ * the test's own), the meters and groups read over OpenFlow instead of ovs-ofctl.
  */
 import t from 'tap';
 import { OWN } from '../../../src/driver/ovs/cookies.js';
 import { FlowSync } from '../../../src/driver/ovs/flow-sync.js';
 import { OpenFlow } from '../../../src/driver/ovs/openflow.js';
 import { stdinText, type Stdin } from '../../../src/lib/exec.js';
+import { fakeSwitch, groupDesc, meterConfig, msg, multipartReply } from '../../helpers/fake-switch.js';
 
 type Answer = { code: number; stdout: string; stderr: string };
 const ok = (stdout = ''): Answer => ({ code: 0, stdout, stderr: '' });
@@ -21,7 +23,7 @@ interface Call {
 }
 
 /** A scripted ovs-ofctl: `answer` by verb, every call kept. */
-function scripted(answer: (verb: string, args: readonly string[], input?: Stdin) => Answer) {
+function scripted(answer: (verb: string, args: readonly string[], input?: Stdin) => Answer, mgmt?: string) {
   const calls: Call[] = [];
   const run = async (_cmd: string, args: readonly string[], input?: Stdin) => {
     const verb = args.find((a) => /^[a-z]+-[a-z]+$/.test(a)) ?? '';
@@ -33,7 +35,11 @@ function scripted(answer: (verb: string, args: readonly string[], input?: Stdin)
     calls.push(call);
     return answer(verb, args, input);
   };
-  return { sync: new FlowSync(new OpenFlow(run, 1)), calls, verbs: () => calls.map((c) => c.args.find((a) => /^[a-z]+-[a-z]+$/.test(a))) };
+  return {
+    sync: new FlowSync(new OpenFlow(run, 1), () => mgmt, 2000),
+    calls,
+    verbs: () => calls.map((c) => c.args.find((a) => /^[a-z]+-[a-z]+$/.test(a))),
+  };
 }
 
 const BASE = 'cookie=0xf5c000000000000,priority=0,actions=NORMAL';
@@ -222,3 +228,39 @@ t.test('the wanted flows go as a file on stdin, whether the call succeeded or fa
     t.same([calls[0]?.file, calls[0]?.wanted], ['/dev/stdin', `${BASE}\n`], `exit ${code}`);
   }
 });
+
+t.test(
+  "with the management socket: meters and groups' IDs over OpenFlow, diff-flows the only read run; ovsnet's stale ones go, another's stay",
+  async (t) => {
+    const own = (id: number) => id > 0x0f610000 && id <= 0x0f61ffff;
+    const sw = await fakeSwitch(t, (m) => {
+      const [type, xid] = [m.readUInt8(1), m.readUInt32BE(4)];
+      if (type === 18 && m.readUInt16BE(8) === 10) {
+        return multipartReply(
+          xid,
+          Buffer.concat([meterConfig(13, M1, [[1, 100, 100, 0]]), meterConfig(13, M2, [[1, 5, 5, 0]]), meterConfig(13, 7, [[1, 1, 1, 0]])]),
+          false,
+        );
+      }
+      if (type === 18 && m.readUInt16BE(8) === 7)
+        return multipartReply(xid, Buffer.concat([groupDesc(0x0f610002, 16), groupDesc(9)]), false, 7);
+      return type === 20 ? msg(21, xid) : undefined;
+    });
+    const s = scripted(() => ok(), sw.socket);
+    const changes = await s.sync.sync('br0', OWN, {
+      flows: [BASE],
+      meters: new Map([[M1, spec(M1, 100)]]),
+      groups: { specs: new Map(), own },
+    });
+    t.same(changes.meters, { add: [], modify: [], remove: [M2] }, "M1 as wanted, M2 not wanted any more, meter 7 another controller's");
+    t.same(changes.groups, { add: [], modify: [], remove: [0x0f610002] }, "ovsnet's group goes, group 9 stays");
+    t.same(
+      s.calls.map((c) => c.args.filter((a) => !a.startsWith('-') && a !== 'br0' && a !== 'OpenFlow13' && a !== 'OpenFlow15')[0]),
+      ['diff-flows', 'bundle'],
+      "no dump-meters, no dump-groups: the only processes are the flows' read and the bundle deleting the group",
+    );
+    t.match(s.calls[1]?.wanted ?? '', `group delete group_id=${0x0f610002}`);
+    const deleted = sw.seen.filter((m) => m.readUInt8(1) === 29 && m.readUInt16BE(8) === 2).map((m) => m.readUInt32BE(12));
+    t.same(deleted, [M2], 'the stale meter deleted over OpenFlow');
+  },
+);

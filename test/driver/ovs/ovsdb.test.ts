@@ -154,6 +154,25 @@ t.test('a real ovsdb-server: ports with external_ids, idempotent delete, clear e
   t.same(await ovs.ownPorts(), []);
 });
 
+t.test("a bridge's ports' OpenFlow numbers, in one transaction: numbered ports of that bridge only", async (t) => {
+  const ovs = await serverAndClient(t, 300);
+  init();
+  for (const br of ['br0', 'br1']) await ovs.ensureBridge(br, 'netdev', 'secure').catch(() => undefined);
+  for (const [br, port] of [
+    ['br0', 'p1'],
+    ['br0', 'p2'],
+    ['br0', 'p3'],
+    ['br1', 'q1'],
+  ] as const)
+    await ovs.addPort(br, port, { tag: 7, externalIds: {} });
+  // What ovs-vswitchd writes once it has the ports: a number, -1 when it could not, LOCAL's.
+  const number = (name: string, ofport: number) => ({ op: 'update', table: 'Interface', where: [['name', '==', name]], row: { ofport } });
+  await ovs.transact([number('p1', 5), number('p2', -1), number('q1', 6), number('br0', 65534), number('br1', 65534)]);
+  t.same([...(await ovs.bridgeOfports('br0'))], [['p1', 5]], "p1 only: p2 failed, p3 not numbered yet, LOCAL and br1's ports left out");
+  t.same([...(await ovs.bridgeOfports('br1'))], [['q1', 6]]);
+  t.same([...(await ovs.bridgeOfports('nobr'))], [], 'no bridge: none');
+});
+
 t.test('fail mode and flow-restore-wait: read and written in OVSDB, other keys left alone', async (t) => {
   const ovs = await serverAndClient(t, 300);
   // No ovs-vswitchd here: the writes land, the wait for it to apply them times out.
@@ -285,6 +304,7 @@ t.test('a peer sending garbage or wrong-shaped replies fails those requests only
     sel('[{"_uuid":7}]'),
     sel('[{"name":"p","_uuid":["uuid","u"],"external_ids":"x"}]'),
     '{"id":ID,"error":null,"result":[{}, {"rows":5}]}',
+    '{"id":ID,"error":null,"result":[{"rows":[{"ports":"x"}]},{"rows":[]},{"rows":[]}]}',
     sel('[{"name":"br0"}]'),
   ]);
   const ovs = new Ovsdb(target, 1000);
@@ -302,6 +322,7 @@ t.test('a peer sending garbage or wrong-shaped replies fails those requests only
   await t.rejects(ovs.deletePort('p'), { code: 'OVS_FAILED', message: /a _uuid is not \["uuid", "\.\.\."\]\): 7/ });
   await t.rejects(ovs.ownPorts(), { code: 'OVS_FAILED', message: /a map column is not/ });
   await t.rejects(ovs.waitApplied(), { code: 'OVS_FAILED', message: /its rows are not a list of objects/ });
+  await t.rejects(ovs.bridgeOfports('br0'), { code: 'OVS_FAILED', message: /a _uuid is not \["uuid", "\.\.\."\]\): "x"/ });
   t.ok(await ovs.bridgeExists('br0'), 'a good reply after all that is taken');
 });
 
