@@ -237,9 +237,9 @@ function multipart(socketPath: string, request: Buffer, timeoutMs: number, what:
   const xid = request.readUInt32BE(4);
   return converse(socketPath, request, timeoutMs, what, (m): Turn<void> => {
     const type = m.readUInt8(1);
-    if (m.readUInt32BE(4) !== xid) return undefined;
+    // An error to the HELLO (no version in common) or to the request: nothing else was sent.
     if (type === OFPT_ERROR) throw refusedConnection(socketPath);
-    if (type !== OFPT_MULTIPART_REPLY || m.length < 16) return undefined;
+    if (type !== OFPT_MULTIPART_REPLY || m.readUInt32BE(4) !== xid || m.length < 16) return undefined;
     take(m.subarray(16));
     return (m.readUInt16BE(10) & OFPMPF_REPLY_MORE) === 0 ? { value: undefined } : undefined;
   });

@@ -183,6 +183,8 @@ t.test("readGroupIds: the groups' IDs from GROUP_DESC in parts; lengths that do 
   t.same(await readGroupIds(sw.socket, 2000), [0x0f610002, 9], 'both parts');
   const refusing = await fakeSwitch(t, (m) => (m.readUInt8(1) === 18 ? msg(1, m.readUInt32BE(4), 12) : undefined));
   await t.rejects(readGroupIds(refusing.socket, 2000), /refused the OpenFlow 1\.3 connection/);
+  const noCommonVersion = await fakeSwitch(t, (m) => (m.readUInt8(1) === 0 ? msg(1, m.readUInt32BE(4), 12) : undefined));
+  await t.rejects(readGroupIds(noCommonVersion.socket, 2000), /refused the OpenFlow 1\.3 connection/, 'an error to the HELLO');
   const silent = await fakeSwitch(t, () => undefined);
   await t.rejects(readGroupIds(silent.socket, 200), /did not answer the group read within 200 ms/);
 });
