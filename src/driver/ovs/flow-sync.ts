@@ -89,9 +89,9 @@ export class FlowSync {
     const r = await this.of.answer(args, { ...OF13, input: { file: text } });
     if (r.code !== 0 && r.code !== 2) throw this.of.error(args, r, OF13);
     const flows = r.stdout.trim() === '' ? noMods : flowMods(r.stdout, scope);
-    const groups = wanted.groups === undefined ? noGroupMods : await this.groupMods(bridge, wanted.groups);
-    if (!ownMeters) return { flows, meters: noMeters, groups };
     const mgmt = this.mgmt(bridge);
+    const groups = wanted.groups === undefined ? noGroupMods : await this.groupMods(bridge, mgmt, wanted.groups);
+    if (!ownMeters) return { flows, meters: noMeters, groups };
     const have =
       mgmt === undefined ? parseMeters(await this.of.ofctl(['dump-meters', bridge], OF13)) : await readMeters(mgmt, this.timeoutMs);
     const meters = meterMods(have, wanted.meters ?? new Map(), (id) => meterPort(id) !== undefined);
@@ -103,8 +103,7 @@ export class FlowSync {
    * management socket is known, from the groups' IDs over OpenFlow alone (any of ovsnet's held
    * goes; the common case, no swarm VIP, costs no process).
    */
-  private async groupMods(bridge: string, want: NonNullable<Wanted['groups']>): Promise<GroupMods> {
-    const mgmt = this.mgmt(bridge);
+  private async groupMods(bridge: string, mgmt: string | undefined, want: NonNullable<Wanted['groups']>): Promise<GroupMods> {
     if (want.specs.size === 0 && mgmt !== undefined) {
       const held = await readGroupIds(mgmt, this.timeoutMs);
       return groupMods(new Map(held.map((id) => [id, ''])), want.specs, want.own);

@@ -31,15 +31,18 @@ const OFPMP_METER_CONFIG = 10;
 const OFPMPF_REPLY_MORE = 1;
 const OFPM_ALL = 0xffffffff;
 const COMMANDS = { add: 0, modify: 1, delete: 2 } as const;
+const OFPMF_KBPS = 1;
+const OFPMF_PKTPS = 2;
 const OFPMF_BURST = 4;
-/** OFPMF_KBPS | OFPMF_BURST | OFPMF_STATS. */
-const FLAGS = 1 | OFPMF_BURST | 8;
+const OFPMF_STATS = 8;
+/** ovsnet's meters' flags. */
+const FLAGS = OFPMF_KBPS | OFPMF_BURST | OFPMF_STATS;
 /** The flags and band types as ovs-ofctl names them. */
 const FLAG_NAMES: readonly (readonly [number, string])[] = [
-  [1, 'kbps'],
-  [2, 'pktps'],
+  [OFPMF_KBPS, 'kbps'],
+  [OFPMF_PKTPS, 'pktps'],
   [OFPMF_BURST, 'burst'],
-  [8, 'stats'],
+  [OFPMF_STATS, 'stats'],
 ];
 const OFPMBT_DROP = 1;
 const OFPMBT_DSCP_REMARK = 2;

@@ -7,6 +7,9 @@ import { OWNER } from './external-ids.js';
 
 export const DB = 'Open_vSwitch';
 
+/** The highest number a port of a bridge can have (OFPP_MAX is 0xff00; LOCAL is 0xfffe). */
+export const MAX_OFPORT = 0xfeff;
+
 export type Row = Record<string, unknown>;
 export type Op = Record<string, unknown>;
 

@@ -14,6 +14,7 @@ import { JsonRpcClient } from './jsonrpc.js';
 import { OWNER } from './external-ids.js';
 import {
   DB,
+  MAX_OFPORT,
   isRow,
   malformed,
   map,
@@ -38,9 +39,6 @@ export interface OwnPort {
 }
 
 export type DatapathType = 'system' | 'netdev';
-
-/** The highest OpenFlow port number a port can have (OFPP_MAX is 0xff00; LOCAL is 0xfffe). */
-const MAX_OFPORT = 0xfeff;
 
 /**
  * secure: the bridge forwards only what its flows say (ovsnet's, openflow-state.ts), so that

@@ -13,6 +13,7 @@
  */
 import { FEATURE, cookieOf, hex } from './cookies.js';
 import { OpenFlow, type OfctlCall } from './openflow.js';
+import { MAX_OFPORT } from './ovsdb-rows.js';
 import type { Qos } from '../model/qos-options.js';
 
 const OF13: OfctlCall = { of13: true };
@@ -26,7 +27,6 @@ export const qosCookie = (ofport: number): string => hex(cookieOf(FEATURE.qos, o
  * so 0x0f5d0001-0x0f5dfeff. Meters outside that range are another controller's: never touched.
  */
 export const METER_BASE = 0x0f5d0000;
-const MAX_OFPORT = 0xfeff;
 export const meterId = (ofport: number): number => METER_BASE + ofport;
 /** The OpenFlow port of one of ovsnet's meter ids; undefined for any other id. Pure. */
 export function meterPort(id: number): number | undefined {
