@@ -60,8 +60,14 @@ if [ -n "$alone" ]; then
   status=${PIPESTATUS[0]}
 fi
 log "lint, format and layout (run beside the tests above)"
+lint_status=0
+wait "$lint" || lint_status=$?
 cat "$OVSNET_TMP/lint.out"
-wait "$lint" || { log "lint, format or layout check failed (above)"; status=1; }
+[ "$lint_status" = 0 ] || { log "lint, format or layout check failed (above)"; status=1; }
+# Reaped: its number may be another process's by the time the cleanup kills what was started.
+keep=()
+for pid in "${STARTED_PIDS[@]}"; do [ "$pid" = "$lint" ] || keep+=("$pid"); done
+STARTED_PIDS=("${keep[@]}")
 lane2=""
 if [ -n "${lane[1]:-}" ]; then
   # shellcheck disable=SC2086
