@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- builds`: ovsnet's CPU per container start, build against build, in one run.
  * BENCH_BUILDS='A|B|...': each another build's dist/src/main.js, `this` for this one, or `null`
- * for the null driver (null-driver.ts: the remote protocol's floor, Docker's IPAM, no store);
+ * for the null driver (null-driver.ts: the remote protocol's floor, Docker's IPAM, no store), or
+ * `floor` for the floor of ovsnet's design (floor-driver.ts: its outside work alone, on its packages);
  * the first is the baseline (default: `this`). Each storm runs on a cluster of its own: one
  * simulated host, its dockerd and Open vSwitch, and an empty etcd, so that builds of different
  * store layouts can be set side by side (a build refuses a store a later layout wrote, which the
@@ -11,18 +12,23 @@
  * (VXLAN, ovsnet's IPAM), BENCH_STORM_ROUNDS (2) rounds, the builds in turn (A B A B): 20
  * containers started and removed first (the daemon's code warm; their CPU per start is printed
  * as well, cold), 10 s asked nothing (its idle rate), then BENCH_STORM (100) parallel
- * `docker run -d`, and their removal.
+ * `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
+ * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon.
  */
 import fs from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { Cluster } from '../test/harness/cluster.js';
 import { CREATE_OVSNET, MAIN, Ovsnet, type DockerHost } from '../test/harness/host.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { fmt, table } from './stats.js';
-import { startNullDriver } from './churn.js';
-import { cpuSplit, storm } from './storm.js';
+import { unixGet } from '../src/lib/unix-http.js';
+import { startFloorDriver, startNullDriver } from './churn.js';
+import { cpuSplit, storm, threadTimes } from './storm.js';
+import { monotonicUs, topFrames, topOwners, type Window } from './cpu-profile.js';
 
 const IDLE_S = 10;
+const EXTRA_FLAGS = process.env.BENCH_DAEMON_FLAGS?.split(' ').filter(Boolean) ?? [];
 const WARM = 20;
 
 interface Figures {
@@ -38,6 +44,10 @@ interface Figures {
   readonly wallS: number;
   readonly failures: number;
   readonly load: string;
+  /** CPU ms per start by thread (threadTimes: 0 the main thread), the five busiest, over the storm's starts. */
+  readonly threads: string;
+  /** The storm's starts on the monotonic clock, for a profile's samples (BENCH_DAEMON_FLAGS). */
+  readonly window: Window;
 }
 
 /** Makes the network; the plugin stopped when it cannot (the caller never sees it to stop). */
@@ -52,6 +62,13 @@ async function withNetwork(plugin: Ovsnet, create: () => Promise<unknown>): Prom
 
 /** `which` started on `host`: its network made (`net`), its process to measure. */
 async function startBuild(host: DockerHost, cluster: Cluster, which: string): Promise<{ plugin: Ovsnet; net: string }> {
+  if (which === 'floor') {
+    const plugin = await startFloorDriver(host, cluster.store, EXTRA_FLAGS);
+    await withNetwork(plugin, () =>
+      host.dockerOk(['network', 'create', '-d', 'floornet', '--ipam-driver', 'floornet', '--subnet', '10.230.0.0/22', 'bench']),
+    );
+    return { plugin, net: 'bench' };
+  }
   if (which === 'null') {
     const plugin = await startNullDriver(host);
     await withNetwork(plugin, () => host.dockerOk(['network', 'create', '-d', 'nullnet', '--subnet', '10.230.0.0/22', 'bench']));
@@ -63,11 +80,12 @@ async function startBuild(host: DockerHost, cluster: Cluster, which: string): Pr
       OVSNET_STORE: cluster.store,
       OVSNET_HOST: 'b1',
       OVSNET_VTEP_IP: cluster.addresses[0] ?? '',
-      // The port alone: every build since metrics came reads it so; empty was not always "unset".
-      ...(process.env.BENCH_METRICS === '0' ? {} : { OVSNET_METRICS_ADDR: '9477' }),
+      // The port alone: every build since metrics came reads it so. Not served: empty, which every
+      // build reads as unset (leaving it out would keep the harness's default, which serves them).
+      OVSNET_METRICS_ADDR: process.env.BENCH_METRICS === '0' ? '' : '9477',
     },
     main,
-    launchFlags(main),
+    [...launchFlags(main), ...EXTRA_FLAGS],
   );
   await withNetwork(plugin, () =>
     host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']),
@@ -100,13 +118,20 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     const i0 = cpuMs(plugin);
     await sleep(IDLE_S * 1000);
     const c0 = cpuMs(plugin);
+    const t0 = threadTimes(plugin);
+    let t1 = t0;
+    const fromUs = monotonicUs();
+    let toUs = fromUs;
     const idleRate = (c0.all - i0.all) / ((c0.at - i0.at) / 1000);
     let c1 = c0;
     const s = await storm(host, started.net, n, `s${round}x`, () => {
       c1 = cpuMs(plugin as Ovsnet);
+      t1 = threadTimes(plugin as Ovsnet);
+      toUs = monotonicUs();
       return Promise.resolve();
     });
     const c2 = cpuMs(plugin);
+    if (which === 'floor') await printFloorCounts(host, n + WARM);
     return {
       start: (c1.all - c0.all) / n,
       system: (c1.system - c0.system) / n,
@@ -120,6 +145,13 @@ async function measure(which: string, n: number, round: number): Promise<Figures
         .loadavg()
         .map((l) => l.toFixed(1))
         .join(' '),
+      threads: [...t1.entries()]
+        .map(([t, s1]) => [t, ((s1 - (t0.get(t) ?? 0)) * 1000) / n] as const)
+        .sort((a, b) => b[1] - a[1])
+        .slice(0, 5)
+        .map(([t, ms]) => `${t}: ${fmt(ms, 1)}`)
+        .join(', '),
+      window: { fromUs, toUs },
     };
   } finally {
     await plugin?.kill('SIGTERM').catch(() => undefined);
@@ -127,11 +159,41 @@ async function measure(which: string, n: number, round: number): Promise<Figures
   }
 }
 
+/** What the floor driver did per container (warm-up and storm, started and removed): its work is checked, not assumed. */
+async function printFloorCounts(host: DockerHost, containers: number): Promise<void> {
+  const body = (await unixGet(path.join(host.pluginDir, 'floornet.sock'), '/counts', 5000))?.body ?? '{}';
+  const c = JSON.parse(body) as { transactions?: number; watched?: number; ovsdb?: number };
+  const per = (x: number | undefined) => fmt((x ?? 0) / containers, 2);
+  console.log(
+    `floor, per container (${containers}, started and removed): store transactions ${per(c.transactions)}, watch events ${per(c.watched)}, OVSDB requests ${per(c.ovsdb)}`,
+  );
+}
+
+/**
+ * With `--cpu-prof-dir=DIR` in BENCH_DAEMON_FLAGS: the storm's starts in the profile of the
+ * daemon's main thread (thread 0 in the file's name) written since `began`, by owner and by
+ * function, each also in ms per start (`n` starts).
+ */
+function printProfile(label: string, began: number, window: Window, n: number): void {
+  const dir = EXTRA_FLAGS.find((f) => f.startsWith('--cpu-prof-dir='))?.slice('--cpu-prof-dir='.length);
+  if (dir === undefined) return;
+  const file = fs
+    .readdirSync(dir)
+    .filter((f) => /\.\d+\.0\.\d+\.cpuprofile$/.test(f))
+    .map((f) => path.join(dir, f))
+    .find((f) => fs.statSync(f).mtimeMs >= began);
+  if (file === undefined) return console.log(`${label}: no profile of a main thread written in ${dir}`);
+  const perStart = (rows: string[][]) => rows.map(([pct = '', ms = '', ...rest]) => [pct, ms, fmt(Number(ms) / n, 2), ...rest]);
+  console.log(`\n${label}: the storm's starts in ${file}, the daemon's main thread, busy time by owner:\n`);
+  console.log(table(['self % of busy', 'self ms', 'per start', 'owner'], perStart(topOwners(file, window))));
+  console.log(table(['self % of busy', 'self ms', 'per start', 'function', 'where'], perStart(topFrames(file, 40, window))));
+}
+
 export async function benchBuilds(): Promise<void> {
   const builds = (process.env.BENCH_BUILDS ?? 'this').split('|').map((b) => b.trim());
   for (const b of builds)
-    if (b !== 'this' && b !== 'null' && !fs.existsSync(b))
-      throw new Error(`BENCH_BUILDS: ${b} is not a file: give a build's dist/src/main.js, this or null`);
+    if (b !== 'this' && b !== 'null' && b !== 'floor' && !fs.existsSync(b))
+      throw new Error(`BENCH_BUILDS: ${b} is not a file: give a build's dist/src/main.js, this, floor or null`);
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const all = new Map<string, Figures[]>(builds.map((b) => [b, []]));
@@ -139,8 +201,10 @@ export async function benchBuilds(): Promise<void> {
   for (let r = 0; r < rounds; r++) {
     let base: Figures | undefined;
     for (const [k, b] of builds.entries()) {
+      const began = Date.now();
       const f = await measure(b, n, r);
       all.get(b)?.push(f);
+      if (b !== 'null') printProfile(`${b}, round ${r + 1}`, began, f.window, n);
       if (k === 0) base = f;
       rows.push([
         `${b}${k === 0 ? ' [baseline]' : ''}`,
@@ -177,6 +241,10 @@ export async function benchBuilds(): Promise<void> {
       rows,
     ),
   );
+  console.log(
+    "\nCPU ms per start by thread, the five busiest (thread ID less the process ID: 0 the main thread, 1-4 V8's platform threads):",
+  );
+  for (const [b, fs_] of all) fs_.forEach((f, r) => console.log(`  ${b}, round ${r + 1}: ${f.threads}`));
   // Each round's build against that round's baseline (paired: the machine's load moves between rounds).
   const first = all.get(builds[0] ?? '') ?? [];
   const range = (xs: readonly number[]) => `${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))}`;

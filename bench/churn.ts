@@ -11,7 +11,8 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DockerHost, IMAGE, Ovsnet } from '../test/harness/host.js';
+import { DockerHost, IMAGE, MAIN, Ovsnet } from '../test/harness/host.js';
+import { launchFlags } from '../test/harness/launch.js';
 import { unixGet } from '../src/lib/unix-http.js';
 import { cpuSeconds, cpuSplit, rssMiB, scrape, storm, type Storm } from './storm.js';
 import { LOOP_HEADERS, LoopProbe, loopDelay, loopRow } from './loop-delay.js';
@@ -81,6 +82,21 @@ export function startNullDriver(host: DockerHost): Promise<Ovsnet> {
     ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
     main,
     [],
+  );
+}
+
+/**
+ * The floor of ovsnet's design (floor-driver.ts), started inside the host as ovsnet is, with the
+ * plugin's node flags (and `extraFlags`), on floornet.sock (network and IPAM driver `floornet`), storing in `store`.
+ */
+export function startFloorDriver(host: DockerHost, store: string, extraFlags: readonly string[] = []): Promise<Ovsnet> {
+  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'floor-driver.js');
+  return Ovsnet.start(
+    path.join(host.pluginDir, 'floornet.sock'),
+    { OVSNET_SOCKET: '/run/docker/plugins/floornet.sock', OVSNET_STORE: store },
+    ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
+    main,
+    [...launchFlags(MAIN), ...extraFlags],
   );
 }
 

@@ -58,6 +58,25 @@ export function cpuSplit(ovsnet: Ovsnet): { user: number; system: number; main: 
   return { ...all, main: main.user + main.system };
 }
 
+/**
+ * Each thread's CPU (user + system, seconds) by its ID less the process's: 0 is the main thread,
+ * 1-4 V8's platform threads in Node 20; libuv's pool and worker threads come later, in the order
+ * they start. A thread that has ended is gone from the map (its time stays in cpuSplit's totals).
+ */
+export function threadTimes(ovsnet: Ovsnet): Map<number, number> {
+  const pid = servePid(ovsnet.child.pid ?? 0);
+  const out = new Map<number, number>();
+  for (const tid of fs.readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const t = statTimes(`/proc/${pid}/task/${tid}/stat`);
+      out.set(Number(tid) - pid, t.user + t.system);
+    } catch {
+      // ended between the listing and the read
+    }
+  }
+  return out;
+}
+
 /** utime and stime of a /proc stat file, in seconds. */
 function statTimes(file: string): { user: number; system: number } {
   const stat = fs.readFileSync(file, 'utf8');
