@@ -56,6 +56,8 @@ async function dscpSeen(
   }
 }
 
+/** The bridge's management socket in the host, where ovsnet's OpenFlow reads go. */
+const mgmtSocket = () => path.join(host.dir, 'run', 'openvswitch', 'ovsnet0.mgmt');
 const meters = async () => (await host.exec(['ovs-ofctl', '-O', 'OpenFlow13', 'dump-meters', 'ovsnet0'])).stdout;
 
 /** An ovsnet network with ovsnet's IPAM, and `-o` options. */
@@ -132,7 +134,7 @@ t.test('ovs-vswitchd forgets meters and flows when it restarts; ovsnet puts them
   t.match(await meters(), /meter=\d+/, 'a meter while the limited container runs');
   // The periodic check reads the meters over OpenFlow (of-requests.ts): what it reads is what
   // dump-meters prints, or every check would take the meters for changed by hand.
-  const overOpenFlow = await readMeters(path.join(host.dir, 'run', 'openvswitch', 'ovsnet0.mgmt'), 5000);
+  const overOpenFlow = await readMeters(mgmtSocket(), 5000);
   t.same([...overOpenFlow], [...parseMeters(await meters())], 'the meters read over OpenFlow are the ones dump-meters prints');
   await host.dockerOk(['rm', '-f', 'lim']);
   t.notMatch(await meters(), /meter=\d+/, 'none once it is gone');
@@ -145,7 +147,7 @@ t.test('ovs-vswitchd forgets meters and flows when it restarts; ovsnet puts them
 });
 
 t.test("a group added by hand in ovsnet's range goes at the next flow check, another controller's stays", async (t) => {
-  const mgmt = path.join(host.dir, 'run', 'openvswitch', 'ovsnet0.mgmt');
+  const mgmt = mgmtSocket();
   const ours = GROUP_BASE + 7;
   const addGroup = (id: number) => host.exec(['ovs-ofctl', '-O', 'OpenFlow15', 'add-group', 'ovsnet0', `group_id=${id},type=all`]);
   await addGroup(ours);

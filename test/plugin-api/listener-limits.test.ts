@@ -75,7 +75,7 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
     Array.from({ length: 20 }, () => 200),
     'the plugin socket answers every call',
   );
-  const fds = fs.readdirSync(`/proc/${o.child.pid ?? 0}/fd`).length;
+  const fds = fs.readdirSync(`/proc/${pid}/fd`).length;
   t.ok(fds < 300, `the daemon holds ${fds} descriptors, not one per connection`);
   // Connections past the cap are closed as the daemon accepts them: counted on its side (held, or
   // waiting in the accept queue), within 10 s, a limit on correctness, not a target.
@@ -83,7 +83,8 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
     execFileSync('ss', ['-Htn', 'state', 'established', `( sport = :${port} )`], { encoding: 'utf8' })
       .split('\n')
       .filter((line) => line.trim() !== '').length;
-  const openHere = () => conns.filter((c) => !c.destroyed && c.readyState === 'open').length;
+  const openConns = () => conns.filter((c) => !c.destroyed && c.readyState === 'open');
+  const openHere = () => openConns().length;
   const settle = async (count: () => number) => {
     const since = Date.now();
     let n = count();
@@ -102,7 +103,7 @@ t.test('1,100 idle connections to the metrics port: the plugin socket still answ
   // open here 10 s after) stays open here until it sends: one byte of a request, which the daemon
   // would hold as a request begun, gets those reset.
   const before = openHere();
-  conns.filter((c) => !c.destroyed && c.readyState === 'open').forEach((c) => c.write('G'));
+  openConns().forEach((c) => c.write('G'));
   const here = await settle(openHere);
   t.ok(here.n <= METRICS_LIMITS.maxConnections + 5, `${here.n} open on this side (${before} before a byte was sent), ${here.after}`);
 });
