@@ -23,7 +23,7 @@ import { CREATE_OVSNET, MAIN, Ovsnet, type DockerHost } from '../test/harness/ho
 import { launchFlags } from '../test/harness/launch.js';
 import { fmt, table } from './stats.js';
 import { unixGet } from '../src/lib/unix-http.js';
-import { startFloorDriver, startNullDriver } from './churn.js';
+import { driverSocket, startFloorDriver, startNullDriver } from './churn.js';
 import { cpuSplit, storm, threadTimes } from './storm.js';
 import { monotonicUs, topFrames, topOwners, type Window } from './cpu-profile.js';
 
@@ -161,7 +161,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
 
 /** What the floor driver did per container (warm-up and storm, started and removed): its work is checked, not assumed. */
 async function printFloorCounts(host: DockerHost, containers: number): Promise<void> {
-  const body = (await unixGet(path.join(host.pluginDir, 'floornet.sock'), '/counts', 5000))?.body ?? '{}';
+  const body = (await unixGet(driverSocket(host, 'floornet'), '/counts', 5000))?.body ?? '{}';
   const c = JSON.parse(body) as { transactions?: number; watched?: number; ovsdb?: number };
   const per = (x: number | undefined) => fmt((x ?? 0) / containers, 2);
   console.log(

@@ -70,34 +70,33 @@ export async function benchChurn(): Promise<void> {
   console.log(`\n${docker}`);
 }
 
-/** The null driver's socket, as seen from outside the host. */
-const nullSocket = (host: DockerHost) => path.join(host.pluginDir, 'nullnet.sock');
+/** A bench driver's socket, as seen from outside the host. */
+export const driverSocket = (host: DockerHost, name: string) => path.join(host.pluginDir, `${name}.sock`);
+const nullSocket = (host: DockerHost) => driverSocket(host, 'nullnet');
 
-/** The null driver (null-driver.ts), started inside the host as ovsnet is, on nullnet.sock (network driver `nullnet`). */
+/** A bench driver (this folder's `file`) started inside the host as ovsnet is, serving `name`.sock (its driver name). */
+function startBenchDriver(
+  host: DockerHost,
+  name: string,
+  file: string,
+  env: Record<string, string>,
+  flags: readonly string[],
+): Promise<Ovsnet> {
+  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), file);
+  return Ovsnet.start(driverSocket(host, name), { OVSNET_SOCKET: `/run/docker/plugins/${name}.sock`, ...env }, host.enter, main, flags);
+}
+
+/** The null driver (null-driver.ts), on nullnet.sock (network driver `nullnet`). */
 export function startNullDriver(host: DockerHost): Promise<Ovsnet> {
-  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'null-driver.js');
-  return Ovsnet.start(
-    nullSocket(host),
-    { OVSNET_SOCKET: '/run/docker/plugins/nullnet.sock' },
-    ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
-    main,
-    [],
-  );
+  return startBenchDriver(host, 'nullnet', 'null-driver.js', {}, []);
 }
 
 /**
- * The floor of ovsnet's design (floor-driver.ts), started inside the host as ovsnet is, with the
- * plugin's node flags (and `extraFlags`), on floornet.sock (network and IPAM driver `floornet`), storing in `store`.
+ * The floor of ovsnet's design (floor-driver.ts), with the plugin's node flags (and
+ * `extraFlags`), on floornet.sock (network and IPAM driver `floornet`), storing in `store`.
  */
 export function startFloorDriver(host: DockerHost, store: string, extraFlags: readonly string[] = []): Promise<Ovsnet> {
-  const main = path.join(path.dirname(fileURLToPath(import.meta.url)), 'floor-driver.js');
-  return Ovsnet.start(
-    path.join(host.pluginDir, 'floornet.sock'),
-    { OVSNET_SOCKET: '/run/docker/plugins/floornet.sock', OVSNET_STORE: store },
-    ['nsenter', `--net=/run/netns/${host.name}`, `--mount=${host.dir}/mntns`, `--uts=${host.dir}/utsns`, '--'],
-    main,
-    [...launchFlags(MAIN), ...extraFlags],
-  );
+  return startBenchDriver(host, 'floornet', 'floor-driver.js', { OVSNET_STORE: store }, [...launchFlags(MAIN), ...extraFlags]);
 }
 
 /**

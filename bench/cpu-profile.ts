@@ -88,7 +88,10 @@ function ownerOf(frame: string): string {
 export function topOwners(file: string, window?: Window): string[][] {
   const { selfUs, total } = selfTimes(file, window);
   const byOwner = new Map<string, number>();
-  for (const [frame, us] of selfUs) byOwner.set(ownerOf(frame), (byOwner.get(ownerOf(frame)) ?? 0) + us);
+  for (const [frame, us] of selfUs) {
+    const owner = ownerOf(frame);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + us);
+  }
   return [
     ...[...byOwner.entries()].sort((a, b) => b[1] - a[1]).map(([owner, us]) => [fmt((100 * us) / total, 1), fmt(us / 1000, 0), owner]),
     ['100', fmt(total / 1000, 0), 'busy in all'],

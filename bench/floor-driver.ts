@@ -26,6 +26,7 @@ import Fastify from 'fastify';
 import { Etcd3 } from 'etcd3';
 import { Links } from '../src/driver/links/links.js';
 import { Ovsdb } from '../src/driver/ovs/ovsdb.js';
+import { formatAddress, parseAddress, parseCidr } from '../src/lib/cidr.js';
 
 const socket = process.env.OVSNET_SOCKET ?? '/run/docker/plugins/floornet.sock';
 const endpoints = (process.env.OVSNET_STORE ?? '').replace(/^etcd:\/\//, '').split(',');
@@ -39,12 +40,12 @@ const PREFIX = 'floor/';
 const hostEnd = (endpoint: string) => `fh${endpoint.slice(0, 12)}`;
 const containerEnd = (endpoint: string) => `fc${endpoint.slice(0, 12)}`;
 
-/** The pool's addresses: a counter past the gateway, and those released. */
-let base = 0;
+/** The pool's addresses: a counter past the gateway, and those released (offsets from the pool's base). */
+let base = 0n;
 let prefixLength = 24;
-let next = 2;
-const free: number[] = [];
-const dotted = (n: number) => [24, 16, 8, 0].map((s) => (n >>> s) & 255).join('.');
+let next = 2n;
+const free: bigint[] = [];
+const dotted = (offset: bigint) => formatAddress(4, base + offset);
 const addressOf: Map<string, string> = new Map();
 
 /** What it did, for the bench to check (GET /counts): store transactions, watch events, OVSDB requests. */
@@ -78,24 +79,23 @@ const answers: Record<string, (body: Body) => unknown> = {
   'IpamDriver.GetCapabilities': () => ({ RequiresMACAddress: false }),
   'IpamDriver.GetDefaultAddressSpaces': () => ({ LocalDefaultAddressSpace: 'floor', GlobalDefaultAddressSpace: 'floorg' }),
   'IpamDriver.RequestPool': (body) => {
-    const [net = '10.230.0.0', bits = '24'] = str(body.Pool).split('/');
-    base = net.split('.').reduce((a, o) => a * 256 + Number(o), 0);
-    prefixLength = Number(bits);
+    const pool = parseCidr(str(body.Pool));
+    base = pool.base;
+    prefixLength = pool.bits;
     return { PoolID: str(body.Pool), Pool: str(body.Pool), Data: {} };
   },
   'IpamDriver.RequestAddress': async (body) => {
     const options = (body.Options ?? {}) as Record<string, string>;
-    if (options.RequestAddressType === 'com.docker.network.gateway') return { Address: `${dotted(base + 1)}/${prefixLength}`, Data: {} };
+    if (options.RequestAddressType === 'com.docker.network.gateway') return { Address: `${dotted(1n)}/${prefixLength}`, Data: {} };
     const n = free.pop() ?? next++;
-    const address = dotted(base + n);
+    const address = dotted(n);
     const key = `${PREFIX}a/${address}`;
     if (!(await txn(etcd.if(key, 'Create', '==', 0).then(etcd.put(key).value('reserved'))))) throw new Error(`${address} is taken`);
     return { Address: `${address}/${prefixLength}`, Data: {} };
   },
   'IpamDriver.ReleaseAddress': (body) => {
-    const address = str(body.Address);
-    const n = address.split('.').reduce((a, o) => a * 256 + Number(o), 0) - base;
-    if (n > 1) free.push(n);
+    const offset = parseAddress(str(body.Address)).value - base;
+    if (offset > 1n) free.push(offset);
     return {};
   },
   'IpamDriver.ReleasePool': () => ({}),
@@ -118,7 +118,7 @@ const answers: Record<string, (body: Body) => unknown> = {
     await links.createVeth({ host: hostEnd(id), container: containerEnd(id), mtu: 1500 });
     await ovs(1, ovsdb.addPort(BRIDGE, hostEnd(id), { tag: 0, externalIds: { 'floor-endpoint': id } }));
     setTimeout(() => void ovs(1, ovsdb.ofports([hostEnd(id)])).catch(() => undefined), 100);
-    return { InterfaceName: { SrcName: containerEnd(id), DstPrefix: 'eth' }, Gateway: dotted(base + 1) };
+    return { InterfaceName: { SrcName: containerEnd(id), DstPrefix: 'eth' }, Gateway: dotted(1n) };
   },
   'NetworkDriver.Leave': async (body) => {
     const id = str(body.EndpointID);

@@ -77,6 +77,11 @@ export class DockerHost {
   ) {}
 
   /** Path of the host's plugin socket directory as seen from outside the host. */
+  /** The command prefix that runs a daemon inside the host: its network, mount and UTS namespaces. */
+  get enter(): string[] {
+    return ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'];
+  }
+
   get pluginDir(): string {
     return path.join(this.dir, 'run', 'docker', 'plugins');
   }
@@ -175,7 +180,7 @@ export class DockerHost {
         OVSNET_METRICS_ADDR: '9477',
         ...env,
       },
-      ['nsenter', `--net=/run/netns/${this.name}`, `--mount=${this.dir}/mntns`, `--uts=${this.dir}/utsns`, '--'],
+      this.enter,
       main,
       flags,
       session,
