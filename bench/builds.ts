@@ -13,7 +13,11 @@
  * containers started and removed first (the daemon's code warm; their CPU per start is printed
  * as well, cold), 10 s asked nothing (its idle rate), then BENCH_STORM (100) parallel
  * `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
- * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon.
+ * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon;
+ * node flags after a build's name add to that build's alone (`this|this --no-opt`: one build
+ * against itself under another flag). BENCH_HEAP_DIR=DIR samples each ovsnet build's and the
+ * floor's allocations over the storm's starts (bench/heap-sampler.ts) and prints them by owner and
+ * function, in bytes per start.
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -26,9 +30,16 @@ import { unixGet } from '../src/lib/unix-http.js';
 import { driverSocket, startFloorDriver, startNullDriver } from './churn.js';
 import { cpuSplit, storm, threadTimes } from './storm.js';
 import { monotonicUs, topFrames, topOwners, type Window } from './cpu-profile.js';
+import { allocationFrames, allocationOwners, type Allocations } from './heap-profile.js';
+import { servePid } from './storm.js';
 
 const IDLE_S = 10;
-const EXTRA_FLAGS = process.env.BENCH_DAEMON_FLAGS?.split(' ').filter(Boolean) ?? [];
+const HEAP_DIR = process.env.BENCH_HEAP_DIR;
+const SAMPLER = new URL('./heap-sampler.js', import.meta.url);
+const EXTRA_FLAGS = [
+  ...(process.env.BENCH_DAEMON_FLAGS?.split(' ').filter(Boolean) ?? []),
+  ...(HEAP_DIR === undefined ? [] : [`--import=${SAMPLER.href}?dir=${encodeURIComponent(HEAP_DIR)}`]),
+];
 const WARM = 20;
 
 interface Figures {
@@ -48,6 +59,23 @@ interface Figures {
   readonly threads: string;
   /** The storm's starts on the monotonic clock, for a profile's samples (BENCH_DAEMON_FLAGS). */
   readonly window: Window;
+  /** Bytes allocated over the storm's starts by frame (BENCH_HEAP_DIR). */
+  readonly allocations: Allocations | undefined;
+}
+
+/** The sampler's file for `pid`'s last window, once written (it stops the profiler first). */
+async function readAllocations(pid: number): Promise<Allocations | undefined> {
+  for (let i = 0; i < 100; i++) {
+    const file = fs
+      .readdirSync(HEAP_DIR ?? '')
+      .filter((f) => f.startsWith(`heap-${pid}-`) && f.endsWith('.json'))
+      .sort()
+      .pop();
+    if (file !== undefined) return JSON.parse(fs.readFileSync(path.join(HEAP_DIR ?? '', file), 'utf8')) as Allocations;
+    await sleep(100);
+  }
+  console.log(`no allocations written by ${pid} in ${HEAP_DIR ?? ''}`);
+  return undefined;
 }
 
 /** Makes the network; the plugin stopped when it cannot (the caller never sees it to stop). */
@@ -61,9 +89,11 @@ async function withNetwork(plugin: Ovsnet, create: () => Promise<unknown>): Prom
 }
 
 /** `which` started on `host`: its network made (`net`), its process to measure. */
-async function startBuild(host: DockerHost, cluster: Cluster, which: string): Promise<{ plugin: Ovsnet; net: string }> {
+async function startBuild(host: DockerHost, cluster: Cluster, entry: string): Promise<{ plugin: Ovsnet; net: string }> {
+  const [which = '', ...ownFlags] = entry.split(' ').filter(Boolean);
+  const flags = [...EXTRA_FLAGS, ...ownFlags];
   if (which === 'floor') {
-    const plugin = await startFloorDriver(host, cluster.store, EXTRA_FLAGS);
+    const plugin = await startFloorDriver(host, cluster.store, flags);
     await withNetwork(plugin, () =>
       host.dockerOk(['network', 'create', '-d', 'floornet', '--ipam-driver', 'floornet', '--subnet', '10.230.0.0/22', 'bench']),
     );
@@ -85,7 +115,7 @@ async function startBuild(host: DockerHost, cluster: Cluster, which: string): Pr
       OVSNET_METRICS_ADDR: process.env.BENCH_METRICS === '0' ? '' : '9477',
     },
     main,
-    [...launchFlags(main), ...EXTRA_FLAGS],
+    [...launchFlags(main), ...flags],
   );
   await withNetwork(plugin, () =>
     host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']),
@@ -120,6 +150,10 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     const c0 = cpuMs(plugin);
     const t0 = threadTimes(plugin);
     let t1 = t0;
+    const sample = () => {
+      if (HEAP_DIR !== undefined && which !== 'null') process.kill(servePid(started.plugin.child.pid ?? 0), 'SIGUSR2');
+    };
+    sample();
     const fromUs = monotonicUs();
     let toUs = fromUs;
     const idleRate = (c0.all - i0.all) / ((c0.at - i0.at) / 1000);
@@ -128,9 +162,11 @@ async function measure(which: string, n: number, round: number): Promise<Figures
       c1 = cpuMs(plugin as Ovsnet);
       t1 = threadTimes(plugin as Ovsnet);
       toUs = monotonicUs();
+      sample();
       return Promise.resolve();
     });
     const c2 = cpuMs(plugin);
+    const allocations = HEAP_DIR === undefined || which === 'null' ? undefined : await readAllocations(servePid(plugin.child.pid ?? 0));
     if (which === 'floor') await printFloorCounts(host, n + WARM);
     return {
       start: (c1.all - c0.all) / n,
@@ -152,6 +188,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
         .map(([t, ms]) => `${t}: ${fmt(ms, 1)}`)
         .join(', '),
       window: { fromUs, toUs },
+      allocations,
     };
   } finally {
     await plugin?.kill('SIGTERM').catch(() => undefined);
@@ -191,9 +228,13 @@ function printProfile(label: string, began: number, window: Window, n: number): 
 
 export async function benchBuilds(): Promise<void> {
   const builds = (process.env.BENCH_BUILDS ?? 'this').split('|').map((b) => b.trim());
-  for (const b of builds)
+  for (const entry of builds) {
+    const [b = '', ...flags] = entry.split(' ').filter(Boolean);
     if (b !== 'this' && b !== 'null' && b !== 'floor' && !fs.existsSync(b))
       throw new Error(`BENCH_BUILDS: ${b} is not a file: give a build's dist/src/main.js, this, floor or null`);
+    if (b === 'null' && flags.length > 0) throw new Error(`BENCH_BUILDS: the null driver takes no node flags (${entry})`);
+    if (new Set(builds).size !== builds.length) throw new Error(`BENCH_BUILDS: ${entry} is named twice: each entry is one column`);
+  }
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const all = new Map<string, Figures[]>(builds.map((b) => [b, []]));
@@ -204,7 +245,14 @@ export async function benchBuilds(): Promise<void> {
       const began = Date.now();
       const f = await measure(b, n, r);
       all.get(b)?.push(f);
-      if (b !== 'null') printProfile(`${b}, round ${r + 1}`, began, f.window, n);
+      if (!b.startsWith('null')) printProfile(`${b}, round ${r + 1}`, began, f.window, n);
+      if (f.allocations !== undefined) {
+        console.log(
+          `\n${b}, round ${r + 1}: bytes allocated per start over the storm's starts, by owner and by function (V8's sampling estimate):\n`,
+        );
+        console.log(table(['bytes', '%', 'owner'], allocationOwners(f.allocations, n)));
+        console.log(table(['bytes', '%', 'function', 'where'], allocationFrames(f.allocations, n, 40)));
+      }
       if (k === 0) base = f;
       rows.push([
         `${b}${k === 0 ? ' [baseline]' : ''}`,

@@ -12,9 +12,24 @@
 import fs from 'node:fs';
 import { fmt } from './stats.js';
 
+/** Where a V8 profile's node runs: the same shape in CPU and heap profiles. */
+export interface CallFrame {
+  readonly functionName: string;
+  readonly url: string;
+  readonly lineNumber: number;
+}
+
 interface ProfileNode {
   readonly id: number;
-  readonly callFrame: { readonly functionName: string; readonly url: string; readonly lineNumber: number };
+  readonly callFrame: CallFrame;
+}
+
+/** A frame as "name\twhere": the place relative to node_modules or dist (a file URL or a CommonJS module's path), 1-based line. */
+export function frameOf(callFrame: CallFrame): string {
+  const { functionName, url, lineNumber } = callFrame;
+  const where =
+    url === '' ? '' : `${url.replace(/^(file:\/\/)?\/.*\/node_modules\//, '').replace(/^(file:\/\/)?\/.*\/dist\//, '')}:${lineNumber + 1}`;
+  return `${functionName === '' ? '(anonymous)' : functionName}\t${where}`;
 }
 
 interface Profile {
@@ -36,13 +51,8 @@ export const monotonicUs = (): number => Number(process.hrtime.bigint() / 1000n)
 /** Self time in microseconds by frame ("name\twhere"), idle left out, inside `window` if given. */
 function selfTimes(file: string, window?: Window): { selfUs: Map<string, number>; total: number } {
   const profile = JSON.parse(fs.readFileSync(file, 'utf8')) as Profile;
-  const frameOf = new Map<number, string>();
-  for (const node of profile.nodes) {
-    const { functionName, url, lineNumber } = node.callFrame;
-    const where =
-      url === '' ? '' : `${url.replace(/^file:\/\/.*\/node_modules\//, '').replace(/^file:\/\/.*\/dist\//, '')}:${lineNumber + 1}`;
-    frameOf.set(node.id, `${functionName === '' ? '(anonymous)' : functionName}\t${where}`);
-  }
+  const frameById = new Map<number, string>();
+  for (const node of profile.nodes) frameById.set(node.id, frameOf(node.callFrame));
   const selfUs = new Map<string, number>();
   let total = 0;
   let at = profile.startTime;
@@ -53,7 +63,7 @@ function selfTimes(file: string, window?: Window): { selfUs: Map<string, number>
     at += delta;
     const dt = Math.min(delta, cap);
     if (window !== undefined && (at < window.fromUs || at > window.toUs)) return;
-    const frame = frameOf.get(id) ?? '(unknown)\t';
+    const frame = frameById.get(id) ?? '(unknown)\t';
     if (frame.startsWith('(idle)')) return;
     selfUs.set(frame, (selfUs.get(frame) ?? 0) + dt);
     total += dt;
@@ -74,7 +84,7 @@ export function topFrames(file: string, limit: number, window?: Window): string[
 }
 
 /** Who a frame's code belongs to, from its place. */
-function ownerOf(frame: string): string {
+export function ownerOf(frame: string): string {
   const [name = '', where = ''] = frame.split('\t');
   if (where === '') return name.startsWith('(') ? name : 'no place (natives, V8 builtins)';
   if (where.startsWith('node:')) return "Node's own modules";

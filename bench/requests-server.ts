@@ -4,7 +4,9 @@
  * over the real network driver with in-memory OVS, links and NAT (test/helpers/driver-fakes.ts),
  * ovsnet's IPAM and an embedded store, logging at info to nowhere and observing metrics as the
  * daemon does. Argument: the socket path. Answers "cpu" on its IPC channel with
- * process.cpuUsage(), "stop" by closing and exiting (so that --cpu-prof writes its profile).
+ * process.cpuUsage(), "heap-start" by sampling its allocations (bench/heap-profile.ts) and
+ * "heap-stop" with the bytes by frame since, "stop" by closing and exiting (so that --cpu-prof
+ * writes its profile).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -16,6 +18,7 @@ import { buildServer } from '../src/plugin-api/server.js';
 import { SqliteStore } from '../src/store/sqlite/sqlite.js';
 import { fakeSideEffects } from '../test/helpers/driver-fakes.js';
 import { makeIpam } from '../test/helpers/ipam.js';
+import { sampleAllocations, type Allocations } from './heap-profile.js';
 
 const socket = process.argv[2];
 if (socket === undefined) throw new Error('usage: requests-server.js SOCKET');
@@ -38,8 +41,11 @@ const log = createLogger('info', { write: () => undefined });
 const app = buildServer({ log, ipam, driver, metrics: new Metrics() });
 await app.listen({ path: socket });
 
+let stopSampling: (() => Promise<Allocations>) | undefined;
 process.on('message', (msg) => {
   if (msg === 'cpu') process.send?.(process.cpuUsage());
+  if (msg === 'heap-start') void sampleAllocations().then((stop) => ((stopSampling = stop), process.send?.('sampling')));
+  if (msg === 'heap-stop') void stopSampling?.().then((bytes) => process.send?.(bytes));
   if (msg === 'stop') {
     void (async () => {
       await app.close();

@@ -8,7 +8,9 @@
  * shared with other work the least is the steadiest) and the round trip's p50 and p99 over all
  * passes. Baseline: IpamDriver.GetCapabilities, the bare round trip.
  * BENCH_CPU_PROF=DIR runs the server under `node --cpu-prof` and prints its top frames
- * (bench/cpu-profile.ts).
+ * (bench/cpu-profile.ts). BENCH_HEAP_PROF=1 adds, after the timed passes, one pass of each kind
+ * with the server's allocations sampled (bench/heap-profile.ts): bytes per round by owner and,
+ * for the lifecycle, by function.
  */
 import { fork } from 'node:child_process';
 import fs from 'node:fs';
@@ -17,6 +19,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { topFrames } from './cpu-profile.js';
+import { allocationFrames, allocationOwners, type Allocations } from './heap-profile.js';
 import { fmt, median, percentile, table } from './stats.js';
 
 const SERVER = fileURLToPath(new URL('./requests-server.js', import.meta.url));
@@ -122,6 +125,7 @@ export async function benchRequests(): Promise<void> {
   /** The answers of the set-up's calls and of the round under way, by method. */
   const answers = new Map<string, Record<string, unknown>>();
   const rows: string[][] = [];
+  const heapTables: { title: string; rows: string[][] }[] = [];
   try {
     // As Docker makes a network with ovsnet's IPAM: the pool, its gateway, then the network.
     answers.set(
@@ -163,6 +167,20 @@ export async function benchRequests(): Promise<void> {
         cpuUs[k]?.push(((await cpu()) - u0) / n);
       }
     }
+    if (process.env.BENCH_HEAP_PROF === '1') {
+      for (const [k, round] of rounds.entries()) {
+        const sampling = reply<string>();
+        child.send('heap-start');
+        await sampling;
+        for (let i = 0; i < n; i++) await round();
+        const sampled = reply<Allocations>();
+        child.send('heap-stop');
+        const bytes = await sampled;
+        const name = KINDS[k]?.name ?? '';
+        heapTables.push({ title: `${name}, by owner`, rows: allocationOwners(bytes, n) });
+        if (k === KINDS.length - 1) heapTables.push({ title: `${name}, by function`, rows: allocationFrames(bytes, n, 30) });
+      }
+    }
     const baseUs = median(cpuUs[0] ?? []);
     for (const [k, kind] of KINDS.entries()) {
       const us = median(cpuUs[k] ?? []);
@@ -190,6 +208,10 @@ export async function benchRequests(): Promise<void> {
   console.log(
     table(['call', 'server CPU µs per call (median)', 'least pass', 'each pass', 'vs baseline', 'round trip p50 µs', 'p99 µs'], rows),
   );
+  for (const { title, rows: r } of heapTables) {
+    console.log(`\nThe server's allocations per round, ${title} (V8's sampling estimate, freed objects included):\n`);
+    console.log(table(title.endsWith('function') ? ['bytes', '%', 'function', 'where'] : ['bytes', '%', 'owner'], r));
+  }
   if (profDir !== undefined) {
     const file = fs
       .readdirSync(profDir)
