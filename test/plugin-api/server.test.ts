@@ -161,7 +161,8 @@ t.test('one request id per Docker call in the logs', async (t) => {
   const calls = lines.filter((l) => l.msg === 'docker call');
   t.equal(calls.length, 2);
   t.match(calls[0], { method: 'IpamDriver.RequestPool', status: 200, requestId: /^[0-9a-f]{8}$/ });
-  t.match(calls[1], { status: 500 });
+  t.match(calls[1], { status: 500, requestId: /^[0-9a-f]{8}$/ });
+  t.not(calls[0]?.requestId, calls[1]?.requestId, 'each call its own id');
   const warn = lines.find((l) => l.code === 'IPAM_POOL_OVERLAP');
   t.equal(warn?.requestId, calls[1]?.requestId, "the error line carries its call's id");
   const made = lines.find((l) => l.msg === 'pool requested');

@@ -9,8 +9,11 @@
  *
  * The copy is compact: one string per record (a codec's packed form, endpoint-pack.ts), under
  * the last part of its key in a map per parent key, rather than the object graph JSON.parse
- * makes of a record under its whole key (10k endpoints on a host are 10k copies). Every hit
- * unpacks a fresh object: no caller shares, or can change, the copy.
+ * makes of a record under its whole key (10k endpoints on a host are 10k copies). The last
+ * HOT_LIMIT records read are kept unpacked as well, deeply frozen: a container's calls read the
+ * same network and endpoint again and again (a start's five reads unpacked each anew: about a
+ * tenth of ovsnet's own CPU in a storm), and a frozen record can be handed to every caller, none
+ * able to change it for the others (the record types are readonly; freezing holds it at run time too).
  */
 
 /** A record's compact form and back; unpack(key, pack(key, r)) equals r. */
@@ -37,9 +40,21 @@ const split = (key: string): [string, string] => {
  */
 const own = (s: string): string => JSON.parse(JSON.stringify(s)) as string;
 
+/** How many records read lately are kept unpacked (a host's containers starting at once each read a few). */
+export const HOT_LIMIT = 256;
+
+/** `value` and everything in it frozen; plain JSON data only (records are). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  for (const inner of Object.values(value)) deepFreeze(inner);
+  return Object.freeze(value);
+}
+
 export class RecordCache<T> {
   /** Parent key -> last part of the key -> packed record. */
   private readonly parents = new Map<string, Map<string, string>>();
+  /** Whole key -> the record unpacked and frozen, for the last HOT_LIMIT read; oldest first. */
+  private readonly hot = new Map<string, T>();
   /** Moves on every change: a read that started before one does not keep its result. */
   private generation = 0;
 
@@ -54,25 +69,30 @@ export class RecordCache<T> {
    * and nothing changed meanwhile).
    */
   async read(key: string, load: () => Promise<string | undefined>): Promise<T | undefined> {
+    const warm = this.hot.get(key);
+    if (warm !== undefined) return warm;
     const [parent, leaf] = split(key);
     const hit = this.parents.get(parent)?.get(leaf);
-    if (hit !== undefined) return this.codec.unpack(key, hit);
+    if (hit !== undefined) return this.warm(key, this.codec.unpack(key, hit));
     const generation = this.generation;
     const text = await load();
     if (text === undefined) return undefined;
-    const value = this.decode(key, text);
-    if (generation === this.generation) this.keep(key, value);
-    return value;
+    const value = deepFreeze(this.decode(key, text));
+    if (generation !== this.generation) return value;
+    this.keep(key, value);
+    return this.warm(key, value);
   }
 
   /** `record` (as written to the store) now stands at `key`. */
   set(key: string, record: T): void {
     this.generation++;
+    this.hot.delete(key);
     this.keep(key, record);
   }
 
   forget(key: string): void {
     this.generation++;
+    this.hot.delete(key);
     const [parent, leaf] = split(key);
     const leaves = this.parents.get(parent);
     leaves?.delete(leaf);
@@ -81,6 +101,7 @@ export class RecordCache<T> {
 
   forgetPrefix(prefix: string): void {
     this.generation++;
+    for (const key of this.hot.keys()) if (key.startsWith(prefix)) this.hot.delete(key);
     for (const [parent, leaves] of this.parents) {
       if (parent.startsWith(prefix)) this.parents.delete(parent);
       else if (prefix.startsWith(parent)) {
@@ -100,6 +121,13 @@ export class RecordCache<T> {
     let n = 0;
     for (const leaves of this.parents.values()) n += leaves.size;
     return n;
+  }
+
+  /** `record` frozen and kept unpacked, the oldest such let go past HOT_LIMIT. */
+  private warm(key: string, record: T): T {
+    if (this.hot.size >= HOT_LIMIT) this.hot.delete(this.hot.keys().next().value as string);
+    this.hot.set(key, deepFreeze(record));
+    return record;
   }
 
   private keep(key: string, record: T): void {

@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t, { type Test } from 'tap';
-import { RecordCache } from '../../../src/driver/records/record-cache.js';
+import { HOT_LIMIT, RecordCache } from '../../../src/driver/records/record-cache.js';
 import { DriverRecords } from '../../../src/driver/records/driver-records.js';
 import type { NetworkRecord } from '../../../src/driver/model/records.js';
 import { everyEndpointField } from '../../helpers/endpoint-records.js';
@@ -45,17 +45,56 @@ t.test('a read that overlapped a change does not keep its (maybe stale) result',
   t.equal(await c.read('/e/x', async () => undefined), undefined, 'but it was not kept');
 });
 
-t.test('a record whose text does not decode is refused and not kept; a hit is a fresh object', async (t) => {
-  const c = new RecordCache<{ a: number }>((key, text) => decodeRecord<{ a: number }>(key, text));
+t.test('a record whose text does not decode is refused and not kept; a hit is shared, frozen all through', async (t) => {
+  const c = new RecordCache<{ a: number; inner: { list: number[] } }>((key, text) => decodeRecord(key, text));
   await t.rejects(
     c.read('/x/bad', async () => 'not json'),
     { code: 'STORE_RECORD_INVALID' },
   );
   t.equal(c.size, 0, 'not kept');
-  const first = await c.read('/x/good', async () => '{"a":1}');
-  const second = await c.read('/x/good', async () => '{"a":2}');
-  t.same(second, { a: 1 }, 'from the copy');
-  t.not(first, second, 'each hit decodes the text again: no caller shares (or can change) the copy');
+  const first = await c.read('/x/good', async () => '{"a":1,"inner":{"list":[1,2]}}');
+  const second = await c.read('/x/good', async () => '{"a":2,"inner":{"list":[3]}}');
+  t.same(second, { a: 1, inner: { list: [1, 2] } }, 'from the copy');
+  t.equal(first, second, 'the same object to every reader');
+  t.ok(
+    first !== undefined && Object.isFrozen(first) && Object.isFrozen(first.inner) && Object.isFrozen(first.inner.list),
+    'frozen all through',
+  );
+  t.throws(() => {
+    if (first !== undefined) first.inner.list.push(3);
+  }, TypeError);
+  t.throws(() => {
+    if (first !== undefined) (first as { a: number }).a = 5;
+  }, TypeError);
+  t.same(await c.read('/x/good', async () => undefined), { a: 1, inner: { list: [1, 2] } }, 'no reader could change it for the others');
+});
+
+t.test('past HOT_LIMIT the oldest unpacked records go, their packed copies stay; set and forget drop the unpacked one', async (t) => {
+  const c = new RecordCache<{ n: number }>((key, text) => decodeRecord(key, text));
+  let loads = 0;
+  const load = (n: number) => async () => {
+    loads++;
+    return JSON.stringify({ n });
+  };
+  const first = await c.read('/h/0', load(0));
+  for (let i = 1; i <= HOT_LIMIT; i++) await c.read(`/h/${i}`, load(i));
+  t.equal(loads, HOT_LIMIT + 1);
+  const again = await c.read('/h/0', load(-1));
+  t.same(again, { n: 0 }, 'from the packed copy, not the store');
+  t.not(again, first, 'unpacked anew: it had left the unpacked set');
+  t.ok(Object.isFrozen(again), 'and frozen again');
+  t.equal(await c.read('/h/0', load(-1)), again, 'then shared again');
+  t.equal(loads, HOT_LIMIT + 1, 'no load: every record stayed packed');
+  c.set('/h/0', { n: 7 });
+  t.same(await c.read('/h/0', load(-1)), { n: 7 }, 'a set replaces the unpacked record too');
+  c.forget('/h/0');
+  t.same(await c.read('/h/0', load(9)), { n: 9 }, 'a forget drops it: read from the store');
+  c.forgetPrefix('/h/');
+  t.same(await c.read('/h/1', load(11)), { n: 11 }, 'forgetPrefix drops the unpacked ones under it');
+  const written = { n: 12 };
+  c.set('/h/2', written);
+  written.n = 13;
+  t.same(await c.read('/h/2', load(-1)), { n: 12 }, "a writer's later change to its own object does not reach the copy");
 });
 
 const everyNetworkField: NetworkRecord = {
