@@ -28,10 +28,9 @@ import { launchFlags } from '../test/harness/launch.js';
 import { fmt, table } from './stats.js';
 import { unixGet } from '../src/lib/unix-http.js';
 import { driverSocket, startFloorDriver, startNullDriver } from './churn.js';
-import { cpuSplit, storm, threadTimes } from './storm.js';
+import { cpuSplit, servePid, storm, threadTimes } from './storm.js';
 import { monotonicUs, topFrames, topOwners, type Window } from './cpu-profile.js';
 import { allocationFrames, allocationOwners, type Allocations } from './heap-profile.js';
-import { servePid } from './storm.js';
 
 const IDLE_S = 10;
 const HEAP_DIR = process.env.BENCH_HEAP_DIR;
@@ -151,8 +150,10 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     const c0 = cpuMs(plugin);
     const t0 = threadTimes(plugin);
     let t1 = t0;
+    // BENCH_HEAP_DIR: the sampler in the daemon (heap-sampler.ts) starts and stops on SIGUSR2.
+    const sampledPid = HEAP_DIR === undefined || which === 'null' ? undefined : servePid(plugin.child.pid ?? 0);
     const sample = () => {
-      if (HEAP_DIR !== undefined && which !== 'null') process.kill(servePid(started.plugin.child.pid ?? 0), 'SIGUSR2');
+      if (sampledPid !== undefined) process.kill(sampledPid, 'SIGUSR2');
     };
     sample();
     const fromUs = monotonicUs();
@@ -167,7 +168,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
       return Promise.resolve();
     });
     const c2 = cpuMs(plugin);
-    const allocations = HEAP_DIR === undefined || which === 'null' ? undefined : await readAllocations(servePid(plugin.child.pid ?? 0));
+    const allocations = sampledPid === undefined ? undefined : await readAllocations(sampledPid);
     if (which === 'floor') await printFloorCounts(host, n + WARM);
     return {
       start: (c1.all - c0.all) / n,
@@ -236,8 +237,9 @@ export async function benchBuilds(): Promise<void> {
     if (b !== 'this' && b !== 'null' && b !== 'floor' && !fs.existsSync(b))
       throw new Error(`BENCH_BUILDS: ${b} is not a file: give a build's dist/src/main.js, this, floor or null`);
     if (b === 'null' && flags.length > 0) throw new Error(`BENCH_BUILDS: the null driver takes no node flags (${entry})`);
-    if (new Set(builds).size !== builds.length) throw new Error(`BENCH_BUILDS: ${entry} is named twice: each entry is one column`);
   }
+  if (new Set(builds).size !== builds.length)
+    throw new Error(`BENCH_BUILDS: an entry is named twice (${builds.join(' | ')}): each entry is one column`);
   const n = Number(process.env.BENCH_STORM ?? 100);
   const rounds = Number(process.env.BENCH_STORM_ROUNDS ?? 2);
   const all = new Map<string, Figures[]>(builds.map((b) => [b, []]));
@@ -248,7 +250,7 @@ export async function benchBuilds(): Promise<void> {
       const began = Date.now();
       const f = await measure(b, n, r);
       all.get(b)?.push(f);
-      if (!b.startsWith('null')) printProfile(`${b}, round ${r + 1}`, began, f.window, n);
+      if (b !== 'null') printProfile(`${b}, round ${r + 1}`, began, f.window, n);
       if (f.allocations !== undefined) {
         console.log(
           `\n${b}, round ${r + 1}: bytes allocated per start over the storm's starts, by owner and by function (V8's sampling estimate):\n`,

@@ -57,7 +57,10 @@ export async function sampleAllocations(raw?: string): Promise<() => Promise<All
 export function allocationOwners(bytes: Allocations, per: number): string[][] {
   const total = Object.values(bytes).reduce((a, b) => a + b, 0);
   const byOwner = new Map<string, number>();
-  for (const [frame, b] of Object.entries(bytes)) byOwner.set(ownerOf(frame), (byOwner.get(ownerOf(frame)) ?? 0) + b);
+  for (const [frame, b] of Object.entries(bytes)) {
+    const owner = ownerOf(frame);
+    byOwner.set(owner, (byOwner.get(owner) ?? 0) + b);
+  }
   return [
     ...[...byOwner.entries()].sort((a, b) => b[1] - a[1]).map(([owner, b]) => [fmt(b / per, 0), fmt((100 * b) / total, 1), owner]),
     [fmt(total / per, 0), '100', 'all'],

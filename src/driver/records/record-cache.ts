@@ -12,7 +12,7 @@
  * makes of a record under its whole key (10k endpoints on a host are 10k copies). The last
  * HOT_LIMIT records read are kept unpacked as well, deeply frozen: a container's calls read the
  * same network and endpoint again and again (a start's five reads unpacked each anew: about a
- * tenth of ovsnet's own CPU in a storm), and a frozen record can be handed to every caller, none
+ * fifth of ovsnet's own functions' time on the main thread in a storm's profile), and a frozen record can be handed to every caller, none
  * able to change it for the others (the record types are readonly; freezing holds it at run time too).
  */
 
