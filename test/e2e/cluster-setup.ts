@@ -5,6 +5,7 @@
 import type { Test } from 'tap';
 import { Cluster, histogramSummary } from '../harness/cluster.js';
 import { CREATE_OVSNET, IMAGE, MAIN, type Ovsnet, run } from '../harness/host.js';
+import type { ReservationRow } from '../../src/cli/reservations.js';
 
 export const TTL_SECONDS = 3;
 export const GRACE_SECONDS = 20;
@@ -154,6 +155,21 @@ export class MultiHost {
   async pools(i: number): Promise<PoolView[]> {
     const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'ipam', '--json']);
     return JSON.parse(r.stdout) as PoolView[];
+  }
+
+  /** `ovsnet ipam --reservations POOL --json` inside host i, from the shared store. */
+  async reservations(i: number, pool: string): Promise<ReservationRow[]> {
+    const r = await this.host(i).exec([
+      'env',
+      `OVSNET_STORE=${this.cluster.store}`,
+      process.execPath,
+      MAIN,
+      'ipam',
+      '--reservations',
+      pool,
+      '--json',
+    ]);
+    return JSON.parse(r.stdout) as ReservationRow[];
   }
 }
 

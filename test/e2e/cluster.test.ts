@@ -259,6 +259,12 @@ t.test('3 hosts x 30 containers started in parallel get 90 distinct addresses', 
   t.equal(new Set(addresses).size, 90, '90 distinct addresses');
   const blue = (await m.pools(0)).find((p) => p.pool === '10.210.0.0/24');
   t.match(blue, { logical: 'blue', used: 93 }, 'the pool counts 90 + b1 + b2 + the gateway');
+  // Each running container's address reserved (none freed under it, none held twice): said by address on a mismatch.
+  const held = await m.reservations(0, '10.210.0.0/24');
+  const unreserved = addresses.filter((a) => !held.some((r) => r.address === a));
+  t.same(unreserved, [], "every running container's address is reserved");
+  if (blue?.used !== 93 || unreserved.length > 0)
+    t.comment(`reservations:\n${held.map((r) => JSON.stringify(r)).join('\n')}\n${await m.diagnostics()}`);
   for (const h of ['h1', 'h2', 'h3']) t.ok((blue?.blocks[h] ?? 0) >= 1, `${h} owns blocks of the shared pool`);
   const scraped = (await m.host(0).exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
   t.match(scraped, /^ovsnet_ipam_blocks_owned\{pool="10\.210\.0\.0\/24"\} [1-9]/m, 'metrics: blocks this host owns');
