@@ -106,7 +106,7 @@ export function makeReaper(p: ReaperParts): Reaper {
           .filter((n) => (n.host ?? p.host) === p.host)
           .flatMap((n) => [...n.ipv4, ...n.ipv6].map((d) => d.pool)),
       ),
-    release: (poolId, address, onlyIf) => p.ipam.releaseIf(poolId, address, onlyIf),
+    release: (poolId, address, onlyIf, reason) => p.ipam.reap(poolId, address, onlyIf, reason === 'never bound'),
     onReaped: (reason) => p.metrics?.observeReaped(reason),
     ...(cni === undefined
       ? {}

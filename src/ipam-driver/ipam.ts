@@ -26,7 +26,8 @@ import { inTurn } from './allocation/one-at-a-time.js';
 import { Doubts } from './recovery/unconfirmed.js';
 import { IndexSync } from './index/index-sync.js';
 import { settleDoubt, type SettleDeps } from './recovery/settle-unconfirmed.js';
-import { RecentReservations, bindReservation, type BindOps } from './allocation/bind-endpoint.js';
+import { RecentReservations, type BindOps } from './allocation/bind-endpoint.js';
+import { Binder } from './allocation/bind-again.js';
 import { poolUsage, type PoolUsage } from './index/usage.js';
 import { EndpointRelease, type ReleaseOps } from './allocation/endpoint-release.js';
 
@@ -50,6 +51,7 @@ export class Ipam {
   private readonly inTurn: { shared: AddressStrategy; local: AddressStrategy };
   private readonly doubts: Doubts;
   private readonly endpointRelease: EndpointRelease;
+  private readonly binder: Binder;
 
   constructor(private readonly deps: IpamDeps) {
     this.sync = new IndexSync(this.index, deps, this.holders);
@@ -92,6 +94,7 @@ export class Ipam {
       recent: this.recent,
       poolsHolding: (a) => this.poolsHolding(a)?.flatMap((id) => this.index.pools.get(id) ?? []),
     });
+    this.binder = new Binder({ ...deps, now: this.now, tombstones: this.endpointRelease.tombstones }, this);
   }
 
   /** Takes up the journal, loads the index and follows the store in the background; requests wait for it. */
@@ -146,7 +149,8 @@ export class Ipam {
   async requestAddress(req: AddressRequest): Promise<{ address: string }> {
     const token = randomBytes(8).toString('hex');
     try {
-      return await this.requestAddressOnce(req, token);
+      await this.ready();
+      return await this.keyed.request(req, token);
     } catch (err) {
       // The store may still apply a reservation whose answer was lost: settle it later.
       if (isOvsnetError(err) && err.retryable) this.doubts.add({ kind: 'request', poolId: req.poolId, token, at: this.now() });
@@ -174,11 +178,6 @@ export class Ipam {
   /** Settles unconfirmed changes now (the background does it on its own). */
   settle(): Promise<void> {
     return this.doubts.settleAll();
-  }
-
-  private async requestAddressOnce(req: AddressRequest, token: string): Promise<{ address: string }> {
-    await this.ready();
-    return this.keyed.request(req, token);
   }
 
   /**
@@ -245,9 +244,14 @@ export class Ipam {
     return [...this.index.pools.values()].filter((p) => containsAddress(p.prefix, family, value)).map((p) => p.record.poolId);
   }
 
-  /** Marks the reservation of `address` with the endpoint using it; false when ovsnet holds none. Idempotent. */
+  /** Marks the reservation of `address` with the endpoint using it; false when ovsnet holds none. Idempotent (bind-again.ts). */
   bindEndpoint(address: string, endpointId: string): Promise<boolean> {
-    return bindReservation(this.deps.store, address, endpointId, this.poolsHolding(address.split('/')[0] ?? ''));
+    return this.binder.bind(address, endpointId);
+  }
+
+  /** The reaper's release (releaseIf); the address of a request never bound is remembered for its CreateEndpoint. */
+  reap(poolId: string, address: string, onlyIf: (r: Reservation) => boolean, neverBound: boolean): Promise<boolean> {
+    return this.binder.reap(poolId, address, onlyIf, neverBound);
   }
 
   /** bindEndpoint as ops of the caller's transaction, when this process wrote the reservation (bind-endpoint.ts). */

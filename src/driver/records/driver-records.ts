@@ -17,6 +17,7 @@ import { RecordCache } from './record-cache.js';
 import { endpointCodec } from './endpoint-pack.js';
 import { isSwarmNetworkId, type EndpointRecord, type NetworkRecord } from '../model/records.js';
 import { joinParts, type TxnPart, type TxnPartDone } from './txn-parts.js';
+import { bindEach, type BindingPools } from './bind-each.js';
 import { findEndpoint, GoneEndpoints } from './endpoint-presence.js';
 
 /** Every endpoint record, of every network (keys.endpoints(networkId) are below it). */
@@ -226,12 +227,7 @@ export class DriverRecords {
    */
   async createBound(
     record: EndpointRecord,
-    pools:
-      | {
-          bindOps?(address: string, endpointId: string): TxnPart | undefined;
-          bindEndpoint(address: string, endpointId: string): Promise<boolean>;
-        }
-      | undefined,
+    pools: BindingPools | undefined,
     bestEffort: (what: string, fn: () => Promise<void>) => Promise<void>,
   ): Promise<EndpointRecord> {
     const addresses = [record.address, record.addressV6].filter((a): a is string => a !== undefined && a !== '');
@@ -244,9 +240,11 @@ export class DriverRecords {
         `endpoint ${record.endpointId.slice(0, 12)} already exists with address ${standing.address ?? standing.addressV6 ?? ''}`,
       );
     }
-    if (!withDone)
-      for (const a of addresses)
-        await bestEffort('bind the reservation', async () => void (await pools?.bindEndpoint(a, record.endpointId)));
+    const refused = withDone ? undefined : await bindEach(addresses, record.endpointId, pools, bestEffort);
+    if (refused !== undefined) {
+      if (standing === record) await this.deleteEndpoint(record.networkId, record.endpointId); // this call wrote it
+      throw refused;
+    }
     return standing;
   }
 

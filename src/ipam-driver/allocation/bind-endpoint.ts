@@ -6,31 +6,55 @@
  */
 import { containsAddress, parseAddress, parseCidr } from '../../lib/cidr.js';
 import type { Compare, Op, Store } from '../../store/types.js';
-import type { Reservation } from '../state/records.js';
+import { describeHolder, type Reservation } from '../state/records.js';
+import { OvsnetError } from '../../lib/errors.js';
+import type { EndpointExists } from './release-guard.js';
 import { listPools, readReservation } from '../state/ipam-reads.js';
 import { reservationTxn } from '../state/ipam-txn.js';
 
+/** What binding found: bound, or the pools holding the address that hold no reservation of it (none: Docker's IPAM gave it). */
+export type Binding = { readonly bound: true } | { readonly bound: false; readonly unreserved: readonly string[] };
+
 /**
- * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Returns false when
- * no ovsnet reservation holds the address (Docker's default IPAM gave it). Idempotent.
+ * Marks the reservation of `address` (plain or CIDR form) with `endpointId`. Idempotent.
  * `poolIds`: the pools whose subnet holds the address, when the caller knows them (the IPAM
- * index); else every pool record is read to find them.
+ * index); else every pool record is read to find them. `live`: whether an endpoint's record
+ * exists; a reservation bound to another endpoint that `live` says exists is never taken from it
+ * (IPAM_ADDRESS_TAKEN): two containers never share an address, even one Docker was handed twice
+ * (freed between a RequestAddress and its CreateEndpoint, then handed out again).
  */
-export async function bindReservation(store: Store, address: string, endpointId: string, poolIds?: readonly string[]): Promise<boolean> {
+export async function bindReservation(
+  store: Store,
+  address: string,
+  endpointId: string,
+  poolIds?: readonly string[],
+  live?: EndpointExists,
+): Promise<Binding> {
   const plain = address.split('/')[0] ?? '';
+  const unreserved: string[] = [];
   for (const poolId of poolIds ?? (await poolsHolding(store, plain))) {
     for (let attempt = 0; attempt < 8; attempt++) {
       const held = await readReservation(store, poolId, plain);
-      if (held === undefined) break;
-      if (held.record.endpoint === endpointId) return true;
+      if (held === undefined) {
+        unreserved.push(poolId);
+        break;
+      }
+      const other = held.record.endpoint;
+      if (other === endpointId) return { bound: true };
+      if (other !== undefined && live !== undefined && (await live(other, plain))) {
+        throw new OvsnetError(
+          'IPAM_ADDRESS_TAKEN',
+          `endpoint ${endpointId.slice(0, 12)}: address ${plain} is bound to endpoint ${other.slice(0, 12)}, whose record exists (${describeHolder(held.record)}): Docker was handed it twice (it was freed between a RequestAddress and its CreateEndpoint, then handed out again); start the container again: Docker then asks for a new address`,
+        );
+      }
       const res = await store.txn({
         compares: [reservationTxn.unchanged(poolId, plain, held.modRevision)],
         success: [reservationTxn.put({ ...held.record, endpoint: endpointId })],
       });
-      if (res.succeeded) return true;
+      if (res.succeeded) return { bound: true };
     }
   }
-  return false;
+  return { bound: false, unreserved };
 }
 
 async function poolsHolding(store: Store, address: string): Promise<string[]> {

@@ -3,7 +3,8 @@
  * of the grace period (1 to 30 s) judges each one `endpoint gone` (bound by bind-endpoint.ts to
  * an endpoint no record names any more), `container gone` (a CNI attachment the `cniAlive` judge
  * says is gone: undone whole, as DEL would, by cniRemove) or `never bound` (a Docker request in
- * a pool of an ovsnet network of this host that no CreateEndpoint bound). It never frees an
+ * a pool of an ovsnet network of this host that no CreateEndpoint bound, a grace period old: a
+ * CreateEndpoint that still comes gets it back, allocation/bind-again.ts). It never frees an
  * address an endpoint record names, another host's reservation, a gateway, one of a network of
  * Docker's own driver, a static request without a name or an adopted one (docs/ipam.md lists
  * why). A holder is reaped only when a sweep a grace period after the first sighting finds it
@@ -39,8 +40,8 @@ export interface ReapDeps {
   readonly endpoints: () => Promise<{ readonly ids: ReadonlySet<string>; readonly addresses: ReadonlySet<string> }>;
   /** Subnets (CIDR) of this host's ovsnet networks: the pools where CreateEndpoint binds. */
   readonly driverPools: () => Promise<ReadonlySet<string>>;
-  /** Releases the address only if its reservation passes `onlyIf`; true when released. */
-  readonly release: (poolId: string, address: string, onlyIf: (r: Reservation) => boolean) => Promise<boolean>;
+  /** Releases the address only if its reservation passes `onlyIf`, judged gone for `reason`; true when released (Ipam.reap). */
+  readonly release: (poolId: string, address: string, onlyIf: (r: Reservation) => boolean, reason: ReapReason) => Promise<boolean>;
   /** Counted (ovsnet_ipam_reaped_total). */
   readonly onReaped?: (reason: ReapReason) => void;
   /** The CNI front end's judge of an attachment's container (absent: CNI holders are not judged). */
@@ -110,11 +111,11 @@ export class Reaper {
       seen.add(suspect);
       const since = this.suspects.get(suspect);
       if (since === undefined) this.suspects.set(suspect, now);
-      if (reason !== 'never bound' && (since === undefined || now - since < graceMs)) continue;
+      if (since === undefined || now - since < graceMs) continue;
       const same = (cur: Reservation) => cur.host === r.host && cur.reservedAt === r.reservedAt && holderOf(cur) === holder;
       const undone = cni === undefined ? 'none' : ((await this.cniRemove?.(cni.containerId, cni.ifname)) ?? 'none');
       if (undone === 'alive') continue;
-      if (undone === 'none' && !(await this.deps.release(r.poolId, r.address, same))) continue;
+      if (undone === 'none' && !(await this.deps.release(r.poolId, r.address, same, reason))) continue;
       this.suspects.delete(suspect);
       this.deps.onReaped?.(reason);
       this.deps.log.warn(

@@ -122,15 +122,19 @@ t.test('bindReservation on its own: pools given by the caller, or read from the 
   const b = await reserved(ipam, 'fd00:95::/64', true);
 
   listed.length = 0;
-  t.equal(await bindReservation(store, a.cidrForm, 'ep-a', [a.poolId]), true, 'pools given: bound');
+  t.same(await bindReservation(store, a.cidrForm, 'ep-a', [a.poolId]), { bound: true }, 'pools given: bound');
   t.same(listed, [], 'no pool record read');
   t.equal((await record(store, a.poolId, a.address)).endpoint, 'ep-a');
 
-  t.equal(await bindReservation(store, b.address, 'ep-b'), true, 'pools not given: found from the pool records');
+  t.same(await bindReservation(store, b.address, 'ep-b'), { bound: true }, 'pools not given: found from the pool records');
   t.same(listed, [keys.pools], 'every pool record read once');
   t.equal((await record(store, b.poolId, b.address)).endpoint, 'ep-b');
 
-  t.equal(await bindReservation(store, a.address, 'ep-a', []), false, 'no pool holds it: not bound');
-  t.equal(await bindReservation(store, '10.95.0.77', 'ep-x'), false, 'not reserved: not bound');
-  t.equal(await bindReservation(store, a.address, 'ep-a'), true, 'bound already: idempotent');
+  t.same(await bindReservation(store, a.address, 'ep-a', []), { bound: false, unreserved: [] }, 'no pool holds it: not bound');
+  t.same(
+    await bindReservation(store, '10.95.0.77', 'ep-x'),
+    { bound: false, unreserved: [a.poolId] },
+    'not reserved: not bound, its pool said',
+  );
+  t.same(await bindReservation(store, a.address, 'ep-a'), { bound: true }, 'bound already: idempotent');
 });

@@ -117,24 +117,31 @@ t.test('never freed: an address an endpoint names, a gateway, another host, an u
   t.same(await held(w, bridgePool), [plain(bridge.address)]);
 });
 
-t.test('never bound within the grace period: released (dynamic, or named by dockerd 29+)', async (t) => {
-  const w = world(t);
-  const { poolId } = await w.ipam.requestPool(pool('10.82.4.0/24'));
-  w.driverPools.add('10.82.4.0/24');
-  const dynamic = await w.ipam.requestAddress({ poolId, address: '', gateway: false });
-  const named = await w.ipam.requestAddress({ poolId, address: '10.82.4.77', gateway: false, name: 'web' });
-  const bound = await w.ipam.requestAddress({ poolId, address: '', gateway: false });
-  await w.ipam.bindEndpoint(bound.address, 'ep');
-  w.endpoints.ids.add('ep');
-  t.same(await w.reaper.sweep(), [], 'young: kept (CreateEndpoint comes right after)');
-  w.clock.now += GRACE + 5000; // the records' times are the real clock's, a little after the fake one's start
-  const reaped = await w.reaper.sweep();
-  t.same(reaped.map((r) => [r.address, r.reason]).sort(), [
-    [plain(dynamic.address), 'never bound'],
-    [plain(named.address), 'never bound'],
-  ]);
-  t.same(await held(w, poolId), [plain(bound.address)]);
-});
+t.test(
+  'never bound: released once seen unbound on two sweeps a grace period apart, a grace period old (dynamic, or named by dockerd 29+)',
+  async (t) => {
+    const w = world(t);
+    const { poolId } = await w.ipam.requestPool(pool('10.82.4.0/24'));
+    w.driverPools.add('10.82.4.0/24');
+    const dynamic = await w.ipam.requestAddress({ poolId, address: '', gateway: false });
+    const named = await w.ipam.requestAddress({ poolId, address: '10.82.4.77', gateway: false, name: 'web' });
+    const bound = await w.ipam.requestAddress({ poolId, address: '', gateway: false });
+    await w.ipam.bindEndpoint(bound.address, 'ep');
+    w.endpoints.ids.add('ep');
+    t.same(await w.reaper.sweep(), [], 'young: kept (CreateEndpoint comes right after)');
+    w.clock.now += GRACE + 5000; // the records' times are the real clock's, a little after the fake one's start
+    t.same(await w.reaper.sweep(), [], 'a grace period old, seen unbound the first time: kept (a loaded host sends CreateEndpoint late)');
+    w.clock.now += GRACE - 1;
+    t.same(await w.reaper.sweep(), [], 'within the grace period of that sighting: kept');
+    w.clock.now += 1;
+    const reaped = await w.reaper.sweep();
+    t.same(reaped.map((r) => [r.address, r.reason]).sort(), [
+      [plain(dynamic.address), 'never bound'],
+      [plain(named.address), 'never bound'],
+    ]);
+    t.same(await held(w, poolId), [plain(bound.address)]);
+  },
+);
 
 t.test('CNI holders: judged by the hook, released only when it says gone', async (t) => {
   const alive = new Map<string, boolean | undefined>([
