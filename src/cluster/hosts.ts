@@ -111,9 +111,17 @@ export class HostRegistry {
     await this.keeper?.stop(deregister);
   }
 
-  /** Registers again after the lease was lost, retrying with backoff until it works. */
+  /**
+   * Registers again after the lease was lost, retrying until it works: every TTL/3 at most (the
+   * keep-alive's cadence), not the usual backoff's 30 s, since meanwhile every peer has dropped
+   * this host's tunnels and the reclaim grace period runs (one attempt at a time, each bounded
+   * by the store's timeout: a store that answers again sees this host back within TTL/3).
+   */
   private registerAgain(): void {
+    const cadenceMs = (this.opts.ttlSeconds * 1000) / 3;
     void keepTrying(() => this.register(), {
+      initialDelayMs: Math.min(200, cadenceMs),
+      maxDelayMs: cadenceMs,
       signal: this.stopping.signal,
       onFailure: (err, delayMs) =>
         this.opts.log.error({ err }, `cannot register again (${messageOf(err)}); retrying in ${seconds(delayMs)}`),

@@ -17,9 +17,9 @@ export interface RetryOptions {
   readonly onFailure: (err: unknown, delayMs: number) => void;
   /** Wait one delay before the first attempt too (starting over after something was lost). */
   readonly delayFirst?: boolean;
-  /** Median of the first delay; 1 s unless a test wants it shorter. */
+  /** Median of the first delay; 1 s unless given (a test, a caller whose retries cannot wait long). */
   readonly initialDelayMs?: number;
-  /** No delay is longer; 30 s unless a test wants it shorter. */
+  /** No delay is longer; 30 s unless given. */
   readonly maxDelayMs?: number;
 }
 
