@@ -145,7 +145,7 @@ export class DockerHost {
   }
 
   /** The last lines of ovsnet's and dockerd's logs, for a failure's message: what a CI log keeps. */
-  private logTails(): string {
+  logTails(): string {
     const last = (text: string) => text.split('\n').slice(-LOG_TAIL_LINES).join('\n');
     const dockerd = (() => {
       try {
