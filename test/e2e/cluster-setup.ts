@@ -109,7 +109,7 @@ export class MultiHost {
 
   /** The hosts registered now, as `ovsnet status` on host i reports them. */
   async registered(i = 0): Promise<string[]> {
-    const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'status', '--json']);
+    const r = await this.cli(i, ['status', '--json']);
     try {
       return ((JSON.parse(r.stdout) as { hosts?: string[] }).hosts ?? []).sort();
     } catch {
@@ -153,22 +153,18 @@ export class MultiHost {
 
   /** `ovsnet ipam --json` inside host i, from the shared store. */
   async pools(i: number): Promise<PoolView[]> {
-    const r = await this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, 'ipam', '--json']);
+    const r = await this.cli(i, ['ipam', '--json']);
     return JSON.parse(r.stdout) as PoolView[];
+  }
+
+  /** `ovsnet ARGS` inside host i, on the shared store. */
+  private cli(i: number, args: readonly string[]) {
+    return this.host(i).exec(['env', `OVSNET_STORE=${this.cluster.store}`, process.execPath, MAIN, ...args]);
   }
 
   /** `ovsnet ipam --reservations POOL --json` inside host i, from the shared store. */
   async reservations(i: number, pool: string): Promise<ReservationRow[]> {
-    const r = await this.host(i).exec([
-      'env',
-      `OVSNET_STORE=${this.cluster.store}`,
-      process.execPath,
-      MAIN,
-      'ipam',
-      '--reservations',
-      pool,
-      '--json',
-    ]);
+    const r = await this.cli(i, ['ipam', '--reservations', pool, '--json']);
     return JSON.parse(r.stdout) as ReservationRow[];
   }
 }

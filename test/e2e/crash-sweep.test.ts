@@ -92,6 +92,9 @@ async function retried(args: string[], tries = 6): Promise<{ ok: boolean; failur
   return { ok: false, failures };
 }
 
+/** The kills so far, each as the calls it landed in and its delay. */
+const killList = () => kills.map((k) => `${k.during} (+${k.afterMs} ms)`).join(', ');
+
 let runFailures = 0;
 /** docker run failures with no kill during them: ovsnet's own. */
 const unexplained: string[] = [];
@@ -112,12 +115,14 @@ async function lane(net: string): Promise<void> {
       if (r.code === 0) break;
       runFailures++;
       const killed = kills.length > killsBefore || restarting !== undefined;
-      if (!killed) unexplained.push(`${name}: ${r.stderr.trim().split('\n')[0] ?? ''}`);
+      const why = `${name}: ${r.stderr.trim().split('\n')[0] ?? ''}`;
+      if (!killed) unexplained.push(why);
       await retried(['rm', '-f', name]); // a container Docker created but could not start
-      failed.push(`${killed ? 'ovsnet killed during it' : 'no kill'}: ${r.stderr.trim().split('\n')[0] ?? ''}`);
+      failed.push(`${killed ? 'ovsnet killed during it' : 'no kill'}: ${why}`);
       if (failed.filter((f) => f.startsWith('no kill')).length >= NO_KILL_FAILURES || failed.length >= 20) {
-        const so = kills.map((k) => `${k.during} (+${k.afterMs} ms)`).join(', ');
-        throw new Error(`docker run ${name} failed ${failed.length} times:\n${failed.join('\n')}\nkills so far: ${so}${host.logTails()}`);
+        throw new Error(
+          `docker run ${name} failed ${failed.length} times:\n${failed.join('\n')}\nkills so far: ${killList()}${host.logTails()}`,
+        );
       }
       await sleep(300);
     }
@@ -149,7 +154,7 @@ await t.test(`${LIFECYCLES} container lifecycles on two networks, ovsnet SIGKILL
   t.comment(
     `${LIFECYCLES} lifecycles in ${Math.round((Date.now() - started) / 1000)} s, ${runFailures} docker run refused meanwhile, ${unexplained.length} with no kill during it${unexplained.length > 0 ? `: ${unexplained.join('; ')}` : ''}`,
   );
-  t.comment(`${kills.length} kills: ${kills.map((k) => `${k.during} (+${k.afterMs} ms)`).join(', ')}`);
+  t.comment(`${kills.length} kills: ${killList()}`);
   t.ok(kills.length >= 5, `ovsnet was killed ${kills.length} times`);
   t.ok(
     kills.some((k) => k.ipam),
