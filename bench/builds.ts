@@ -11,8 +11,9 @@
  * benches read them (BENCH_METRICS=0: not served, ovsnet's default). On a logical network
  * (VXLAN, ovsnet's IPAM), BENCH_STORM_ROUNDS (2) rounds, the builds in turn (A B A B): BENCH_WARM
  * (20) containers started and removed first (the daemon's code warm; their CPU per start is printed
- * as well, cold), 10 s asked nothing (its idle rate), then BENCH_STORM (100) parallel
- * `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
+ * as well, cold), 10 s asked nothing (its idle rate), BENCH_ONE (20; 0: none) containers started
+ * one after another and removed so (the machine otherwise idle: the figure without the storm's
+ * load), then BENCH_STORM (100) parallel `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
  * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon;
  * node flags after a build's name add to that build's alone (`this|this --no-opt`: one build
  * against itself under another flag). BENCH_HEAP_DIR=DIR samples each ovsnet build's and the
@@ -28,7 +29,7 @@ import { launchFlags } from '../test/harness/launch.js';
 import { fmt, table } from './stats.js';
 import { unixGet } from '../src/lib/unix-http.js';
 import { driverSocket, startFloorDriver, startNullDriver } from './churn.js';
-import { cpuSplit, servePid, storm, threadTimes } from './storm.js';
+import { cpuSplit, oneByOne, servePid, storm, threadTimes, type OneByOne } from './storm.js';
 import { monotonicUs, topFrames, topOwners, type Window } from './cpu-profile.js';
 import { allocationFrames, allocationOwners, type Allocations } from './heap-profile.js';
 
@@ -41,6 +42,8 @@ const EXTRA_FLAGS = [
 ];
 /** Containers started and removed before the storm (BENCH_WARM), at once: the daemon's code warm. */
 const WARM = Number(process.env.BENCH_WARM ?? 20);
+/** Containers started one after another, then removed so, before the storm (BENCH_ONE; 0: none). */
+const ONE = Number(process.env.BENCH_ONE ?? 20);
 
 interface Figures {
   /** CPU ms per start, all threads (user + system); of it system, and the main thread's. */
@@ -61,6 +64,8 @@ interface Figures {
   readonly window: Window;
   /** Bytes allocated over the storm's starts by frame (BENCH_HEAP_DIR). */
   readonly allocations: Allocations | undefined;
+  /** BENCH_ONE containers one at a time before the storm, and the idle rate (ms per s) around them. */
+  readonly one: (OneByOne & { readonly idleRate: number }) | undefined;
 }
 
 /** The sampler's file for `pid`'s last window, once written (it stops the profiler first). */
@@ -89,7 +94,7 @@ async function withNetwork(plugin: Ovsnet, create: () => Promise<unknown>): Prom
 }
 
 /** `which` started on `host`: its network made (`net`), its process to measure. */
-async function startBuild(host: DockerHost, cluster: Cluster, entry: string): Promise<{ plugin: Ovsnet; net: string }> {
+async function startBuild(host: DockerHost, cluster: Cluster, entry: string, round: number): Promise<{ plugin: Ovsnet; net: string }> {
   const [which = '', ...ownFlags] = entry.split(' ').filter(Boolean);
   const flags = [...EXTRA_FLAGS, ...ownFlags];
   if (which === 'floor') {
@@ -105,6 +110,11 @@ async function startBuild(host: DockerHost, cluster: Cluster, entry: string): Pr
     return { plugin, net: 'bench' };
   }
   const main = which === 'this' ? MAIN : which;
+  // A copy of a dist without its plugin/config.json beside it runs without the plugin's node flags:
+  // said, since those flags move the figures (a comparison of two builds is one of flags too).
+  const shipped = launchFlags(main);
+  if (round === 0)
+    console.log(`${which}: node flags ${[...shipped, ...flags].join(' ') || 'none (no plugin/config.json beside its dist)'}`);
   const plugin = await host.startOvsnet(
     {
       OVSNET_STORE: cluster.store,
@@ -115,7 +125,7 @@ async function startBuild(host: DockerHost, cluster: Cluster, entry: string): Pr
       OVSNET_METRICS_ADDR: process.env.BENCH_METRICS === '0' ? '' : '9477',
     },
     main,
-    [...launchFlags(main), ...flags],
+    [...shipped, ...flags],
   );
   await withNetwork(plugin, () =>
     host.dockerOk([...CREATE_OVSNET, '--subnet', '10.230.0.0/22', '-o', 'ovsnet.network=bench', '-o', 'ovsnet.encap=vxlan', 'bench']),
@@ -129,13 +139,28 @@ const cpuMs = (p: Ovsnet) => {
   return { all: (c.user + c.system) * 1000, system: c.system * 1000, main: c.main * 1000, at: performance.now() };
 };
 
+/**
+ * BENCH_ONE containers one at a time, and the idle rate again after them (the daemon's idle work
+ * comes in bursts: one 10 s window before is not enough to take it off these few starts): the
+ * rate given is the mean of the window before and the one after.
+ */
+async function oneAtATime(plugin: Ovsnet, host: DockerHost, net: string, prefix: string, before: number) {
+  const one = await oneByOne(host, net, ONE, prefix, () => cpuMs(plugin).all);
+  await sleep(5000); // the last removal's tail
+  const i0 = cpuMs(plugin);
+  await sleep(IDLE_S * 1000);
+  const i1 = cpuMs(plugin);
+  const after = (i1.all - i0.all) / ((i1.at - i0.at) / 1000);
+  return { ...one, idleRate: (before + after) / 2 };
+}
+
 /** One storm of `which` on a cluster of its own. */
 async function measure(which: string, n: number, round: number): Promise<Figures> {
   const cluster = await Cluster.up('bld', 1);
   let plugin: Ovsnet | undefined;
   try {
     const host = cluster.hosts[0] as DockerHost;
-    const started = await startBuild(host, cluster, which);
+    const started = await startBuild(host, cluster, which, round);
     plugin = started.plugin;
     const w0 = cpuMs(plugin);
     let w1 = w0;
@@ -147,6 +172,10 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     await sleep(5000); // the removals' tail (spares parked, records swept)
     const i0 = cpuMs(plugin);
     await sleep(IDLE_S * 1000);
+    const i1 = cpuMs(plugin);
+    const idleRate = (i1.all - i0.all) / ((i1.at - i0.at) / 1000);
+    const one = ONE > 0 ? await oneAtATime(plugin, host, started.net, `o${round}x`, idleRate) : undefined;
+    if (one !== undefined && one.failures > 0) throw new Error(`${which}: ${one.failures} of the ${ONE} one-at-a-time starts failed`);
     const c0 = cpuMs(plugin);
     const t0 = threadTimes(plugin);
     let t1 = t0;
@@ -158,7 +187,6 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     sample();
     const fromUs = monotonicUs();
     let toUs = fromUs;
-    const idleRate = (c0.all - i0.all) / ((c0.at - i0.at) / 1000);
     let c1 = c0;
     const s = await storm(host, started.net, n, `s${round}x`, () => {
       c1 = cpuMs(plugin as Ovsnet);
@@ -169,7 +197,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     });
     const c2 = cpuMs(plugin);
     const allocations = sampledPid === undefined ? undefined : await readAllocations(sampledPid);
-    if (which === 'floor') await printFloorCounts(host, n + WARM);
+    if (which === 'floor') await printFloorCounts(host, n + WARM + ONE);
     return {
       start: (c1.all - c0.all) / n,
       system: (c1.system - c0.system) / n,
@@ -191,6 +219,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
         .join(', '),
       window: { fromUs, toUs },
       allocations,
+      one,
     };
   } finally {
     await plugin?.kill('SIGTERM').catch(() => undefined);
@@ -298,6 +327,7 @@ export async function benchBuilds(): Promise<void> {
     "\nCPU ms per start by thread, the five busiest (thread ID less the process ID: 0 the main thread, 1-4 V8's platform threads):",
   );
   for (const [b, fs_] of all) fs_.forEach((f, r) => console.log(`  ${b}, round ${r + 1}: ${f.threads}`));
+  if (ONE > 0) printOneByOne(builds, all);
   // Each round's build against that round's baseline (paired: the machine's load moves between rounds).
   const first = all.get(builds[0] ?? '') ?? [];
   const range = (xs: readonly number[]) => `${fmt(Math.min(...xs))}-${fmt(Math.max(...xs))}`;
@@ -307,4 +337,36 @@ export async function benchBuilds(): Promise<void> {
     const per = `idle taken off ${vs((x) => x.net)}; cold ${vs((x) => x.cold)}; per stop ${vs((x) => x.stop)}`;
     console.log(`${b}: CPU per start ${range(fs_.map((x) => x.start))} ms; each round against its baseline ${vs((x) => x.start)} (${per})`);
   }
+}
+
+/** The one-at-a-time figures, each round's build against that round's baseline. */
+function printOneByOne(builds: readonly string[], all: ReadonlyMap<string, readonly Figures[]>): void {
+  type One = NonNullable<Figures['one']>;
+  const first = all.get(builds[0] ?? '') ?? [];
+  const idleOff = (o: One, p: One['start']) => p.cpu - (o.idleRate * p.wall) / 1000;
+  const rows = builds.flatMap((b, k) =>
+    (all.get(b) ?? []).map((f, r) => {
+      const o = f.one as One;
+      const base = first[r]?.one as One;
+      return [
+        `${b}${k === 0 ? ' [baseline]' : ''}`,
+        String(r + 1),
+        `${fmt(o.start.cpu)}: ${fmt(o.start.cpu / base.start.cpu)}x`,
+        `${fmt(idleOff(o, o.start))}: ${fmt(idleOff(o, o.start) / idleOff(base, base.start))}x`,
+        `${fmt(o.stop.cpu)}: ${fmt(o.stop.cpu / base.stop.cpu)}x`,
+        `${fmt(idleOff(o, o.stop))}: ${fmt(idleOff(o, o.stop) / idleOff(base, base.stop))}x`,
+        fmt(o.idleRate, 1),
+        `${fmt(o.start.wall, 0)} ms`,
+      ];
+    }),
+  );
+  console.log(
+    `\n${ONE} containers one at a time before each storm (each \`docker run -d\` waited for, then each removed so; the machine otherwise idle), CPU ms per container from /proc (all threads), against the round's baseline; the idle rate is the mean of 10 s asked nothing before and after:\n`,
+  );
+  console.log(
+    table(
+      ['build', 'round', 'CPU per start', 'idle taken off', 'CPU per stop', 'idle taken off', 'idle rate, ms/s', 'docker run wall, mean'],
+      rows,
+    ),
+  );
 }

@@ -38,6 +38,32 @@ export async function storm(
   return { wallMs, failures: failed.length, ...(failed[0] === undefined ? {} : { firstError: failed[0].stderr.trim() }) };
 }
 
+/** What `oneByOne` measured, per container: ms of `cpu` and of wall time, starting and removing. */
+export interface OneByOne {
+  readonly start: { readonly cpu: number; readonly wall: number };
+  readonly stop: { readonly cpu: number; readonly wall: number };
+  readonly failures: number;
+}
+
+/**
+ * `n` `docker run -d` on `network` one after another, each waited for, then each removed the same
+ * way: what a user starting containers by hand or a test harness does, the machine otherwise idle.
+ * `cpu()` (ms) is read around each phase.
+ */
+export async function oneByOne(host: DockerHost, network: string, n: number, prefix: string, cpu: () => number): Promise<OneByOne> {
+  const names = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
+  let failures = 0;
+  const phase = async (each: (name: string) => Promise<{ code: number | null }>) => {
+    const c0 = cpu();
+    const t0 = performance.now();
+    for (const name of names) if ((await each(name)).code !== 0) failures++;
+    return { cpu: (cpu() - c0) / n, wall: (performance.now() - t0) / n };
+  };
+  const start = await phase((name) => host.docker(['run', '-d', '--name', name, '--network', network, IMAGE, 'sleep', '600'], 180_000));
+  const stop = await phase((name) => host.docker(['rm', '-f', name], 180_000));
+  return { start, stop, failures };
+}
+
 /** CPU seconds (user + system) the ovsnet process has used so far, from /proc/<pid>/stat. */
 export function cpuSeconds(ovsnet: Ovsnet): number {
   const { user, system } = cpuSplit(ovsnet);
