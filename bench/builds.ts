@@ -139,19 +139,25 @@ const cpuMs = (p: Ovsnet) => {
   return { all: (c.user + c.system) * 1000, system: c.system * 1000, main: c.main * 1000, at: performance.now() };
 };
 
+/** The daemon's CPU rate (ms per s) over IDLE_S s asked nothing. */
+async function idleRate(plugin: Ovsnet): Promise<number> {
+  const i0 = cpuMs(plugin);
+  await sleep(IDLE_S * 1000);
+  const i1 = cpuMs(plugin);
+  return (i1.all - i0.all) / ((i1.at - i0.at) / 1000);
+}
+
 /**
  * BENCH_ONE containers one at a time, and the idle rate again after them (the daemon's idle work
- * comes in bursts: one 10 s window before is not enough to take it off these few starts): the
- * rate given is the mean of the window before and the one after.
+ * comes in bursts: one window before is not enough to take it off these few starts): the rate
+ * given is the mean of the window before and the one after; `after` is the one after, which is
+ * just before the storm.
  */
 async function oneAtATime(plugin: Ovsnet, host: DockerHost, net: string, prefix: string, before: number) {
   const one = await oneByOne(host, net, ONE, prefix, () => cpuMs(plugin).all);
   await sleep(5000); // the last removal's tail
-  const i0 = cpuMs(plugin);
-  await sleep(IDLE_S * 1000);
-  const i1 = cpuMs(plugin);
-  const after = (i1.all - i0.all) / ((i1.at - i0.at) / 1000);
-  return { ...one, idleRate: (before + after) / 2 };
+  const after = await idleRate(plugin);
+  return { one: { ...one, idleRate: (before + after) / 2 }, after };
 }
 
 /** One storm of `which` on a cluster of its own. */
@@ -170,11 +176,10 @@ async function measure(which: string, n: number, round: number): Promise<Figures
     });
     if (warm.failures > 0) throw new Error(`${which}: the warm-up failed: ${warm.firstError ?? ''}`);
     await sleep(5000); // the removals' tail (spares parked, records swept)
-    const i0 = cpuMs(plugin);
-    await sleep(IDLE_S * 1000);
-    const i1 = cpuMs(plugin);
-    const idleRate = (i1.all - i0.all) / ((i1.at - i0.at) / 1000);
-    const one = ONE > 0 ? await oneAtATime(plugin, host, started.net, `o${round}x`, idleRate) : undefined;
+    const before = await idleRate(plugin);
+    const phase = ONE > 0 ? await oneAtATime(plugin, host, started.net, `o${round}x`, before) : undefined;
+    const one = phase?.one;
+    const stormIdle = phase?.after ?? before; // the window just before the storm
     if (one !== undefined && one.failures > 0) throw new Error(`${which}: ${one.failures} of the ${ONE} one-at-a-time starts failed`);
     const c0 = cpuMs(plugin);
     const t0 = threadTimes(plugin);
@@ -202,7 +207,7 @@ async function measure(which: string, n: number, round: number): Promise<Figures
       start: (c1.all - c0.all) / n,
       system: (c1.system - c0.system) / n,
       main: (c1.main - c0.main) / n,
-      net: (c1.all - c0.all - (idleRate * (c1.at - c0.at)) / 1000) / n,
+      net: (c1.all - c0.all - (stormIdle * (c1.at - c0.at)) / 1000) / n,
       stop: (c2.all - c1.all) / n,
       cold: (w1.all - w0.all) / WARM,
       wallS: s.wallMs / 1000,

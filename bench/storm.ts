@@ -13,6 +13,9 @@ export interface Storm {
   readonly firstError?: string;
 }
 
+/** One container's `docker run -d` on `network`: it sleeps, so it stays up until removed. */
+const runArgs = (name: string, network: string) => ['run', '-d', '--name', name, '--network', network, IMAGE, 'sleep', '600'];
+
 /**
  * `n` parallel `docker run -d` on `network`, then `afterStart`, then every container removed (not
  * timed). Each docker command is bounded (3 min): dockerd 20.10 can deadlock under such cycling
@@ -28,9 +31,7 @@ export async function storm(
 ): Promise<Storm> {
   const names = Array.from({ length: n }, (_, i) => `${prefix}${i}`);
   const t0 = process.hrtime.bigint();
-  const runs = await Promise.all(
-    names.map((name) => host.docker(['run', '-d', '--name', name, '--network', network, IMAGE, 'sleep', '600'], 180_000)),
-  );
+  const runs = await Promise.all(names.map((name) => host.docker(runArgs(name, network), 180_000)));
   const wallMs = Number(process.hrtime.bigint() - t0) / 1e6;
   await afterStart?.();
   await host.docker(['rm', '-f', ...names], 180_000);
@@ -59,7 +60,7 @@ export async function oneByOne(host: DockerHost, network: string, n: number, pre
     for (const name of names) if ((await each(name)).code !== 0) failures++;
     return { cpu: (cpu() - c0) / n, wall: (performance.now() - t0) / n };
   };
-  const start = await phase((name) => host.docker(['run', '-d', '--name', name, '--network', network, IMAGE, 'sleep', '600'], 180_000));
+  const start = await phase((name) => host.docker(runArgs(name, network), 180_000));
   const stop = await phase((name) => host.docker(['rm', '-f', name], 180_000));
   return { start, stop, failures };
 }
