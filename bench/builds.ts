@@ -114,7 +114,9 @@ async function startBuild(host: DockerHost, cluster: Cluster, entry: string, rou
   // said, since those flags move the figures (a comparison of two builds is one of flags too).
   const shipped = launchFlags(main);
   if (round === 0)
-    console.log(`${which}: node flags ${[...shipped, ...flags].join(' ') || 'none (no plugin/config.json beside its dist)'}`);
+    console.log(
+      `${which}: node flags ${[...shipped, ...flags].join(' ') || 'none (no plugin/config.json beside its dist, or none in its entrypoint)'}`,
+    );
   const plugin = await host.startOvsnet(
     {
       OVSNET_STORE: cluster.store,
