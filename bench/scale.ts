@@ -272,8 +272,8 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
     ];
     /** Each figure of figures(): its label, unit, target and test. */
     const each: [string, string, keyof Figures, string, (f: number, n: number) => boolean][] = [
-      // The RSS target is the 10k's (issue 27); more records have none.
-      ['daemon RSS', 'MiB', 'rssMiB', 'empty <= 80, 10k <= 110 MiB', (f, n) => empty.rssMiB <= 80 && (n > 10_000 || f <= 110)],
+      // One read, the first after start-up: before the collection that follows the reconcile.
+      ['daemon RSS', 'MiB', 'rssMiB', '', () => true],
       ['of that RSS, file-backed (the node binary and libraries, shared)', 'MiB', 'fileMiB', '', () => true],
       ['daemon V8 heap used (of that RSS)', 'MiB', 'heapMiB', '', () => true],
       ['start-up to reconcile done', 'ms', 'reconcileMs', '<= 5 s', (f) => f <= 5000],
@@ -281,7 +281,15 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       ['ovsnet endpoints --json', 'ms', 'endpointsCliMs', '<= 1 s', (f) => f <= 1000],
       ['RequestAddress p50 (200)', 'ms', 'requestP50Ms', 'unchanged', (f) => f <= empty.requestP50Ms * 1.25],
       ['daemon CPU asked nothing, 40 s after the above (its sweeps)', 'ms/s', 'idleCpuMsPerS', '', () => true],
-      ['daemon RSS over those 40 s, read each second: median', 'MiB', 'idleRssMedianMiB', '', () => true],
+      // The RSS target is the 10k's (issue 27), on the median (a single read falls anywhere between
+      // collections); more records have none.
+      [
+        'daemon RSS over those 40 s, read each second: median',
+        'MiB',
+        'idleRssMedianMiB',
+        'empty <= 80, 10k <= 110 MiB',
+        (f, n) => empty.idleRssMedianMiB <= 80 && (n > 10_000 || f <= 110),
+      ],
       ['the same: highest', 'MiB', 'idleRssMaxMiB', '', () => true],
     ];
     return {
