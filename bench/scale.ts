@@ -104,6 +104,8 @@ interface Figures {
   fileMiB: number;
   /** V8's live heap (after a collection only if one ran: nodejs_heap_size_used_bytes), beside RSS, which V8 does not give back at once. */
   heapMiB: number;
+  /** V8's heap committed (nodejs_heap_size_total_bytes), read with it. */
+  heapTotalMiB: number;
   reconcileMs: number;
   ipamCliMs: number;
   endpointsCliMs: number;
@@ -148,18 +150,29 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
     await release().catch(release);
   }
   req.sort((a, b) => a - b);
-  const metrics = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
-  const heap = Number(/^nodejs_heap_size_used_bytes (\S+)$/m.exec(metrics)?.[1]);
+  const now = await memoryNow(host, ovsnet);
   return {
-    rssMiB: rssMiB(ovsnet),
-    fileMiB: rssOf(servePid(ovsnet.child.pid ?? 0)).file,
-    heapMiB: heap / 2 ** 20,
+    rssMiB: now.rss,
+    fileMiB: now.file,
+    heapMiB: now.heapUsed,
+    heapTotalMiB: now.heapTotal,
     reconcileMs,
     ipamCliMs: await cli(['ipam']),
     endpointsCliMs: await cli(['endpoints', '--json']),
     requestP50Ms: percentile(req, 0.5),
     ...(await idle(servePid(ovsnet.child.pid ?? 0))),
   };
+}
+
+/**
+ * A running daemon's memory in one reading: its RSS and the file-backed part of it first (a
+ * scrape allocates), then V8's heap, used and committed, from its metrics (served on 9477 here).
+ */
+async function memoryNow(host: DockerHost, ovsnet: Ovsnet): Promise<{ rss: number; file: number; heapUsed: number; heapTotal: number }> {
+  const { rss, file } = rssOf(servePid(ovsnet.child.pid ?? 0));
+  const metrics = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  const mib = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]) / 2 ** 20;
+  return { rss, file, heapUsed: mib('nodejs_heap_size_used_bytes'), heapTotal: mib('nodejs_heap_size_total_bytes') };
 }
 
 /** The daemon over IDLE_MS asked nothing (no call, no scrape): its CPU per second, its RSS read each second. */
@@ -233,7 +246,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
     current = s.ovsnet;
     const empty = await figures(host, s.ovsnet, s.reconcileMs, poolId, daemon.main);
     const made: number[] = [];
-    const idle: number[] = [];
+    const idle: Awaited<ReturnType<typeof memoryNow>>[] = [];
     const full: Figures[] = [];
     const fabricateS: number[] = [];
     let next = 0;
@@ -257,7 +270,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       await new Promise((r) => setTimeout(r, 1000));
       made.push(rssMiB(s.ovsnet));
       await new Promise((r) => setTimeout(r, HEAP_CHECK_MS + 2000)); // the heap's check between bursts (src/daemon/memory.ts)
-      idle.push(rssMiB(s.ovsnet));
+      idle.push(await memoryNow(host, s.ovsnet));
       await s.ovsnet.kill('SIGTERM');
       s = await start(host, daemon);
       current = s.ovsnet;
@@ -307,7 +320,40 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
           ),
         ),
         row('daemon RSS right after making them (no restart)', 'MiB', empty.rssMiB, made, '', () => true),
-        row('the same, idle 32 s later', 'MiB', empty.rssMiB, idle, '', () => true),
+        row(
+          'the same, idle 32 s later',
+          'MiB',
+          empty.rssMiB,
+          idle.map((m) => m.rss),
+          '',
+          () => true,
+        ),
+        // What holds it: the node binary's pages, V8's heap (used, and committed: V8 keeps what it
+        // grew to for a while), the rest native memory (the store's, the worker's isolate, malloc's).
+        row(
+          'of that, file-backed',
+          'MiB',
+          empty.fileMiB,
+          idle.map((m) => m.file),
+          '',
+          () => true,
+        ),
+        row(
+          'of that, V8 heap used',
+          'MiB',
+          empty.heapMiB,
+          idle.map((m) => m.heapUsed),
+          '',
+          () => true,
+        ),
+        row(
+          'of that, V8 heap committed',
+          'MiB',
+          empty.heapTotalMiB,
+          idle.map((m) => m.heapTotal),
+          '',
+          () => true,
+        ),
       ],
     };
   } finally {
