@@ -310,6 +310,12 @@ export async function benchBuilds(): Promise<void> {
     }
   }
   const metrics = process.env.BENCH_METRICS === '0' ? 'not served' : 'served';
+  // V8's profiler samples from a thread of its own, asked nothing or not (about 190 ms of CPU a
+  // second at a 0.25 ms interval, measured): in every /proc figure below and in the idle rate.
+  if (EXTRA_FLAGS.includes('--cpu-prof'))
+    console.log(
+      `\nUnder --cpu-prof: each daemon's figures below hold its profiler's sampling thread as well (it runs asked nothing or not): read the profiles' shares above, not these figures, nor one build's against another's.`,
+    );
   console.log(
     `\n${n}-container storms on a logical network (etcd), each on a cluster of its own (one host, an empty etcd), ${rounds} rounds in turn; ovsnet's metrics ${metrics}; CPU ms per container from /proc (all threads), idle rate over ${IDLE_S} s before:\n`,
   );
