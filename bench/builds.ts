@@ -13,8 +13,9 @@
  * (20) containers started and removed first (the daemon's code warm; their CPU per start is printed
  * as well, cold), 10 s asked nothing (its idle rate), BENCH_ONE (20; 0: none) containers started
  * one after another and removed so (the machine otherwise idle: the figure without the storm's
- * load), then BENCH_STORM (100) parallel `docker run -d`, and their removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each
- * ovsnet build's and the floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon;
+ * load), 10 s asked nothing again, then BENCH_STORM (100) parallel `docker run -d`, and their
+ * removal. BENCH_DAEMON_FLAGS (space-separated) adds node flags to each ovsnet build's and the
+ * floor's, e.g. `--cpu-prof --cpu-prof-dir=DIR` for a profile of each storm's daemon;
  * node flags after a build's name add to that build's alone (`this|this --no-opt`: one build
  * against itself under another flag). BENCH_HEAP_DIR=DIR samples each ovsnet build's and the
  * floor's allocations over the storm's starts (bench/heap-sampler.ts) and prints them by owner and
@@ -374,7 +375,7 @@ function printOneByOne(builds: readonly string[], all: ReadonlyMap<string, reado
     }),
   );
   console.log(
-    `\n${ONE} containers one at a time before each storm (each \`docker run -d\` waited for, then each removed so; the machine otherwise idle), CPU ms per container from /proc (all threads), against the round's baseline; the idle rate is the mean of 10 s asked nothing before and after:\n`,
+    `\n${ONE} containers one at a time before each storm (each \`docker run -d\` waited for, then each removed so; the machine otherwise idle), CPU ms per container from /proc (all threads), against the round's baseline; the idle rate is the mean of ${IDLE_S} s asked nothing before and after:\n`,
   );
   console.log(
     table(

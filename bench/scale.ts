@@ -164,11 +164,19 @@ async function figures(host: DockerHost, ovsnet: Ovsnet, reconcileMs: number, po
   };
 }
 
+/** A running daemon's memory in one reading, MiB. */
+interface Memory {
+  readonly rss: number;
+  readonly file: number;
+  readonly heapUsed: number;
+  readonly heapTotal: number;
+}
+
 /**
  * A running daemon's memory in one reading: its RSS and the file-backed part of it first (a
  * scrape allocates), then V8's heap, used and committed, from its metrics (served on 9477 here).
  */
-async function memoryNow(host: DockerHost, ovsnet: Ovsnet): Promise<{ rss: number; file: number; heapUsed: number; heapTotal: number }> {
+async function memoryNow(host: DockerHost, ovsnet: Ovsnet): Promise<Memory> {
   const { rss, file } = rssOf(servePid(ovsnet.child.pid ?? 0));
   const metrics = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
   const mib = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]) / 2 ** 20;
@@ -246,7 +254,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
     current = s.ovsnet;
     const empty = await figures(host, s.ovsnet, s.reconcileMs, poolId, daemon.main);
     const made: number[] = [];
-    const idle: Awaited<ReturnType<typeof memoryNow>>[] = [];
+    const idle: Memory[] = [];
     const full: Figures[] = [];
     const fabricateS: number[] = [];
     let next = 0;
@@ -305,6 +313,17 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
       ],
       ['the same: highest', 'MiB', 'idleRssMaxMiB', '', () => true],
     ];
+    /**
+     * The RSS 32 s after making the records, and what holds it, each beside the empty daemon's: the
+     * node binary's pages, V8's heap (used, and committed: V8 keeps what it grew to for a while),
+     * the rest native memory (the store's, the worker's isolate, malloc's).
+     */
+    const idleRows: [string, number, (m: Memory) => number][] = [
+      ['the same, idle 32 s later', empty.rssMiB, (m) => m.rss],
+      ['of that, file-backed', empty.fileMiB, (m) => m.file],
+      ['of that, V8 heap used', empty.heapMiB, (m) => m.heapUsed],
+      ['of that, V8 heap committed', empty.heapTotalMiB, (m) => m.heapTotal],
+    ];
     return {
       fabricateS,
       rows: [
@@ -320,40 +339,7 @@ async function scaled(daemon: Daemon, counts: readonly number[]): Promise<{ rows
           ),
         ),
         row('daemon RSS right after making them (no restart)', 'MiB', empty.rssMiB, made, '', () => true),
-        row(
-          'the same, idle 32 s later',
-          'MiB',
-          empty.rssMiB,
-          idle.map((m) => m.rss),
-          '',
-          () => true,
-        ),
-        // What holds it: the node binary's pages, V8's heap (used, and committed: V8 keeps what it
-        // grew to for a while), the rest native memory (the store's, the worker's isolate, malloc's).
-        row(
-          'of that, file-backed',
-          'MiB',
-          empty.fileMiB,
-          idle.map((m) => m.file),
-          '',
-          () => true,
-        ),
-        row(
-          'of that, V8 heap used',
-          'MiB',
-          empty.heapMiB,
-          idle.map((m) => m.heapUsed),
-          '',
-          () => true,
-        ),
-        row(
-          'of that, V8 heap committed',
-          'MiB',
-          empty.heapTotalMiB,
-          idle.map((m) => m.heapTotal),
-          '',
-          () => true,
-        ),
+        ...idleRows.map(([label, e, pick]) => row(label, 'MiB', e, idle.map(pick), '', () => true)),
       ],
     };
   } finally {
