@@ -24,7 +24,7 @@ import { keys } from '../src/store/keys.js';
 import { HEAP_CHECK_MS } from '../src/daemon/memory.js';
 import { DockerHost, MAIN, pluginCall, type Ovsnet } from '../test/harness/host.js';
 import { rssFloor, type Rss } from './rss-floor.js';
-import { rssMiB, rssOf, servePid } from './storm.js';
+import { rssMiB, rssOf, scrape, servePid } from './storm.js';
 import { launchFlags } from '../test/harness/launch.js';
 import { benchHosts } from './hosts.js';
 import { fmt, median, percentile, table } from './stats.js';
@@ -178,7 +178,7 @@ interface Memory {
  */
 async function memoryNow(host: DockerHost, ovsnet: Ovsnet): Promise<Memory> {
   const { rss, file } = rssOf(servePid(ovsnet.child.pid ?? 0));
-  const metrics = (await host.exec(['wget', '-q', '-O', '-', 'http://127.0.0.1:9477/metrics'])).stdout;
+  const metrics = await scrape(host, 9477);
   const mib = (name: string) => Number(new RegExp(`^${name} (\\S+)$`, 'm').exec(metrics)?.[1]) / 2 ** 20;
   return { rss, file, heapUsed: mib('nodejs_heap_size_used_bytes'), heapTotal: mib('nodejs_heap_size_total_bytes') };
 }
