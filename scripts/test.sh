@@ -89,6 +89,8 @@ cat "$OVSNET_TMP"/{alone,lane1,lane2}.out >"$OVSNET_TMP/tap.out" 2>/dev/null || 
 # A plain closing line any CI reads: count the top-level test files' assertions.
 pass=$(grep -cE '^\s*ok [0-9]+' "$OVSNET_TMP/tap.out" || true)
 fail=$(grep -cE '^\s*not ok [0-9]+' "$OVSNET_TMP/tap.out" || true)
+# Each failure by its path and diagnostics, last: a CI keeping only the output's end shows them.
+node scripts/tap-failures.mjs "$OVSNET_TMP"/{alone,lane1,lane2}.out || log "naming the failures failed (above)"
 echo "tests: $pass passed, $fail failed"
 [ "$pass" -gt 0 ] || { echo "no test ran" >&2; exit 1; }
 exit "$status"
