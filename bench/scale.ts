@@ -200,12 +200,14 @@ interface Daemon {
   readonly label: string;
   readonly main: string;
   readonly flags: readonly string[];
+  /** Settings of its process's own beyond the bench's (BENCH_DAEMON_ENV), e.g. the C library's. */
+  readonly env: Readonly<Record<string, string>>;
 }
 
 /** Starts ovsnet; resolves with it and the ms until its start-up reconcile was logged. */
 async function start(host: DockerHost, daemon: Daemon): Promise<{ ovsnet: Ovsnet; reconcileMs: number }> {
   const t0 = process.hrtime.bigint();
-  const ovsnet = await host.startOvsnet({ OVSNET_LOG_LEVEL: 'info' }, daemon.main, daemon.flags); // the reconcile line is at info
+  const ovsnet = await host.startOvsnet({ ...daemon.env, OVSNET_LOG_LEVEL: 'info' }, daemon.main, daemon.flags); // the reconcile line is at info
   for (let i = 0; i < 600 && !ovsnet.log.includes('reconciled the store with OVS'); i++) await new Promise((r) => setTimeout(r, 50));
   await new Promise((r) => setTimeout(r, 500)); // what follows the reconcile (the collection after start-up: src/daemon/memory.ts)
   return { ovsnet, reconcileMs: ms(t0) };
@@ -371,7 +373,19 @@ async function etcdCapacity(): Promise<number> {
   }
 }
 
+/** BENCH_DAEMON_ENV: space-separated NAME=VALUE settings for the measured build's process (not the baseline's). */
+function daemonEnv(spec: string | undefined): Record<string, string> {
+  const env: Record<string, string> = {};
+  for (const pair of spec?.split(' ').filter(Boolean) ?? []) {
+    const m = /^([A-Z_][A-Z0-9_]*)=(.*)$/.exec(pair);
+    if (m === null) throw new Error(`BENCH_DAEMON_ENV: ${pair} is not NAME=VALUE (e.g. MALLOC_ARENA_MAX=2)`);
+    env[m[1] ?? ''] = m[2] ?? '';
+  }
+  return env;
+}
+
 export async function benchScale(): Promise<void> {
+  const env = daemonEnv(process.env.BENCH_DAEMON_ENV); // refused before anything runs
   console.log('Pool memory, in process (offsets.ts); target: a /8 at 1% <= 1 MiB\n');
   console.log(table(['pool', 'chunks', 'KiB', 'verdict'], poolMemory()));
   console.log('\nThe record copies, in process (record-cache.ts), keys and Map included\n');
@@ -388,9 +402,16 @@ export async function benchScale(): Promise<void> {
   const counts = (process.env.BENCH_SCALE ?? '10000').split(',').map(Number);
   if (counts.some((n, i) => !Number.isInteger(n) || n < 1 || n <= (counts[i - 1] ?? 0)))
     throw new Error(`BENCH_SCALE=${process.env.BENCH_SCALE}: expected counts of records, rising, e.g. 10000 or 10000,50000`);
-  const daemons: Daemon[] = [{ label: 'this build', main: MAIN, flags: process.env.BENCH_DAEMON_FLAGS?.split(' ') ?? launchFlags(MAIN) }];
+  const daemons: Daemon[] = [
+    {
+      label: `this build${Object.keys(env).length > 0 ? ` with ${process.env.BENCH_DAEMON_ENV}` : ''}`,
+      main: MAIN,
+      flags: process.env.BENCH_DAEMON_FLAGS?.split(' ') ?? launchFlags(MAIN),
+      env,
+    },
+  ];
   const baseline = process.env.BENCH_BASELINE_MAIN;
-  if (baseline !== undefined) daemons.unshift({ label: `baseline: ${baseline}`, main: baseline, flags: launchFlags(baseline) });
+  if (baseline !== undefined) daemons.unshift({ label: `baseline: ${baseline}`, main: baseline, flags: launchFlags(baseline), env: {} });
   const rows: string[][] = [];
   for (const daemon of daemons) {
     const floor = rssFloor(daemon.flags);
