@@ -16,7 +16,7 @@ const RESULT = /^( *)(not )?ok \d+ - ?(.*?)(?: # (?:time|TODO|SKIP).*)?$/;
 const MAX_DIAG_LINES = 30;
 
 /** @param {string[]} lines */
-export function failures(lines) {
+function failures(lines) {
   const out = [];
   /** @type {string[]} names of the open subtests, by depth (indent / 4) */
   const path = [];
@@ -56,13 +56,11 @@ export function failures(lines) {
   return out;
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
-  const lines = process.argv
-    .slice(2)
-    .filter((f) => fs.existsSync(f))
-    .flatMap((f) => fs.readFileSync(f, 'utf8').split('\n'));
-  for (const { where, diag } of failures(lines)) {
-    console.log(`not ok: ${where}`);
-    for (const d of diag) console.log(`    ${d}`);
-  }
+const lines = process.argv
+  .slice(2)
+  .filter((f) => fs.existsSync(f))
+  .flatMap((f) => fs.readFileSync(f, 'utf8').split('\n'));
+for (const { where, diag } of failures(lines)) {
+  console.log(`not ok: ${where}`);
+  for (const d of diag) console.log(`    ${d}`);
 }

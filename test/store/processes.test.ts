@@ -63,10 +63,9 @@ t.test('sqlite: SIGKILL in the middle of transactions loses no acknowledged one,
   const spec = `sqlite:${file}`;
   let acked = -1;
   const killAt = 300 + Math.floor(Math.random() * 400);
-  // The writer has far more to do than it is let: 1,000 transactions take it ~0.1 s, and a test
-  // runner starved of CPU for that long (the other lane busy) read the ack lines only after it had
-  // finished and exited, with no kill. 1,000,000 take it minutes; it is killed at the first ack read
-  // at or past killAt.
+  // The writer has far more to do than it is let, so that its kill does not depend on the runner
+  // keeping up with its acks: 1,000 transactions take it ~0.1 s, 1,000,000 minutes. It is killed at
+  // the first ack read at or past killAt.
   const res = await run(['crash', spec, '/c/', '1000000'], (line, kill) => {
     const m = /^ack (\d+)$/.exec(line);
     if (m !== null) acked = Number(m[1]);
